@@ -1,0 +1,29 @@
+"""Errors the package raises on purpose, each naming what went wrong."""
+
+from __future__ import annotations
+
+
+class EmbeddingShapeError(ValueError):
+    """Embeddings returned vectors that cannot be compared (wrong count, size, NaN, zero)."""
+
+
+class JudgeReplyError(ValueError):
+    """A judge reply could not be read as the prompt's output model."""
+
+
+def is_reply_error(exc: BaseException) -> bool:
+    """True when ``exc`` means "the judge answered, but not in the asked shape".
+
+    These are counted in the report and the probe is asked again; any other
+    error (network, auth, timeout) propagates to the caller.
+    """
+    from pydantic import ValidationError
+
+    if isinstance(exc, (JudgeReplyError, ValidationError)):
+        return True
+    # instructor gives up after its own retries with this exception; matched by
+    # name so instructor is not imported here.
+    return any(
+        cls.__name__ in {"InstructorRetryException", "IncompleteOutputException"}
+        for cls in type(exc).__mro__
+    )

@@ -1,0 +1,72 @@
+"""One async way to ask any judge for a structured reply.
+
+Speaks to instructor judges (``llm_factory``), RAGAS ``BaseRagasLLM`` wrappers and LangChain
+language models, so every metric flavour shares one path from prompt text to output model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from .errors import JudgeReplyError
+
+Reply = TypeVar("Reply", bound=BaseModel)
+
+_FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+
+
+def judge_kind(llm: Any) -> str:
+    """``"instructor"``, ``"ragas"`` or ``"langchain"``; TypeError for anything else."""
+    from langchain_core.language_models import BaseLanguageModel
+    from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
+
+    if isinstance(llm, InstructorBaseRagasLLM):
+        return "instructor"
+    if isinstance(llm, BaseRagasLLM):
+        return "ragas"
+    if isinstance(llm, BaseLanguageModel):
+        return "langchain"
+    raise TypeError(
+        f"llm must be an instructor judge (llm_factory), a ragas BaseRagasLLM or a LangChain "
+        f"language model, got {type(llm).__name__}"
+    )
+
+
+async def ask_judge(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
+    """Send ``prompt`` to ``llm`` and return its reply as ``output_model``.
+
+    Replies that do not parse raise :class:`JudgeReplyError` (or instructor's own error);
+    transport errors propagate unchanged.
+    """
+    kind = judge_kind(llm)
+    if kind == "instructor":
+        if getattr(llm, "is_async", True):
+            return await llm.agenerate(prompt, output_model)
+        return await asyncio.to_thread(llm.generate, prompt, output_model)
+
+    from langchain_core.prompt_values import StringPromptValue
+
+    value = StringPromptValue(text=prompt)
+    if kind == "ragas":
+        result = await llm.generate(value, n=1)
+    else:
+        result = await llm.agenerate_prompt([value])
+    return parse_reply(result.generations[0][0].text, output_model)
+
+
+def parse_reply(text: str, output_model: type[Reply]) -> Reply:
+    """Read a JSON reply (optionally fenced, optionally with text around it) as ``output_model``."""
+    body = _FENCE.sub("", text.strip())
+    start, end = body.find("{"), body.rfind("}")
+    if start == -1 or end < start:
+        raise JudgeReplyError(f"judge reply holds no JSON object: {text[:120]!r}")
+    try:
+        data = json.loads(body[start : end + 1])
+    except json.JSONDecodeError as exc:
+        raise JudgeReplyError(f"judge reply is not valid JSON ({exc.msg}): {text[:120]!r}") from exc
+    return output_model.model_validate(data)

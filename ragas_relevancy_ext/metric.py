@@ -1,0 +1,130 @@
+"""The drop-in modern metric: stock collections `AnswerRelevancy` with probe-level results.
+
+Usage:
+    >>> from ragas_relevancy_ext import AnswerRelevancy
+    >>> metric = AnswerRelevancy(llm=llm, embeddings=embeddings, strictness=3)
+    >>> result = metric.score(user_input="Where is order A17?", response="It shipped on 3 March.")
+    >>> result.value, result.reason
+    >>> print(result.report)          # every probe: question, noncommittal flag, cosine
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
+from ragas.metrics.result import MetricResult
+
+from .pipeline import check_strictness, failed_report, score_sample
+from .prompts import PromptSpec, resolve_probe_prompt
+from .report import RelevancyReport
+
+DEFAULT_MAX_CONCURRENCY = 16
+
+
+class RelevancyResult(MetricResult):
+    """A ``MetricResult`` whose ``.report`` holds every probe behind ``.value``."""
+
+    def __init__(self, report: RelevancyReport):
+        super().__init__(value=report.score, reason=report.reason)
+        self.report = report
+
+
+class AnswerRelevancy(StockAnswerRelevancy):
+    """Answer relevancy as RAGAS computes it, with concurrent judge calls and per-probe reports.
+
+    Same constructor and calls as ``ragas.metrics.collections.AnswerRelevancy``, plus:
+
+    probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
+        ``"diverse"`` or a prompt object with the same input/output models.
+    max_concurrency: judge and embedding calls in flight at once, per call of
+        ``ascore``/``abatch_score``.
+    """
+
+    def __init__(
+        self,
+        llm: Any,
+        embeddings: Any,
+        name: str = "answer_relevancy",
+        strictness: int = 3,
+        *,
+        probe_prompt: PromptSpec = "stock",
+        max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        **kwargs: Any,
+    ):
+        super().__init__(
+            llm=llm,
+            embeddings=embeddings,
+            name=name,
+            strictness=check_strictness(strictness),
+            **kwargs,
+        )
+        if (
+            isinstance(max_concurrency, bool)
+            or not isinstance(max_concurrency, int)
+            or (max_concurrency < 1)
+        ):
+            raise ValueError(
+                f"max_concurrency must be a whole number >= 1, got {max_concurrency!r}"
+            )
+        self.max_concurrency = max_concurrency
+        self.probe_mode, self.prompt = resolve_probe_prompt(probe_prompt)
+        self.probe_prompt = (
+            probe_prompt if isinstance(probe_prompt, str) else type(probe_prompt).__name__
+        )
+
+    async def ascore(  # type: ignore[override]
+        self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None
+    ) -> RelevancyResult:
+        """Score one sample; the result's ``.report`` lists every probe."""
+        limiter = _limiter or asyncio.Semaphore(self.max_concurrency)
+        report = await score_sample(
+            user_input,
+            response,
+            llm=self.llm,
+            embeddings=self.embeddings,
+            strictness=self.strictness,
+            mode=self.probe_mode,
+            prompt=self.prompt,
+            prompt_name=self.probe_prompt,
+            limiter=limiter,
+        )
+        return RelevancyResult(report)
+
+    async def abatch_score(  # type: ignore[override]
+        self, inputs: list[dict[str, Any]]
+    ) -> list[RelevancyResult]:
+        """Score many samples concurrently; a sample that fails gets NaN and its error as reason."""
+        limiter = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(row: dict[str, Any]) -> RelevancyResult:
+            try:
+                unexpected = sorted(set(row) - {"user_input", "response"})
+                if unexpected:
+                    raise TypeError(
+                        f"unexpected field(s) {unexpected}: rows take user_input, response"
+                    )
+                return await self.ascore(
+                    row.get("user_input"), row.get("response"), _limiter=limiter
+                )
+            except Exception as exc:  # one bad sample never loses the others
+                return RelevancyResult(
+                    failed_report(
+                        row.get("user_input"),
+                        row.get("response"),
+                        self.strictness,
+                        self.probe_prompt,
+                        exc,
+                    )
+                )
+
+        return list(await asyncio.gather(*(one(row) for row in inputs)))
+
+    def batch_score(self, inputs: list[dict[str, Any]]) -> list[RelevancyResult]:  # type: ignore[override]
+        """Synchronous :meth:`abatch_score`."""
+        return super().batch_score(inputs)  # type: ignore[return-value]
+
+    def score(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
+        """Synchronous :meth:`ascore`."""
+        return super().score(user_input=user_input, response=response)  # type: ignore[return-value]

@@ -1,0 +1,91 @@
+"""Parity with stock: run RAGAS's own ``AnswerRelevancy`` and ours on the same judge replies.
+
+Stock runs first with the real judge behind a recorder; ours then replays exactly those replies
+in ``probe_prompt="stock"`` mode on the same embeddings, so any difference in score or prompt
+text is ours.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from ragas.llms.base import InstructorBaseRagasLLM
+
+from .judges import Reply, ask_judge
+from .offline import ScriptedJudge
+from .report import RelevancyReport
+
+
+class RecordingJudge(InstructorBaseRagasLLM):
+    """Passes each request to ``inner`` and keeps the prompt and the reply."""
+
+    is_async = True
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+        self.prompts: list[str] = []
+        self.replies: list[Any] = []
+
+    async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        self.prompts.append(prompt)
+        reply = await ask_judge(self.inner, prompt, response_model)
+        self.replies.append(reply)
+        return reply
+
+    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        return asyncio.run(self.agenerate(prompt, response_model))
+
+
+@dataclass
+class ParityResult:
+    """Stock and ours on one sample: scores, their difference, and whether prompts matched."""
+
+    stock_score: float | None
+    ours_score: float
+    same_prompts: bool
+    report: RelevancyReport
+    stock_error: str | None = None
+    stock_prompts: list[str] = field(default_factory=list, repr=False)
+    ours_prompts: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def difference(self) -> float | None:
+        """|stock - ours|, or None when stock failed."""
+        if self.stock_score is None:
+            return None
+        return abs(self.stock_score - self.ours_score)
+
+
+async def compare_with_stock(
+    judge: Any, embeddings: Any, user_input: str, response: str, strictness: int = 3
+) -> ParityResult:
+    """Score one sample with stock and with ours (stock mode) on identical judge replies."""
+    from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
+
+    from .metric import AnswerRelevancy
+
+    recorder = RecordingJudge(judge)
+    stock_score: float | None = None
+    stock_error: str | None = None
+    try:
+        stock = Stock(llm=recorder, embeddings=embeddings, strictness=strictness)
+        stock_score = float((await stock.ascore(user_input=user_input, response=response)).value)
+    except Exception as exc:  # stock's own failure is a finding, not a crash
+        stock_error = f"{type(exc).__name__}: {exc}"
+
+    replay = ScriptedJudge(recorder.replies)
+    ours = AnswerRelevancy(
+        llm=replay, embeddings=embeddings, strictness=strictness, probe_prompt="stock"
+    )
+    result = await ours.ascore(user_input, response)
+    return ParityResult(
+        stock_score=stock_score,
+        ours_score=float(result.value),
+        same_prompts=recorder.prompts == replay.prompts,
+        report=result.report,
+        stock_error=stock_error,
+        stock_prompts=recorder.prompts,
+        ours_prompts=replay.prompts,
+    )

@@ -1,0 +1,167 @@
+"""Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one).
+
+Each is a RAGAS ``BasePrompt`` with pydantic input and output models, so users can subclass one,
+change its instruction or examples, and pass the object as ``probe_prompt``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+from ragas.metrics.collections.answer_relevancy.util import (
+    AnswerRelevanceInput,
+    AnswerRelevanceOutput,
+    AnswerRelevancePrompt,
+)
+from ragas.prompt.metrics.base_prompt import BasePrompt
+
+ProbeMode = Literal["stock", "sequential", "diverse"]
+PromptSpec = str | BasePrompt
+
+__all__ = [
+    "AnswerRelevanceInput",
+    "AnswerRelevanceOutput",
+    "AnswerRelevancePrompt",
+    "DiverseProbeInput",
+    "DiverseProbeOutput",
+    "DiverseProbePrompt",
+    "ProbeItem",
+    "SequentialProbeInput",
+    "SequentialProbePrompt",
+    "resolve_probe_prompt",
+]
+
+
+# Output models carry no docstring: pydantic would put it into the JSON schema of every prompt.
+class ProbeItem(BaseModel):
+    question: str = Field(..., description="A question the answer replies to")
+    noncommittal: int = Field(..., description="1 if the answer is evasive, else 0")
+
+
+class DiverseProbeInput(BaseModel):
+    """The response, how many probes to write, and probes already taken."""
+
+    response: str = Field(..., description="The answer to write questions for")
+    n: int = Field(..., description="How many questions to write")
+    avoid: list[str] | None = Field(None, description="Questions already written")
+
+
+class DiverseProbeOutput(BaseModel):
+    probes: list[ProbeItem]
+
+
+class DiverseProbePrompt(BasePrompt[DiverseProbeInput, DiverseProbeOutput]):
+    """N distinct probes, each a guess at the whole question, in one judge call."""
+
+    input_model = DiverseProbeInput
+    output_model = DiverseProbeOutput
+    instruction = (
+        "Write n different questions that the given answer replies to, each with a "
+        "noncommittal flag.\n"
+        "Each question guesses the WHOLE question the answer replies to, not one detail of it; "
+        "vary the wording between questions and never repeat one. Do not write any question "
+        "listed in avoid.\n"
+        'noncommittal is 1 if the answer is evasive, vague or ambiguous ("I don\'t know", '
+        '"I\'m not sure", "It depends"), else 0; give every question the same flag.'
+    )
+    examples = [
+        (
+            DiverseProbeInput(
+                response="Paris is the capital of France, known for its museums.", n=3
+            ),
+            DiverseProbeOutput(
+                probes=[
+                    ProbeItem(question="What is the capital of France?", noncommittal=0),
+                    ProbeItem(question="Which city is France's capital?", noncommittal=0),
+                    ProbeItem(question="Name the French capital city.", noncommittal=0),
+                ]
+            ),
+        ),
+        (
+            DiverseProbeInput(response="I'm not sure when the store opens.", n=2),
+            DiverseProbeOutput(
+                probes=[
+                    ProbeItem(question="When does the store open?", noncommittal=1),
+                    ProbeItem(question="What are the store's opening hours?", noncommittal=1),
+                ]
+            ),
+        ),
+    ]
+
+
+class SequentialProbeInput(BaseModel):
+    """The response and the probes written so far."""
+
+    response: str = Field(..., description="The answer to write a question for")
+    previous_questions: list[str] | None = Field(None, description="Questions already written")
+
+
+class SequentialProbePrompt(BasePrompt[SequentialProbeInput, AnswerRelevanceOutput]):
+    """One probe per call, each asked to differ from the probes so far."""
+
+    input_model = SequentialProbeInput
+    output_model = AnswerRelevanceOutput
+    instruction = (
+        AnswerRelevancePrompt.instruction
+        + "\nThe question must guess the WHOLE question the answer replies to, and be worded "
+        "differently from every question in previous_questions."
+    )
+    examples = [
+        (
+            SequentialProbeInput(
+                response="Albert Einstein was born in Germany.",
+                previous_questions=["Where was Albert Einstein born?"],
+            ),
+            AnswerRelevanceOutput(question="In which country was Einstein born?", noncommittal=0),
+        ),
+        (
+            SequentialProbeInput(response="I don't know what the warranty covers."),
+            AnswerRelevanceOutput(question="What does the warranty cover?", noncommittal=1),
+        ),
+    ]
+
+
+_BY_NAME: dict[str, type[BasePrompt]] = {
+    "stock": AnswerRelevancePrompt,
+    "sequential": SequentialProbePrompt,
+    "diverse": DiverseProbePrompt,
+}
+
+
+def resolve_probe_prompt(spec: PromptSpec) -> tuple[ProbeMode, BasePrompt]:
+    """Turn ``"stock"``/``"sequential"``/``"diverse"`` or a prompt object into (mode, prompt).
+
+    A prompt object's mode follows its input model, so a subclass of any of the three prompts
+    (new instruction, new examples) works as its parent does.
+    """
+    if isinstance(spec, str):
+        if spec not in _BY_NAME:
+            raise ValueError(
+                f"probe_prompt must be one of {sorted(_BY_NAME)} or a prompt object, got {spec!r}"
+            )
+        return spec, _BY_NAME[spec]()  # type: ignore[return-value]
+    if not isinstance(spec, BasePrompt):
+        raise TypeError(
+            f"probe_prompt must be a name or a ragas BasePrompt instance, got {type(spec).__name__}"
+        )
+    input_model = getattr(spec, "input_model", None)
+    output_model = getattr(spec, "output_model", None)
+    pairs: list[tuple[ProbeMode, type[BaseModel], type[BaseModel]]] = [
+        ("diverse", DiverseProbeInput, DiverseProbeOutput),
+        ("sequential", SequentialProbeInput, AnswerRelevanceOutput),
+        ("stock", AnswerRelevanceInput, AnswerRelevanceOutput),
+    ]
+    for mode, inp, out in pairs:
+        if _is_sub(input_model, inp) and _is_sub(output_model, out):
+            return mode, spec
+    raise TypeError(
+        f"{type(spec).__name__} has input/output models "
+        f"{getattr(input_model, '__name__', input_model)}/"
+        f"{getattr(output_model, '__name__', output_model)}; a probe prompt needs those of "
+        "AnswerRelevancePrompt, SequentialProbePrompt or DiverseProbePrompt"
+    )
+
+
+def _is_sub(model: object, base: type[BaseModel]) -> bool:
+    return isinstance(model, type) and issubclass(model, base)
