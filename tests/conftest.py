@@ -1,0 +1,31 @@
+"""Shared test set-up: offline RAGAS, and the shared fixture cases."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def load_cases() -> list[dict[str, Any]]:
+    """Every shared fixture case (tests/fixtures/cases.json)."""
+    return json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))
+
+
+def load_toy() -> dict[str, Any]:
+    """Seed 004's toy vectors case, whose mean cosine is 0.7463."""
+    return json.loads((FIXTURES / "toy_vectors.json").read_text(encoding="utf-8"))
+
+
+@pytest.fixture(scope="session")
+def cases() -> list[dict[str, Any]]:
+    return load_cases()
