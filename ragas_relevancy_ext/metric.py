@@ -49,7 +49,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
         name: str = "answer_relevancy",
         strictness: int = 3,
         *,
-        probe_prompt: PromptSpec = "stock",
+        probe_prompt: PromptSpec = "diverse",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         **kwargs: Any,
     ):

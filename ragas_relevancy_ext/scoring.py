@@ -8,13 +8,15 @@ from collections.abc import Sequence
 
 import numpy as np
 
-_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}¿¡“”‘’]")
+_APOSTROPHES = re.compile("['‘’]")
+_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}¿¡“”]")
 _SPACES = re.compile(r"\s+")
 
 
 def normalise_question(question: str) -> str:
     """Fold case, punctuation and white space, so near-identical probes compare equal."""
-    return _SPACES.sub(" ", _PUNCTUATION.sub(" ", question.casefold())).strip()
+    folded = _APOSTROPHES.sub("", question.casefold())
+    return _SPACES.sub(" ", _PUNCTUATION.sub(" ", folded)).strip()
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:

@@ -1,0 +1,300 @@
+"""The drop-in modern metric: same calls as stock, probe-level results, checked inputs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+
+import pytest
+from ragas.embeddings.base import BaseRagasEmbedding
+from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy
+from ragas.metrics.result import MetricResult
+
+from ragas_relevancy_ext import (
+    AnswerRelevancy,
+    EmbeddingShapeError,
+    Probe,
+    RelevancyReport,
+    RelevancyResult,
+)
+from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+
+QUESTION = "Where is order A17?"
+
+
+def stock_mode(judge, embeddings=None, **kwargs) -> AnswerRelevancy:
+    return AnswerRelevancy(
+        llm=judge, embeddings=embeddings or HashEmbeddings(), probe_prompt="stock", **kwargs
+    )
+
+
+class ListCollapsingEmbeddings(BaseRagasEmbedding):
+    """Answers a list of texts with ONE vector, as gemini-embedding-2 does."""
+
+    def __init__(self, width: int = 8):
+        super().__init__()
+        self.inner = HashEmbeddings(width)
+
+    def embed_text(self, text, **kwargs):
+        return self.inner.embed_text(text)
+
+    async def aembed_text(self, text, **kwargs):
+        return self.inner.embed_text(text)
+
+    async def aembed_texts(self, texts, **kwargs):
+        return [self.inner.embed_text(" ".join(texts))]
+
+
+class FixedOutputEmbeddings(BaseRagasEmbedding):
+    """Returns a fixed vector list whatever it is asked (to test the checks)."""
+
+    def __init__(self, vectors):
+        super().__init__()
+        self.vectors = vectors
+
+    def embed_text(self, text, **kwargs):
+        return self.vectors[0]
+
+    async def aembed_text(self, text, **kwargs):
+        return self.vectors[0]
+
+    async def aembed_texts(self, texts, **kwargs):
+        return self.vectors
+
+
+def test_is_a_drop_in_subclass_with_the_stock_constructor():
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
+    assert isinstance(metric, StockAnswerRelevancy)
+    assert metric.name == "answer_relevancy"
+    assert metric.strictness == 3
+    named = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings(), name="ar", strictness=5)
+    assert (named.name, named.strictness) == ("ar", 5)
+
+
+def test_rejects_legacy_components_like_stock():
+    with pytest.raises(ValueError, match="InstructorLLM"):
+        AnswerRelevancy(llm=object(), embeddings=HashEmbeddings())
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.5, True, "3"])
+def test_strictness_must_be_a_positive_whole_number(bad):
+    with pytest.raises(ValueError, match="strictness"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), strictness=bad)
+
+
+def test_unknown_probe_prompt_name_is_refused():
+    with pytest.raises(ValueError, match="probe_prompt must be one of"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), probe_prompt="fancy")
+    with pytest.raises(TypeError, match="probe_prompt"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), probe_prompt=42)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 1.5])
+def test_max_concurrency_must_be_positive(bad):
+    with pytest.raises(ValueError, match="max_concurrency"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), max_concurrency=bad)
+
+
+def test_score_returns_a_metric_result_with_a_report():
+    judge = ScriptedJudge([("Where is order A17?", 0), ("Where is my order?", 0), ("Cats?", 0)])
+    result = stock_mode(judge).score(user_input=QUESTION, response="Order A17 shipped on 3 March.")
+    assert isinstance(result, RelevancyResult) and isinstance(result, MetricResult)
+    report = result.report
+    assert isinstance(report, RelevancyReport)
+    assert [p.question for p in report.probes] == [
+        "Where is order A17?",
+        "Where is my order?",
+        "Cats?",
+    ]
+    assert all(isinstance(p, Probe) for p in report.probes)
+    assert report.probes[0].cosine == pytest.approx(1.0)
+    assert result.value == pytest.approx(sum(p.cosine for p in report.probes) / 3)
+    assert report.score == result.value
+    assert (report.user_input, report.strictness, report.probe_prompt) == (QUESTION, 3, "stock")
+    assert report.judge_calls == 3 and report.all_noncommittal is False
+    # the probe about cats drifted from the question, and the reason says so
+    assert '"Cats?"' in result.reason and "drifted" in result.reason
+
+
+def test_report_to_dict_is_json_and_round_trips():
+    judge = ScriptedJudge([("Where is order A17?", 0)] * 3)
+    report = stock_mode(judge).score(user_input=QUESTION, response="It shipped.").report
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["probes"][0] == {
+        "question": "Where is order A17?",
+        "noncommittal": 0,
+        "cosine": pytest.approx(1.0),
+    }
+    assert RelevancyReport.from_dict(data).probes == report.probes
+    text = str(report)
+    assert "Where is order A17?" in text and "cosine" in text and "reason:" in text
+
+
+def test_all_noncommittal_scores_zero_with_a_reason():
+    judge = ScriptedJudge([("Where is order A17?", 1)] * 3)
+    result = stock_mode(judge).score(user_input=QUESTION, response="I do not know.")
+    assert result.value == 0.0
+    assert result.report.all_noncommittal is True
+    assert "noncommittal" in result.reason
+    # the cosines are still reported, so a reader sees the probes were on topic
+    assert all(p.cosine == pytest.approx(1.0) for p in result.report.probes)
+
+
+def test_empty_probes_are_dropped_and_none_left_scores_zero():
+    judge = ScriptedJudge([("", 0), ("Where is order A17?", 0), ("", 0)])
+    result = stock_mode(judge).score(user_input=QUESTION, response="It shipped.")
+    assert [p.question for p in result.report.probes] == ["Where is order A17?"]
+    assert result.value == pytest.approx(1.0)
+
+    judge = ScriptedJudge([("", 0)] * 3)
+    result = stock_mode(judge).score(user_input=QUESTION, response="It shipped.")
+    assert result.value == 0.0 and result.report.probes == []
+    assert "no usable probe" in result.reason
+
+
+@pytest.mark.parametrize(
+    ("user_input", "response", "error", "field"),
+    [
+        ("", "An answer.", ValueError, "user_input"),
+        ("   \n", "An answer.", ValueError, "user_input"),
+        ("A question?", "", ValueError, "response"),
+        ("A question?", " \t", ValueError, "response"),
+        (None, "An answer.", TypeError, "user_input"),
+        ("A question?", 42, TypeError, "response"),
+        ("A question?", ["a", "list"], TypeError, "response"),
+    ],
+)
+def test_bad_input_is_refused_before_any_call(user_input, response, error, field):
+    judge = ScriptedJudge([])
+    with pytest.raises(error, match=field):
+        stock_mode(judge).score(user_input=user_input, response=response)
+    assert judge.calls == 0
+
+
+def test_stock_rejects_empty_input_with_the_same_error():
+    stock = StockAnswerRelevancy(llm=ScriptedJudge([]), embeddings=HashEmbeddings())
+    with pytest.raises(ValueError, match="user_input cannot be empty"):
+        stock.score(user_input="", response="x")
+    with pytest.raises(ValueError, match="user_input cannot be empty"):
+        stock_mode(ScriptedJudge([])).score(user_input="", response="x")
+
+
+def test_collapsed_embeddings_name_the_problem_where_stock_dies_in_numpy():
+    replies = [("Where is order A17?", 0)] * 3
+    with pytest.raises(ValueError, match="not aligned|cannot reshape"):
+        StockAnswerRelevancy(
+            llm=ScriptedJudge(replies), embeddings=ListCollapsingEmbeddings()
+        ).score(user_input=QUESTION, response="It shipped.")
+    with pytest.raises(EmbeddingShapeError) as caught:
+        stock_mode(ScriptedJudge(replies), ListCollapsingEmbeddings()).score(
+            user_input=QUESTION, response="It shipped."
+        )
+    message = str(caught.value)
+    assert "ListCollapsingEmbeddings" in message
+    assert "1 vector(s) of length(s) [8] for 4 text(s)" in message
+    assert "OneTextPerCall" in message
+
+
+@pytest.mark.parametrize(
+    ("vectors", "expected"),
+    [
+        ([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0]], r"different lengths \[2, 2, 3, 2\]"),
+        ([[1.0, 0.0], [math.nan, 1.0], [1.0, 0.0], [1.0, 0.0]], "NaN or infinite values for text 1"),
+        ([[1.0, 0.0], [1.0, 0.0], [math.inf, 0.0], [1.0, 0.0]], "NaN or infinite values for text 2"),
+        ([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 0.0]], "all-zero vector for text 3"),
+        ([[], [], [], []], "empty vectors"),
+        ([["a", "b"]] * 4, "not a list of numeric vectors"),
+    ],
+)
+def test_every_vector_is_checked_before_arithmetic(vectors, expected):
+    metric = stock_mode(ScriptedJudge([("q one?", 0)] * 3), FixedOutputEmbeddings(vectors))
+    with pytest.raises(EmbeddingShapeError, match=expected):
+        metric.score(user_input=QUESTION, response="It shipped.")
+
+
+def test_judge_calls_of_one_sample_run_concurrently_and_keep_order():
+    replies = [(f"Question {i}?", 0) for i in range(5)]
+    judge = ScriptedJudge(replies, latency=0.2)
+    started = time.perf_counter()
+    result = stock_mode(judge, strictness=5).score(user_input=QUESTION, response="It shipped.")
+    elapsed = time.perf_counter() - started
+    assert [p.question for p in result.report.probes] == [q for q, _ in replies]
+    assert judge.calls == 5
+    assert elapsed < 0.6, f"5 calls of 0.2 s took {elapsed:.2f} s: not concurrent"
+
+
+def test_max_concurrency_bounds_judge_calls_in_flight():
+    class CountingJudge(ScriptedJudge):
+        in_flight = 0
+        peak = 0
+
+        async def agenerate(self, prompt, response_model):
+            type(self).in_flight += 1
+            type(self).peak = max(type(self).peak, type(self).in_flight)
+            try:
+                await asyncio.sleep(0.02)
+                return await super().agenerate(prompt, response_model)
+            finally:
+                type(self).in_flight -= 1
+
+    judge = CountingJudge([("Where is order A17?", 0)] * 12)
+    metric = stock_mode(judge, max_concurrency=2)
+    results = metric.batch_score([{"user_input": QUESTION, "response": "It shipped."}] * 4)
+    assert len(results) == 4 and CountingJudge.peak == 2
+
+
+def test_batch_keeps_every_row_when_one_fails():
+    judge = PretendJudge()
+    rows = [
+        {"user_input": QUESTION, "response": "Order A17 shipped on 3 March."},
+        {"user_input": "", "response": "Order A17 shipped."},
+        {"user_input": QUESTION, "response": None},
+        {"user_input": QUESTION, "response": "We sell gift cards."},
+    ]
+    results = AnswerRelevancy(judge, HashEmbeddings()).batch_score(rows)
+    assert len(results) == 4
+    assert results[0].value > results[3].value > 0
+    assert math.isnan(results[1].value) and "user_input cannot be empty" in results[1].reason
+    assert math.isnan(results[2].value) and "response must be a string" in results[2].reason
+    assert results[1].report.to_dict()["score"] is None
+
+
+def test_batch_rows_with_unknown_fields_are_named():
+    results = AnswerRelevancy(PretendJudge(), HashEmbeddings()).batch_score(
+        [{"question": QUESTION, "answer": "It shipped."}]
+    )
+    assert math.isnan(results[0].value)
+    assert "unexpected field(s) ['answer', 'question']" in results[0].reason
+
+
+def test_batch_score_matches_single_scores():
+    rows = [
+        {"user_input": QUESTION, "response": answer}
+        for answer in ["Order A17 shipped on 3 March.", "We sell gift cards.", "I do not know."]
+    ]
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
+    batch = [r.value for r in metric.batch_score(rows)]
+    single = [metric.score(**row).value for row in rows]
+    assert batch == single
+
+
+def test_seed_003_order_a17_ranks_on_topic_over_off_topic_over_evasive():
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings(), probe_prompt="stock")
+    on, off, evasive = (
+        metric.score(user_input=QUESTION, response=answer).value
+        for answer in ["Order A17 shipped on 3 March.", "We sell gift cards.", "I do not know."]
+    )
+    assert on > off > evasive == 0.0
+
+
+def test_sync_score_from_a_running_loop_points_to_ascore():
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
+
+    async def inside():
+        with pytest.raises(RuntimeError, match="ascore"):
+            metric.score(user_input=QUESTION, response="It shipped.")
+        return await metric.ascore(QUESTION, "Order A17 shipped on 3 March.")
+
+    assert asyncio.run(inside()).value > 0

@@ -1,0 +1,233 @@
+"""Probe modes (stock, sequential, diverse) and every malformed judge reply, with scripted judges."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ragas_relevancy_ext import AnswerRelevancy, DiverseProbePrompt, SequentialProbePrompt
+from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge, prompt_input
+from ragas_relevancy_ext.probing import MAX_EXTRA_CALLS
+from ragas_relevancy_ext.prompts import AnswerRelevancePrompt
+
+Q = "What is TechNest's return policy?"
+A = "Returns are accepted within 30 days in the original packaging."
+P1 = "What is TechNest's return policy?"
+P2 = "How do returns work at TechNest?"
+P3 = "Under what conditions can I return an item to TechNest?"
+P4 = "What are TechNest's rules for returning a purchase?"
+
+
+class CountingEmbeddings(HashEmbeddings):
+    def __init__(self):
+        super().__init__(64)
+        self.batches: list[list[str]] = []
+
+    async def aembed_texts(self, texts, **kwargs):
+        self.batches.append(list(texts))
+        return [self.embed_text(t) for t in texts]
+
+
+def run(replies, mode="diverse", strictness=3, embeddings=None):
+    judge = ScriptedJudge(replies)
+    metric = AnswerRelevancy(
+        judge, embeddings or HashEmbeddings(64), strictness=strictness, probe_prompt=mode
+    )
+    return metric.score(user_input=Q, response=A), judge
+
+
+def test_diverse_is_the_default_and_makes_one_call_for_n_probes():
+    embeddings = CountingEmbeddings()
+    judge = ScriptedJudge([[(P1, 0), (P2, 0), (P3, 0)]])
+    result = AnswerRelevancy(judge, embeddings).score(user_input=Q, response=A)
+    report = result.report
+    assert report.probe_prompt == "diverse"
+    assert judge.calls == report.judge_calls == 1
+    assert [p.question for p in report.probes] == [P1, P2, P3]
+    assert (report.distinct_probes, report.duplicates_dropped) == (3, 0)
+    # one embedding call for question + probes; diversity comes from those same vectors
+    assert embeddings.batches == [[Q, P1, P2, P3]]
+    assert report.probe_diversity is not None and -1.0 <= report.probe_diversity <= 1.0
+    assert prompt_input(judge.prompts[0]) == {"response": A, "n": 3}
+
+
+def test_diverse_duplicates_are_dropped_and_the_missing_asked_again():
+    replies = [
+        [(P1, 0), ("what is technest's RETURN policy", 0), (P1 + "  ", 0)],
+        [(P2, 0), (P3, 0)],
+    ]
+    result, judge = run(replies)
+    report = result.report
+    assert [p.question for p in report.probes] == [P1, P2, P3]
+    assert report.duplicates_dropped == 2 and report.judge_calls == 2
+    second = prompt_input(judge.prompts[1])
+    assert second == {"response": A, "n": 2, "avoid": [P1]}
+    assert "repeated itself 2 time(s)" in result.reason
+
+
+def test_at_most_two_extra_calls_then_scores_what_it_has():
+    replies = [[(P1, 0)] * 3, [(P1, 0)], [(P1, 0)], [(P2, 0)]]
+    result, judge = run(replies)
+    assert judge.calls == 1 + MAX_EXTRA_CALLS == 3
+    assert [p.question for p in result.report.probes] == [P1]
+    assert result.value == pytest.approx(result.report.probes[0].cosine)
+    assert any("kept 1 of 3 probes after 3 judge call(s)" in n for n in result.report.notes)
+    assert judge.remaining == 1
+
+
+def test_fewer_items_than_asked_are_topped_up():
+    result, judge = run([[(P1, 0)], [(P2, 0), (P3, 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+    assert judge.calls == 2
+    assert "call 1: asked for 3 probe(s), got 1" in result.report.notes
+
+
+def test_more_items_than_asked_keep_the_first_distinct_ones():
+    result, judge = run([[(P1, 0), (P1, 0), (P2, 0), (P3, 0), (P4, 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+    assert judge.calls == 1
+    notes = result.report.notes
+    assert "call 1: asked for 3 probe(s), got 5" in notes
+    assert "call 1: ignored 1 probe(s) beyond 3" in notes
+
+
+def test_empty_questions_are_dropped_and_replaced():
+    result, judge = run([[(P1, 0), ("", 0), ("   ", 0)], [(P2, 0), (P3, 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+    assert result.report.notes.count("call 1: dropped an empty question") == 2
+
+
+@pytest.mark.parametrize("flag", [2, -1, 7])
+def test_flags_other_than_0_or_1_are_dropped_and_noted(flag):
+    result, judge = run([[(P1, 0), (P2, flag), (P3, 0)], [(P4, 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P3, P4]
+    assert any(f"noncommittal={flag} is not 0 or 1" in n for n in result.report.notes)
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "this is not JSON",
+        '{"probes": "not a list"}',
+        '{"questions": []}',
+        '{"probes": [{"question": "Q?"}]}',
+        '{"probes": [{"question": "Q?", "noncommittal": "maybe"}]}',
+    ],
+)
+def test_a_reply_that_does_not_parse_is_noted_and_asked_again(bad):
+    result, judge = run([bad, [(P1, 0), (P2, 0), (P3, 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+    assert judge.calls == result.report.judge_calls == 2
+    assert result.report.notes[0].startswith("call 1: reply did not parse (ValidationError")
+
+
+def test_nothing_usable_in_any_call_scores_zero_and_says_why():
+    result, judge = run(["garbage", "{}", '{"probes": []}'])
+    assert result.value == 0.0 and result.report.probes == []
+    assert judge.calls == 3
+    assert "no usable probe" in result.reason
+
+
+def test_transport_errors_are_not_swallowed():
+    with pytest.raises(ConnectionError, match="refused"):
+        run([ConnectionError("connection refused")])
+
+
+def test_noncommittal_rule_is_unchanged_in_diverse_mode():
+    result, _ = run([[(P1, 1), (P2, 1), (P3, 1)]])
+    assert result.value == 0.0 and result.report.all_noncommittal
+    mixed, _ = run([[(P1, 1), (P2, 0), (P3, 1)]])
+    assert mixed.value > 0
+    # a dropped bad probe does not count towards "every probe flagged"
+    kept_flagged, _ = run([[(P1, 1), (P2, 5), (P3, 1)], [(P4, 1)]])
+    assert kept_flagged.value == 0.0
+
+
+def test_sequential_shows_each_call_the_probes_so_far():
+    replies = [(P1, 0), (P1.upper(), 0), (P2, 0), (P3, 0)]
+    result, judge = run(replies, mode="sequential")
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+    assert result.report.duplicates_dropped == 1 and judge.calls == 4
+    assert [prompt_input(p).get("previous_questions") for p in judge.prompts] == [
+        None,
+        [P1],
+        [P1],
+        [P1, P2],
+    ]
+
+
+def test_sequential_stops_after_two_extra_calls():
+    result, judge = run([(P1, 0)] * 6, mode="sequential")
+    assert judge.calls == 3 + MAX_EXTRA_CALLS
+    assert len(result.report.probes) == 1 and result.report.duplicates_dropped == 4
+
+
+def test_sequential_survives_malformed_replies():
+    replies = ["nope", (P1, 0), ("", 0), (P2, 9), (P2, 0)]
+    result, judge = run(replies, mode="sequential")
+    assert [p.question for p in result.report.probes] == [P1, P2]
+    assert judge.calls == 5
+    assert len(result.report.notes) == 4  # parse error, empty, bad flag, shortfall
+
+
+def test_stock_mode_keeps_duplicates_and_never_asks_again():
+    result, judge = run([(P1, 0), (P1, 0), "broken"], mode="stock")
+    assert judge.calls == 3
+    assert [p.question for p in result.report.probes] == [P1, P1]
+    assert result.report.distinct_probes == 1 and result.report.duplicates_dropped == 0
+    assert "Only 1 of the 2 probes are distinct" in result.reason
+    assert result.report.notes[0].startswith("call 3: reply did not parse")
+
+
+def test_a_users_prompt_object_replaces_the_instruction():
+    class TerseDiverse(DiverseProbePrompt):
+        instruction = "Write n short questions this answer replies to. Flag evasive answers."
+
+    judge = ScriptedJudge([[(P1, 0), (P2, 0), (P3, 0)]])
+    metric = AnswerRelevancy(judge, HashEmbeddings(), probe_prompt=TerseDiverse())
+    report = metric.score(user_input=Q, response=A).report
+    assert judge.prompts[0].startswith("Write n short questions")
+    assert report.probe_prompt == "TerseDiverse" and judge.calls == 1
+
+    class MySequential(SequentialProbePrompt):
+        examples = []
+
+    judge = ScriptedJudge([(P1, 0), (P2, 0), (P3, 0)])
+    AnswerRelevancy(judge, HashEmbeddings(), probe_prompt=MySequential()).score(
+        user_input=Q, response=A
+    )
+    assert judge.calls == 3 and "EXAMPLES" not in judge.prompts[0]
+
+
+def test_a_prompt_object_with_other_models_is_refused():
+    from pydantic import BaseModel
+    from ragas.prompt.metrics.base_prompt import BasePrompt
+
+    class In(BaseModel):
+        text: str
+
+    class Other(BasePrompt):
+        input_model = In
+        output_model = In
+        instruction = "x"
+        examples = []
+
+    with pytest.raises(TypeError, match="In/In"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), probe_prompt=Other())
+
+
+def test_stock_mode_sends_ragas_own_prompt_text():
+    from ragas_relevancy_ext.prompts import AnswerRelevanceInput
+
+    _, judge = run([(P1, 0)] * 3, mode="stock")
+    assert judge.prompts == [AnswerRelevancePrompt().to_string(AnswerRelevanceInput(response=A))] * 3
+
+
+def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():
+    text = DiverseProbePrompt().instruction
+    assert "WHOLE question" in text and "not one detail" in text
+    assert len(DiverseProbePrompt().examples) >= 2
+    example_probes = DiverseProbePrompt().examples[0][1].probes
+    assert len({p.question for p in example_probes}) == len(example_probes)
+    json.dumps(DiverseProbePrompt().output_model.model_json_schema())

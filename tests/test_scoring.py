@@ -1,0 +1,78 @@
+"""The pure scoring core, checked against seed 004's worked numbers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ragas_relevancy_ext.scoring import (
+    all_noncommittal,
+    cosine_similarities,
+    mean_pairwise_cosine,
+    normalise_question,
+    relevancy_score,
+)
+
+QUESTION = np.array([1.0, 2.0, 0.0])
+GENERATED = np.array([[1.0, 2.0, 0.0], [2.0, 3.0, 1.0], [0.0, 1.0, 3.0]])
+
+
+def test_toy_vectors_give_seed_cosines_and_mean():
+    cosines = cosine_similarities(QUESTION, GENERATED)
+    assert [round(c, 4) for c in cosines] == [1.0, 0.9562, 0.2828]
+    assert round(relevancy_score(cosines, [0, 0, 0]), 4) == 0.7463
+
+
+def test_every_probe_noncommittal_gives_zero():
+    cosines = cosine_similarities(QUESTION, GENERATED)
+    assert relevancy_score(cosines, [1, 1, 1]) == 0.0
+    # one committal probe is enough to keep the mean
+    assert relevancy_score(cosines, [1, 1, 0]) == pytest.approx(float(np.mean(cosines)))
+
+
+def test_opposite_direction_is_minus_one_and_not_clipped():
+    cosines = cosine_similarities(QUESTION, -QUESTION.reshape(1, -1))
+    assert cosines[0] == pytest.approx(-1.0)
+    assert relevancy_score(cosines, [0]) == pytest.approx(-1.0)
+
+
+def test_no_probe_scores_zero_and_is_not_all_noncommittal():
+    assert relevancy_score([], []) == 0.0
+    assert all_noncommittal([]) is False
+
+
+def test_mismatched_lengths_are_an_error():
+    with pytest.raises(ValueError, match="2 cosines but 1"):
+        relevancy_score([0.5, 0.5], [0])
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [
+        ("What is the capital of France?", "what is the capital of france"),
+        ("What  is the\tcapital of France ?", "What is the capital of France?"),
+        ("Where's order A17?!", "wheres order a17"),
+    ],
+)
+def test_normalise_question_folds_case_space_and_punctuation(a, b):
+    assert normalise_question(a) == normalise_question(b)
+
+
+def test_normalise_question_keeps_different_words_apart():
+    assert normalise_question("When does it open?") != normalise_question("When does it close?")
+
+
+def test_mean_pairwise_cosine():
+    assert mean_pairwise_cosine(np.array([[1.0, 0.0]])) is None
+    assert mean_pairwise_cosine(np.array([[1.0, 0.0], [2.0, 0.0]])) == pytest.approx(1.0)
+    assert mean_pairwise_cosine(np.array([[1.0, 0.0], [0.0, 1.0]])) == pytest.approx(0.0)
+    three = mean_pairwise_cosine(GENERATED)
+    pairs = [
+        float(GENERATED[i] @ GENERATED[j])
+        / (np.linalg.norm(GENERATED[i]) * np.linalg.norm(GENERATED[j]))
+        for i, j in ((0, 1), (0, 2), (1, 2))
+    ]
+    assert three == pytest.approx(sum(pairs) / 3)
+    assert not math.isnan(three)
