@@ -26,6 +26,11 @@ _EXPORTS: dict[str, str] = {
     "DiverseProbePrompt": "prompts",
     "SequentialProbePrompt": "prompts",
     "compare_with_stock": "parity",
+    "ResponseRelevancy": "legacy",
+    "answer_relevancy": "legacy",
+    "probe_frame": "frame",
+    "report_for": "frame",
+    "reports_for": "frame",
 }
 
 __all__ = sorted(_EXPORTS)

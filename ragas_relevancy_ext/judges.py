@@ -37,9 +37,12 @@ def judge_kind(llm: Any) -> str:
     )
 
 
-async def ask_judge(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
+async def ask_judge(
+    llm: Any, prompt: str, output_model: type[Reply], callbacks: Any = None
+) -> Reply:
     """Send ``prompt`` to ``llm`` and return its reply as ``output_model``.
 
+    ``callbacks`` go to RAGAS and LangChain judges (instructor judges take none).
     Replies that do not parse raise :class:`JudgeReplyError` (or instructor's own error);
     transport errors propagate unchanged.
     """
@@ -53,9 +56,9 @@ async def ask_judge(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
 
     value = StringPromptValue(text=prompt)
     if kind == "ragas":
-        result = await llm.generate(value, n=1)
+        result = await llm.generate(value, n=1, callbacks=callbacks)
     else:
-        result = await llm.agenerate_prompt([value])
+        result = await llm.agenerate_prompt([value], callbacks=callbacks)
     return parse_reply(result.generations[0][0].text, output_model)
 
 

@@ -16,11 +16,16 @@ from typing import Any
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.result import MetricResult
 
-from .pipeline import check_strictness, failed_report, score_sample
+from .pipeline import (
+    DEFAULT_MAX_CONCURRENCY,
+    check_max_concurrency,
+    check_strictness,
+    failed_report,
+    prompt_label,
+    score_sample,
+)
 from .prompts import PromptSpec, resolve_probe_prompt
 from .report import RelevancyReport
-
-DEFAULT_MAX_CONCURRENCY = 16
 
 
 class RelevancyResult(MetricResult):
@@ -60,19 +65,9 @@ class AnswerRelevancy(StockAnswerRelevancy):
             strictness=check_strictness(strictness),
             **kwargs,
         )
-        if (
-            isinstance(max_concurrency, bool)
-            or not isinstance(max_concurrency, int)
-            or (max_concurrency < 1)
-        ):
-            raise ValueError(
-                f"max_concurrency must be a whole number >= 1, got {max_concurrency!r}"
-            )
-        self.max_concurrency = max_concurrency
+        self.max_concurrency = check_max_concurrency(max_concurrency)
         self.probe_mode, self.prompt = resolve_probe_prompt(probe_prompt)
-        self.probe_prompt = (
-            probe_prompt if isinstance(probe_prompt, str) else type(probe_prompt).__name__
-        )
+        self.probe_prompt = prompt_label(probe_prompt)
 
     async def ascore(  # type: ignore[override]
         self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None

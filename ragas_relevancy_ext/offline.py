@@ -3,6 +3,7 @@
 PretendJudge: the probe is the response's first sentence made into a question; noncommittal
 when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
 always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
+PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from pydantic import BaseModel
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel, Field
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
@@ -197,3 +202,62 @@ class LookupEmbeddings(BaseRagasEmbedding):
 
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
         return self.embed_text(text)
+
+
+def pretend_reply_text(prompt: str) -> str:
+    """PretendJudge's reply to a probe prompt, as the JSON text a chat model would send.
+
+    The output model follows the prompt's input: one with ``n`` asks for a list of probes.
+    """
+    from .prompts import AnswerRelevanceOutput, DiverseProbeOutput
+
+    model = DiverseProbeOutput if "n" in prompt_input(prompt) else AnswerRelevanceOutput
+    return PretendJudge()._reply(prompt, model).model_dump_json()
+
+
+class PretendChatModel(BaseChatModel):
+    """A LangChain chat model that answers probe prompts as PretendJudge does, in JSON text.
+
+    Deterministic per prompt, so rows scored concurrently get the same replies in any order;
+    ``prompts`` records every prompt it was sent.
+    """
+
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "pretend-chat"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = "\n".join(str(message.content) for message in messages)
+        self.prompts.append(prompt)
+        reply = AIMessage(content=pretend_reply_text(prompt))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, **kwargs)
+
+
+class LangchainHashEmbeddings(Embeddings):
+    """A LangChain ``Embeddings`` giving HashEmbeddings' vectors (legacy-style embed calls)."""
+
+    def __init__(self, width: int = 32):
+        self.hashed = HashEmbeddings(width)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.hashed.embed_text(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.hashed.embed_text(text)

@@ -14,7 +14,7 @@ from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from .embedding import embed_texts
 from .probing import collect_probes
-from .prompts import ProbeMode
+from .prompts import ProbeMode, PromptSpec
 from .report import Probe, RelevancyReport
 from .scoring import (
     all_noncommittal,
@@ -23,6 +23,9 @@ from .scoring import (
     normalise_question,
     relevancy_score,
 )
+
+# Judge and embedding calls in flight at once, per scoring call.
+DEFAULT_MAX_CONCURRENCY = 16
 
 
 def check_inputs(user_input: Any, response: Any) -> None:
@@ -41,6 +44,18 @@ def check_strictness(strictness: Any) -> int:
     return strictness
 
 
+def check_max_concurrency(limit: Any) -> int:
+    """Calls in flight at once: a whole number from 1 up."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"max_concurrency must be a whole number >= 1, got {limit!r}")
+    return limit
+
+
+def prompt_label(spec: PromptSpec) -> str:
+    """The name a report shows for a probe prompt: its name, or its class name."""
+    return spec if isinstance(spec, str) else type(spec).__name__
+
+
 async def score_sample(
     user_input: str,
     response: str,
@@ -52,10 +67,15 @@ async def score_sample(
     prompt: BasePrompt,
     prompt_name: str,
     limiter: asyncio.Semaphore | None = None,
+    callbacks: Any = None,
 ) -> RelevancyReport:
-    """Probe, embed, score and report one sample."""
+    """Probe, embed, score and report one sample.
+
+    ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
+    token and cost tracking see every judge call.
+    """
     check_inputs(user_input, response)
-    probes = await collect_probes(llm, mode, prompt, response, strictness, limiter)
+    probes = await collect_probes(llm, mode, prompt, response, strictness, limiter, callbacks)
     common = dict(
         user_input=user_input,
         response=response,

@@ -62,6 +62,7 @@ async def collect_probes(
     response: str,
     strictness: int,
     limiter: asyncio.Semaphore | None = None,
+    callbacks: Any = None,
 ) -> ProbeSet:
     """Ask ``llm`` for ``strictness`` probes of ``response`` with ``prompt`` in ``mode``."""
     probes = ProbeSet(dedupe=mode != "stock")
@@ -69,7 +70,7 @@ async def collect_probes(
     async def call(prompt_text: str) -> Any:
         probes.judge_calls += 1
         async with limiter if limiter is not None else contextlib.nullcontext():
-            return await ask_judge(llm, prompt_text, prompt.output_model)
+            return await ask_judge(llm, prompt_text, prompt.output_model, callbacks)
 
     if mode == "stock":
         text = prompt.to_string(AnswerRelevanceInput(response=response))

@@ -1,0 +1,339 @@
+"""ResponseRelevancy inside ragas.evaluate / aevaluate: every judge and embeddings kind,
+``strictness`` probes per row, per-probe rows read back from the run's own result."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+from typing import Any
+
+import pytest
+from ragas import EvaluationDataset, aevaluate, evaluate
+from ragas.embeddings.base import LangchainEmbeddingsWrapper
+from ragas.llms.base import LangchainLLMWrapper
+from ragas.run_config import RunConfig
+
+from ragas_relevancy_ext import (
+    AnswerRelevancy,
+    ResponseRelevancy,
+    answer_relevancy,
+    probe_frame,
+    report_for,
+    reports_for,
+)
+from ragas_relevancy_ext.offline import (
+    HashEmbeddings,
+    LangchainHashEmbeddings,
+    PretendChatModel,
+    PretendJudge,
+)
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+TOPICS = [
+    ("order A17", "Order A17 shipped on 3 March. It arrives on Friday."),
+    ("the refund window", "Refunds are accepted within 30 days of delivery."),
+    ("shipping to Norway", "Sorry, I don't know whether we ship there."),
+    ("the warranty", "The warranty covers parts and labour for two years."),
+    ("store hours", "The store opens at nine and closes at six."),
+    ("gift cards", "Gift cards never expire and work online."),
+    ("the loyalty scheme", "I am unsure how points are counted."),
+]
+QUESTIONS = ["What about {}?", "Tell me about {}.", "Can you explain {}?", "Any news on {}?"]
+
+
+def make_rows(n: int, tag: str = "") -> list[dict[str, str]]:
+    """``n`` deterministic rows; ``tag`` keeps two datasets apart."""
+    rows = []
+    for i in range(n):
+        topic, response = TOPICS[i % len(TOPICS)]
+        question = QUESTIONS[(i // len(TOPICS)) % len(QUESTIONS)].format(topic)
+        rows.append({"user_input": f"{tag}{question} (#{i})", "response": response})
+    return rows
+
+
+def run(metric: Any, rows: list[dict[str, str]], **kwargs: Any) -> Any:
+    return evaluate(
+        EvaluationDataset.from_list(rows), metrics=[metric], show_progress=False, **kwargs
+    )
+
+
+def modern_scores(rows: list[dict[str, str]], probe_prompt: str = "diverse") -> list[float]:
+    """What the modern metric gives with PretendJudge and HashEmbeddings on the same rows."""
+    metric = AnswerRelevancy(
+        llm=PretendJudge(), embeddings=HashEmbeddings(), strictness=3, probe_prompt=probe_prompt
+    )
+    return [r.value for r in metric.batch_score(rows)]
+
+
+def scores(result: Any) -> list[float]:
+    return list(result["answer_relevancy"])
+
+
+# --- what it is -----------------------------------------------------------------------------
+
+
+def test_is_a_legacy_answer_relevancy_and_ready_instance_mirrors_stock() -> None:
+    import ragas.metrics as stock
+
+    metric = ResponseRelevancy()
+    for cls in (stock.AnswerRelevancy, stock.ResponseRelevancy):
+        assert isinstance(metric, cls) and isinstance(answer_relevancy, cls)
+    assert answer_relevancy.name == stock.answer_relevancy.name == "answer_relevancy"
+    assert answer_relevancy.llm is None and answer_relevancy.embeddings is None
+    assert (metric.strictness, metric.probe_prompt, metric.max_concurrency) == (3, "diverse", 16)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [{"strictness": 0}, {"strictness": True}, {"max_concurrency": 0}, {"probe_prompt": "fast"}],
+)
+def test_bad_options_fail_at_construction(options: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        ResponseRelevancy(**options)
+
+
+def test_evaluate_rejects_an_unknown_judge_before_scoring() -> None:
+    with pytest.raises(TypeError, match="llm must be"):
+        run(ResponseRelevancy(), make_rows(2), llm=object(), embeddings=HashEmbeddings())
+
+
+# --- scores match the modern metric ---------------------------------------------------------
+
+
+def test_fifty_rows_match_the_modern_metric_row_by_row() -> None:
+    rows = make_rows(50)
+    judge = PretendJudge()
+    result = run(answer_relevancy, rows, llm=judge, embeddings=HashEmbeddings())
+
+    assert scores(result) == pytest.approx(modern_scores(rows), abs=1e-12)
+    assert judge.calls == 50  # diverse: one call per row for all three probes
+    assert answer_relevancy.llm is None  # evaluate put back what it injected
+    frame = probe_frame(result)
+    assert list(frame.columns) == [
+        "user_input",
+        "response",
+        "question",
+        "noncommittal",
+        "cosine",
+        "score",
+    ]
+    assert frame.index.name == "row" and len(frame) == 150
+    assert frame.groupby(level="row").size().eq(3).all()
+    assert frame.groupby(level="row")["user_input"].first().tolist() == [
+        r["user_input"] for r in rows
+    ]
+    for i in (0, 17, 49):
+        report = report_for(result, i)
+        assert report.user_input == rows[i]["user_input"] and len(report.probes) == 3
+        assert report.score == pytest.approx(scores(result)[i], abs=1e-12)
+
+
+def test_aevaluate_matches_the_modern_metric() -> None:
+    rows = make_rows(12)
+
+    async def main() -> Any:
+        return await aevaluate(
+            EvaluationDataset.from_list(rows),
+            metrics=[ResponseRelevancy()],
+            llm=PretendJudge(),
+            embeddings=HashEmbeddings(),
+            show_progress=False,
+        )
+
+    result = asyncio.run(main())
+    assert scores(result) == pytest.approx(modern_scores(rows), abs=1e-12)
+    assert all(len(r.probes) == 3 for r in reports_for(result))
+
+
+# --- every judge kind -------------------------------------------------------------------------
+
+
+JUDGE_KINDS = ["instructor", "ragas-llm", "langchain-via-evaluate", "langchain-on-metric"]
+
+
+def _judge(kind: str) -> Any:
+    if kind == "instructor":
+        return PretendJudge()
+    if kind == "ragas-llm":
+        return LangchainLLMWrapper(PretendChatModel())
+    return PretendChatModel()  # evaluate wraps it, or the metric speaks to it directly
+
+
+def _prompts_sent(judge: Any) -> int:
+    inner = getattr(judge, "langchain_llm", judge)
+    return inner.calls if isinstance(inner, PretendJudge) else len(inner.prompts)
+
+
+@pytest.mark.parametrize("probe_prompt", ["stock", "diverse"])
+@pytest.mark.parametrize("kind", JUDGE_KINDS)
+def test_every_judge_kind_makes_strictness_probes(kind: str, probe_prompt: str) -> None:
+    rows = make_rows(10)
+    judge = _judge(kind)
+    if kind == "langchain-on-metric":
+        metric = ResponseRelevancy(llm=judge, probe_prompt=probe_prompt)
+        result = run(metric, rows, embeddings=HashEmbeddings())
+    else:
+        metric = ResponseRelevancy(probe_prompt=probe_prompt)
+        result = run(metric, rows, llm=judge, embeddings=HashEmbeddings())
+
+    assert scores(result) == pytest.approx(modern_scores(rows, probe_prompt), abs=1e-12)
+    assert all(len(r.probes) == 3 for r in reports_for(result))
+    assert _prompts_sent(judge) == len(rows) * (3 if probe_prompt == "stock" else 1)
+
+
+# --- every embeddings kind ------------------------------------------------------------------
+
+
+def _embeddings(kind: str) -> Any:
+    if kind == "modern":
+        return HashEmbeddings()
+    if kind == "legacy-wrapper":
+        return LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
+    if kind in ("langchain-via-evaluate", "langchain-on-metric"):
+        return LangchainHashEmbeddings()
+    adapter = pytest.importorskip("ragas_relevancy_ext.adapter", exc_type=ImportError)
+    return adapter.OneTextPerCall(HashEmbeddings())
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["modern", "legacy-wrapper", "langchain-via-evaluate", "langchain-on-metric", "one-per-call"],
+)
+def test_every_embeddings_kind_gives_the_same_scores(kind: str) -> None:
+    rows = make_rows(10)
+    embeddings = _embeddings(kind)
+    if kind == "langchain-on-metric":
+        result = run(ResponseRelevancy(embeddings=embeddings), rows, llm=PretendJudge())
+    else:
+        result = run(ResponseRelevancy(), rows, llm=PretendJudge(), embeddings=embeddings)
+    assert scores(result) == pytest.approx(modern_scores(rows), abs=1e-12)
+
+
+# --- failing rows ---------------------------------------------------------------------------
+
+
+class OutageJudge(PretendJudge):
+    """PretendJudge that cannot be reached for responses mentioning an outage."""
+
+    def _reply(self, prompt: str, response_model: Any) -> Any:
+        if "OUTAGE" in prompt:
+            raise ConnectionError("judge unreachable")
+        return super()._reply(prompt, response_model)
+
+
+class BrokenEmbeddings(HashEmbeddings):
+    """HashEmbeddings that answer NaN for questions marked BROKEN."""
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        vector = super().embed_text(text)
+        return [math.nan] * len(vector) if "BROKEN" in text else vector
+
+
+def _rows_with_failures() -> list[dict[str, str]]:
+    rows = make_rows(8)
+    rows[2] = {**rows[2], "response": "OUTAGE notice. Try later."}
+    rows[5] = {**rows[5], "user_input": "BROKEN " + rows[5]["user_input"]}
+    return rows
+
+
+def test_failing_rows_get_nan_and_say_why_others_score() -> None:
+    rows = _rows_with_failures()
+    result = run(ResponseRelevancy(), rows, llm=OutageJudge(), embeddings=BrokenEmbeddings())
+
+    got, want = scores(result), modern_scores(rows)
+    assert math.isnan(got[2]) and math.isnan(got[5])
+    ok = [i for i in range(len(rows)) if i not in (2, 5)]
+    assert [got[i] for i in ok] == pytest.approx([want[i] for i in ok], abs=1e-12)
+    assert report_for(result, 2).reason == "Not scored: ConnectionError: judge unreachable"
+    assert report_for(result, 5).reason.startswith("Not scored: EmbeddingShapeError:")
+    assert "NaN" in report_for(result, 5).reason
+    assert sorted(set(probe_frame(result).index)) == ok  # failed rows have no probes
+
+
+def test_failing_rows_raise_when_asked() -> None:
+    with pytest.raises(ConnectionError):
+        run(
+            ResponseRelevancy(),
+            _rows_with_failures(),
+            llm=OutageJudge(),
+            embeddings=HashEmbeddings(),
+            raise_exceptions=True,
+        )
+
+
+def test_a_timed_out_row_is_reported() -> None:
+    result = run(
+        ResponseRelevancy(),
+        make_rows(2),
+        llm=PretendJudge(latency=5.0),
+        embeddings=HashEmbeddings(),
+        run_config=RunConfig(timeout=0.05, max_retries=0),
+    )
+    assert all(math.isnan(s) for s in scores(result))
+    assert report_for(result, 1).reason.startswith("Not scored: TimeoutError:")
+
+
+# --- reports travel with their own run ------------------------------------------------------
+
+
+def test_two_runs_in_one_process_never_mix() -> None:
+    first, second = make_rows(6, tag="A: "), make_rows(9, tag="B: ")
+    metric = ResponseRelevancy(llm=PretendJudge(latency=0.001), embeddings=HashEmbeddings())
+
+    async def both() -> list[Any]:
+        return await asyncio.gather(
+            aevaluate(EvaluationDataset.from_list(first), metrics=[metric], show_progress=False),
+            aevaluate(EvaluationDataset.from_list(second), metrics=[metric], show_progress=False),
+        )
+
+    for result, rows in zip(asyncio.run(both()), (first, second), strict=True):
+        assert [r.user_input for r in reports_for(result)] == [r["user_input"] for r in rows]
+    metric.strictness = 2  # options are read per run
+    again = run(metric, first)
+    assert [len(r.probes) for r in reports_for(again)] == [2] * len(first)
+
+
+def test_a_result_without_our_metric_says_so() -> None:
+    import ragas.metrics as stock
+
+    stock_metric = stock.AnswerRelevancy(
+        llm=PretendJudge(), embeddings=LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
+    )
+    result = run(stock_metric, make_rows(2))
+    with pytest.raises(LookupError, match="no relevancy reports"):
+        report_for(result, 0)
+
+
+def test_probe_frame_without_pandas_says_how_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run(ResponseRelevancy(), make_rows(1), llm=PretendJudge(), embeddings=HashEmbeddings())
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    with pytest.raises(ImportError, match="pip install pandas"):
+        probe_frame(result)
+
+
+# --- why: stock in evaluate -----------------------------------------------------------------
+
+
+def test_stock_makes_one_probe_with_an_instructor_judge_ours_makes_strictness() -> None:
+    import ragas.metrics as stock
+
+    rows = make_rows(5)
+    legacy_embeddings = LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
+    stock_judge, our_judge = PretendJudge(), PretendJudge()
+
+    run(stock.AnswerRelevancy(strictness=3), rows, llm=stock_judge, embeddings=legacy_embeddings)
+    ours = run(
+        ResponseRelevancy(strictness=3, probe_prompt="stock"),
+        rows,
+        llm=our_judge,
+        embeddings=legacy_embeddings,
+    )
+
+    assert stock_judge.calls == len(rows)  # one probe per row: strictness ignored
+    assert our_judge.calls == 3 * len(rows)
+    assert [len(r.probes) for r in reports_for(ours)] == [3] * len(rows)
+    # and stock cannot use modern embeddings at all
+    failed = run(stock.AnswerRelevancy(), rows, llm=PretendJudge(), embeddings=HashEmbeddings())
+    assert all(math.isnan(s) for s in scores(failed))
