@@ -26,11 +26,16 @@ _EXPORTS: dict[str, str] = {
     "DiverseProbePrompt": "prompts",
     "SequentialProbePrompt": "prompts",
     "compare_with_stock": "parity",
+    "OneTextPerCall": "adapter",
+    "EmbeddingCallError": "errors",
+    "gemini_embeddings": "adapter",
+    "local_embeddings": "adapter",
     "ResponseRelevancy": "legacy",
     "answer_relevancy": "legacy",
     "probe_frame": "frame",
     "report_for": "frame",
     "reports_for": "frame",
+    "CachedJudge": "cache",
 }
 
 __all__ = sorted(_EXPORTS)

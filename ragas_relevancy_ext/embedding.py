@@ -38,7 +38,10 @@ async def embed_texts(
     """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array."""
     kind = embeddings_kind(embeddings)
     async with limiter if limiter is not None else contextlib.nullcontext():
-        if kind == "modern":
+        if kind == "modern" and getattr(embeddings, "is_async", True) is False:
+            # a provider built on a sync client (e.g. OpenAIEmbeddings(client=OpenAI()))
+            vectors = await asyncio.to_thread(embeddings.embed_texts, list(texts))
+        elif kind == "modern":
             vectors = await embeddings.aembed_texts(list(texts))
         else:
             vectors = await embeddings.aembed_documents(list(texts))

@@ -7,6 +7,14 @@ class EmbeddingShapeError(ValueError):
     """Embeddings returned vectors that cannot be compared (wrong count, size, NaN, zero)."""
 
 
+class EmbeddingCallError(RuntimeError):
+    """The inner embeddings failed on one text; ``index`` says which, ``__cause__`` why."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
+
+
 class JudgeReplyError(ValueError):
     """A judge reply could not be read as the prompt's output model."""
 

@@ -95,7 +95,18 @@ class PretendJudge(_RecordingJudge):
     runs exercise every probe mode.
     """
 
-    _VARIANTS = ("{q}", "Can you tell me: {q}", "In short, {q}", "I would like to know: {q}")
+    _VARIANTS = (
+        "{q}",
+        "Can you tell me: {q}",
+        "In short, {q}",
+        "I would like to know: {q}",
+        "Quick question: {q}",
+        "Please confirm: {q}",
+        "Could you explain: {q}",
+        "Help me understand: {q}",
+        "Tell me briefly: {q}",
+        "My question is: {q}",
+    )
 
     def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
         data = prompt_input(prompt)

@@ -69,7 +69,9 @@ def test_is_a_drop_in_subclass_with_the_stock_constructor():
     assert isinstance(metric, StockAnswerRelevancy)
     assert metric.name == "answer_relevancy"
     assert metric.strictness == 3
-    named = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings(), name="ar", strictness=5)
+    named = AnswerRelevancy(
+        llm=PretendJudge(), embeddings=HashEmbeddings(), name="ar", strictness=5
+    )
     assert (named.name, named.strictness) == ("ar", 5)
 
 
@@ -200,9 +202,18 @@ def test_collapsed_embeddings_name_the_problem_where_stock_dies_in_numpy():
 @pytest.mark.parametrize(
     ("vectors", "expected"),
     [
-        ([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0]], r"different lengths \[2, 2, 3, 2\]"),
-        ([[1.0, 0.0], [math.nan, 1.0], [1.0, 0.0], [1.0, 0.0]], "NaN or infinite values for text 1"),
-        ([[1.0, 0.0], [1.0, 0.0], [math.inf, 0.0], [1.0, 0.0]], "NaN or infinite values for text 2"),
+        (
+            [[1.0, 0.0], [1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 0.0]],
+            r"different lengths \[2, 2, 3, 2\]",
+        ),
+        (
+            [[1.0, 0.0], [math.nan, 1.0], [1.0, 0.0], [1.0, 0.0]],
+            "NaN or infinite values for text 1",
+        ),
+        (
+            [[1.0, 0.0], [1.0, 0.0], [math.inf, 0.0], [1.0, 0.0]],
+            "NaN or infinite values for text 2",
+        ),
         ([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0], [0.0, 0.0]], "all-zero vector for text 3"),
         ([[], [], [], []], "empty vectors"),
         ([["a", "b"]] * 4, "not a list of numeric vectors"),
@@ -298,3 +309,17 @@ def test_sync_score_from_a_running_loop_points_to_ascore():
         return await metric.ascore(QUESTION, "Order A17 shipped on 3 March.")
 
     assert asyncio.run(inside()).value > 0
+
+
+def test_modern_embeddings_on_a_sync_client_are_called_through_their_sync_method():
+    class SyncClientEmbeddings(HashEmbeddings):
+        is_async = False
+
+        async def aembed_texts(self, texts, **kwargs):
+            raise TypeError("Cannot use aembed_texts() with a synchronous client")
+
+    judge = ScriptedJudge([("Where is order A17?", 0)] * 3)
+    result = stock_mode(judge, SyncClientEmbeddings()).score(
+        user_input=QUESTION, response="It shipped."
+    )
+    assert result.value == pytest.approx(1.0)

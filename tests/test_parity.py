@@ -19,7 +19,13 @@ def test_fixtures_cover_the_seeds_and_enough_own_cases():
     sources = {c["source"] for c in CASES}
     assert {"seed 002", "seed 003", "seed 004"} <= sources
     assert sum(c["source"] == "own" for c in CASES) >= 20
-    assert {c["kind"] for c in CASES} == {"on-topic", "off-topic", "evasive", "padded", "incomplete"}
+    assert {c["kind"] for c in CASES} == {
+        "on-topic",
+        "off-topic",
+        "evasive",
+        "padded",
+        "incomplete",
+    }
     technest = next(c for c in CASES if c["id"] == "technest-return-policy")
     assert [q for q, _ in technest["replies"]] == [
         "What is TechNest's return policy regarding returns and refunds?",

@@ -1,4 +1,4 @@
-"""Probe modes (stock, sequential, diverse) and every malformed judge reply, with scripted judges."""
+"""Probe modes (stock, sequential, diverse) and every malformed judge reply, scripted."""
 
 from __future__ import annotations
 
@@ -221,7 +221,9 @@ def test_stock_mode_sends_ragas_own_prompt_text():
     from ragas_relevancy_ext.prompts import AnswerRelevanceInput
 
     _, judge = run([(P1, 0)] * 3, mode="stock")
-    assert judge.prompts == [AnswerRelevancePrompt().to_string(AnswerRelevanceInput(response=A))] * 3
+    assert (
+        judge.prompts == [AnswerRelevancePrompt().to_string(AnswerRelevanceInput(response=A))] * 3
+    )
 
 
 def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():

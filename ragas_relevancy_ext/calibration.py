@@ -1,0 +1,152 @@
+"""Agreement between scores and human ratings, and how much repeated scoring varies.
+
+Pure numpy: Pearson and Spearman correlation, a seeded bootstrap interval for either, and the
+spread of repeated scores per sample. No RAGAS, no I/O.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_RESAMPLES = 2000
+DEFAULT_SEED = 20240611
+
+Statistic = Callable[[np.ndarray, np.ndarray], float]
+
+
+def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+    """Pearson's r; NaN when either side is constant or there are fewer than two pairs."""
+    a, b = _pairs(x, y)
+    if len(a) < 2:
+        return math.nan
+    da, db = a - a.mean(), b - b.mean()
+    denominator = math.sqrt(float(np.dot(da, da)) * float(np.dot(db, db)))
+    if denominator == 0.0:
+        return math.nan
+    return float(np.clip(np.dot(da, db) / denominator, -1.0, 1.0))
+
+
+def ranks(values: Sequence[float]) -> np.ndarray:
+    """1-based ranks, ties sharing their average rank (as Spearman needs)."""
+    data = np.asarray(values, dtype=float)
+    order = np.argsort(data, kind="mergesort")
+    result = np.empty(len(data), dtype=float)
+    sorted_values = data[order]
+    start = 0
+    while start < len(data):
+        end = start
+        while end + 1 < len(data) and sorted_values[end + 1] == sorted_values[start]:
+            end += 1
+        result[order[start : end + 1]] = (start + end) / 2.0 + 1.0
+        start = end + 1
+    return result
+
+
+def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman's rho: Pearson's r of the ranks (ties averaged)."""
+    a, b = _pairs(x, y)
+    return pearson(ranks(a), ranks(b))
+
+
+def bootstrap_interval(
+    x: Sequence[float],
+    y: Sequence[float],
+    statistic: Statistic = pearson,
+    resamples: int = DEFAULT_RESAMPLES,
+    level: float = 0.95,
+    seed: int = DEFAULT_SEED,
+) -> tuple[float, float]:
+    """Percentile bootstrap interval of ``statistic`` over resampled pairs (fixed seed).
+
+    Resamples where the statistic is undefined (e.g. all ratings equal) are left out;
+    ``(nan, nan)`` when none is defined.
+    """
+    a, b = _pairs(x, y)
+    if len(a) < 3:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(a), size=(resamples, len(a)))
+    values = np.array([statistic(a[idx], b[idx]) for idx in picks], dtype=float)
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Correlation of scores with ratings, with bootstrap intervals, on ``n`` pairs."""
+
+    n: int
+    dropped: int
+    pearson: float
+    pearson_interval: tuple[float, float]
+    spearman: float
+    spearman_interval: tuple[float, float]
+    resamples: int
+    seed: int
+
+
+def agreement(
+    scores: Sequence[float],
+    ratings: Sequence[float],
+    resamples: int = DEFAULT_RESAMPLES,
+    seed: int = DEFAULT_SEED,
+) -> Agreement:
+    """Pearson and Spearman with 95% intervals; pairs with a NaN score are dropped and counted."""
+    if len(scores) != len(ratings):
+        raise ValueError(f"{len(scores)} scores but {len(ratings)} ratings")
+    a, b = _pairs(scores, ratings)
+    return Agreement(
+        n=len(a),
+        dropped=len(scores) - len(a),
+        pearson=pearson(a, b),
+        pearson_interval=bootstrap_interval(a, b, pearson, resamples, seed=seed),
+        spearman=spearman(a, b),
+        spearman_interval=bootstrap_interval(a, b, spearman, resamples, seed=seed),
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Per-sample mean and standard deviation over repeated scores, and the mean deviation."""
+
+    means: list[float]
+    deviations: list[float]
+    mean_deviation: float
+    repeats: int
+
+
+def repeat_spread(runs: Sequence[Sequence[float]]) -> Spread:
+    """``runs[i]`` holds sample i's K scores; sample standard deviation (ddof=1) per sample.
+
+    NaN scores are ignored per sample; a sample with fewer than two finite scores has NaN spread.
+    """
+    means: list[float] = []
+    deviations: list[float] = []
+    repeats = max((len(r) for r in runs), default=0)
+    for scores in runs:
+        values = np.asarray(scores, dtype=float)
+        values = values[np.isfinite(values)]
+        means.append(float(values.mean()) if values.size else math.nan)
+        deviations.append(float(values.std(ddof=1)) if values.size >= 2 else math.nan)
+    finite = [d for d in deviations if math.isfinite(d)]
+    mean_deviation = float(np.mean(finite)) if finite else math.nan
+    return Spread(means, deviations, mean_deviation, repeats)
+
+
+def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    a = np.asarray(x, dtype=float)
+    b = np.asarray(y, dtype=float)
+    if a.shape != b.shape or a.ndim != 1:
+        raise ValueError(f"need two equal-length lists, got shapes {a.shape} and {b.shape}")
+    keep = np.isfinite(a) & np.isfinite(b)
+    return a[keep], b[keep]

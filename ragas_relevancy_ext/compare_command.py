@@ -1,0 +1,99 @@
+"""``ragas-relevancy compare``: stock RAGAS and ours on the same judge replies, side by side."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from dataclasses import dataclass
+
+from rich.text import Text
+
+from .console import compare_table, make_console, print_bad_rows, print_header, run_fields
+from .datafile import DataFile, Row
+from .providers import redact
+from .runner import Settings, Setup, prepare
+
+
+@dataclass
+class Comparison:
+    """One row compared: stock's score (None when stock failed), ours, and any error."""
+
+    row: Row
+    stock: float | None
+    ours: float
+    same_prompts: bool
+    stock_error: str | None = None
+    error: str | None = None
+
+    def differs(self, tol: float) -> bool:
+        """True when this row breaks parity: a gap beyond ``tol``, other prompts, or no result."""
+        if self.error is not None or not self.same_prompts:
+            return True
+        if self.stock is None:
+            return False  # stock failed where ours did not: listed, not a parity gap
+        gap = abs(self.stock - self.ours)
+        return not (gap <= tol) and not (math.isnan(self.stock) and math.isnan(self.ours))
+
+
+async def compare_rows(setup: Setup, rows: list[Row]) -> list[Comparison]:
+    """Run :func:`compare_with_stock` on each row, a few rows at a time."""
+    from .parity import compare_with_stock
+
+    settings = setup.settings
+    judge = setup.judge_for_runs()
+    embeddings = setup.embeddings.value
+    rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
+
+    async def one(row: Row) -> Comparison:
+        async with rows_in_flight:
+            try:
+                result = await compare_with_stock(
+                    judge, embeddings, row.user_input, row.response, settings.strictness
+                )
+            except Exception as exc:  # one row failing is reported with the others
+                error = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])
+                return Comparison(row, None, math.nan, False, error=error)
+        stock_error = redact(result.stock_error) if result.stock_error else None
+        return Comparison(
+            row, result.stock_score, result.ours_score, result.same_prompts, stock_error
+        )
+
+    return list(await asyncio.gather(*(one(row) for row in rows)))
+
+
+def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
+    """Compare every row and print the table; exit code 1 when any row breaks parity."""
+    console = make_console()
+    setup = prepare(settings)
+    print_header(console, run_fields(data, setup, tolerance=f"{tol:g}"))
+    results = asyncio.run(compare_rows(setup, data.rows))
+    console.print(
+        compare_table(
+            [
+                (
+                    c.row.number,
+                    c.row.user_input,
+                    c.stock,
+                    c.ours,
+                    c.same_prompts,
+                    c.error or c.stock_error,
+                )
+                for c in results
+            ]
+        )
+    )
+    failing = [c for c in results if c.differs(tol)]
+    stock_failed = [c for c in results if c.stock is None and c.error is None]
+    gaps = [abs(c.stock - c.ours) for c in results if c.stock is not None and c.error is None]
+    largest = max((g for g in gaps if math.isfinite(g)), default=0.0)
+    console.print(
+        Text(
+            f"{len(results)} row(s): largest |difference| {largest:.2e}, "
+            f"{len(failing)} beyond tolerance {tol:g}, stock failed on {len(stock_failed)}",
+            style="red" if failing else "green",
+        )
+    )
+    if setup.cache_line():
+        console.print(setup.cache_line())
+    print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
+    return 1 if failing else 0

@@ -1,0 +1,590 @@
+"""A stand-in Gemini and OpenAI API on 127.0.0.1, so tests and benchmarks drive the real SDKs.
+
+Built on the standard library's ``ThreadingHTTPServer``, running in a background thread::
+
+    with LoopbackServer(width=64) as server:
+        client = genai.Client(api_key="test", http_options=HttpOptions(base_url=server.url))
+        openai = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")
+
+Serves ``POST /{version}/models/{model}:embedContent`` and ``:batchEmbedContents`` (Gemini: by
+default a list of texts gets ONE vector back, as gemini-embedding-2 does), ``POST
+/v1/embeddings`` (OpenAI: one vector per input, float or base64) and ``POST /v1/chat/completions``
+(OpenAI, as instructor reads it). Every text has one known vector, ``server.vector(text)``, so
+tests can compute exact scores. Latency and faults (429, 500, hangs, malformed bodies, wrong
+vectors) can be switched on by request number or by fraction, to test failure handling.
+
+Each response closes its connection (HTTP/1.0), so an SDK client reused across event loops never
+retries on a stale pooled connection and the request counts stay exact.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import random
+import re
+import socketserver
+import struct
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+Endpoint = Literal["gemini", "embeddings", "chat"]
+FaultKind = Literal[
+    "rate_limit", "server_error", "hang", "malformed", "wrong_count", "wrong_size", "nan"
+]
+Reply = Callable[[list[dict[str, Any]]], str]
+
+ENDPOINTS: tuple[str, ...] = ("gemini", "embeddings", "chat")
+FAULT_KINDS: tuple[str, ...] = (
+    "rate_limit",
+    "server_error",
+    "hang",
+    "malformed",
+    "wrong_count",
+    "wrong_size",
+    "nan",
+)
+VECTOR_FAULTS = frozenset({"wrong_count", "wrong_size", "nan"})
+
+_GEMINI_PATH = re.compile(r"^/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>\w+)$")
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault: on the listed request numbers, and/or on a fraction of requests.
+
+    kind: ``rate_limit`` (429 with Retry-After), ``server_error`` (500), ``hang`` (no answer
+        until ``hang_seconds`` pass or the server stops), ``malformed`` (200 with a broken JSON
+        body), and for embeddings only ``wrong_count`` (one vector too many), ``wrong_size``
+        (every vector half as long) and ``nan`` (a NaN in the first vector).
+    at: 1-based request numbers, counted on ``endpoint`` when given, else over all requests.
+    fraction: chance (0..1) that any other matching request gets the fault; seeded, so
+        repeatable for the same order of requests.
+    endpoint: ``"gemini"``, ``"embeddings"`` or ``"chat"``; None for every endpoint.
+    """
+
+    kind: FaultKind
+    at: tuple[int, ...] = ()
+    fraction: float = 0.0
+    endpoint: Endpoint | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS}, got {self.kind!r}")
+        if self.endpoint is not None and self.endpoint not in ENDPOINTS:
+            raise ValueError(f"endpoint must be one of {ENDPOINTS} or None, got {self.endpoint!r}")
+        if not 0.0 <= self.fraction <= 1.0:
+            raise ValueError(f"fraction must be within 0..1, got {self.fraction!r}")
+        if self.kind in VECTOR_FAULTS and self.endpoint == "chat":
+            raise ValueError(f"{self.kind} is a fault of embedding answers, not of chat")
+        object.__setattr__(self, "at", tuple(int(n) for n in self.at))
+
+    def applies(self, endpoint: str) -> bool:
+        """Whether this fault can hit a request to ``endpoint``."""
+        if self.endpoint is not None and self.endpoint != endpoint:
+            return False
+        return not (self.kind in VECTOR_FAULTS and endpoint == "chat")
+
+
+@dataclass
+class LoggedRequest:
+    """One request the server received, and how it answered."""
+
+    number: int
+    endpoint: str
+    number_on_endpoint: int
+    path: str
+    headers: dict[str, str]
+    body: Any
+    texts: tuple[str, ...] = ()
+    model: str | None = None
+    fault: str | None = None
+    status: int | None = None
+    replies: tuple[str, ...] = ()
+    started: float = field(default_factory=time.monotonic)
+    finished: float | None = None
+
+
+def pretend_reply(messages: list[dict[str, Any]]) -> str:
+    """The default chat reply: ``offline.PretendJudge``'s answer to the last user prompt.
+
+    Reads the ``input: {...}`` JSON that RAGAS prompts end with (see
+    :func:`ragas_relevancy_ext.offline.pretend_reply_text`).
+    """
+    from .offline import pretend_reply_text
+
+    return pretend_reply_text(_message_text(_last_user_message(messages)))
+
+
+def count_tokens(text: str) -> int:
+    """Token count as the server bills it: characters / 4, rounded up."""
+    return math.ceil(len(text) / 4)
+
+
+class LoopbackServer:
+    """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers.
+
+    width: length of every embedding vector.
+    gemini_one_vector: answer a ``batchEmbedContents`` holding several texts with ONE vector
+        (of all its texts together), as gemini-embedding-2 does; False answers one per text.
+    reply: ``reply(messages) -> str`` gives the chat completion's content; default
+        :func:`pretend_reply`.
+    latency: seconds to wait before every answer.
+    faults: :class:`Fault` items; the first that matches a request decides its fault.
+    seed: seeds the draw for fractional faults.
+    retry_after: the Retry-After header (seconds) of a 429.
+    hang_seconds: how long a ``hang`` fault holds a request before closing it unanswered.
+
+    Every knob but ``width`` is a plain attribute and can be changed while the server runs.
+    """
+
+    def __init__(
+        self,
+        *,
+        width: int = 64,
+        gemini_one_vector: bool = True,
+        reply: Reply | None = None,
+        latency: float = 0.0,
+        faults: Iterable[Fault] = (),
+        seed: int = 0,
+        retry_after: float = 1.0,
+        hang_seconds: float = 60.0,
+    ):
+        from .offline import HashEmbeddings
+
+        self._hasher = HashEmbeddings(width=width)
+        self.gemini_one_vector = gemini_one_vector
+        self.reply = reply
+        self.latency = latency
+        self.faults: list[Fault] = list(faults)
+        self.retry_after = retry_after
+        self.hang_seconds = hang_seconds
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._log: list[LoggedRequest] = []
+        self._counts: Counter[str] = Counter()
+        self._in_flight = 0
+        self._peak_in_flight = 0
+        self._httpd: _HTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- life cycle -------------------------------------------------------------------------
+
+    def start(self) -> LoopbackServer:
+        """Bind a free port on 127.0.0.1 and serve in a daemon thread."""
+        if self._httpd is not None:
+            raise RuntimeError("LoopbackServer is already running")
+        self._stopping.clear()
+        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler, self)
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},  # so stop() returns at once
+            name="loopback-server",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving; requests held by a ``hang`` fault are released and closed."""
+        if self._httpd is None:
+            return
+        self._stopping.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = None
+        self._thread = None
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- addresses and clients --------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("LoopbackServer is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``: the base_url for google-genai's HttpOptions."""
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1``: the base_url for the openai SDK."""
+        return f"{self.url}/v1"
+
+    def genai_client(self, api_key: str = "test", **http_options: Any) -> Any:
+        """A ``google.genai.Client`` aimed at this server (``timeout`` in milliseconds)."""
+        from google import genai
+        from google.genai import types
+
+        options = types.HttpOptions(base_url=self.url, **http_options)
+        return genai.Client(api_key=api_key, http_options=options)
+
+    def openai_client(self, *, is_async: bool = True, api_key: str = "test", **kwargs: Any) -> Any:
+        """An ``AsyncOpenAI`` (or ``OpenAI``) aimed at this server."""
+        from openai import AsyncOpenAI, OpenAI
+
+        cls = AsyncOpenAI if is_async else OpenAI
+        return cls(base_url=self.openai_base_url, api_key=api_key, **kwargs)
+
+    # -- what was asked ---------------------------------------------------------------------
+
+    @property
+    def width(self) -> int:
+        """Length of every embedding vector this server gives."""
+        return self._hasher.width
+
+    def vector(self, text: str) -> list[float]:
+        """The vector this server gives ``text``; float32-exact, so base64 answers match it."""
+        values = self._hasher.embed_text(text)
+        return list(struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values)))
+
+    @property
+    def log(self) -> list[LoggedRequest]:
+        """Every request received so far, in arrival order."""
+        with self._lock:
+            return list(self._log)
+
+    def requests(self, endpoint: Endpoint | None = None) -> list[LoggedRequest]:
+        """Requests received on ``endpoint`` (all when None)."""
+        return [r for r in self.log if endpoint is None or r.endpoint == endpoint]
+
+    def count(self, endpoint: Endpoint | None = None) -> int:
+        """How many requests arrived on ``endpoint`` (all when None)."""
+        with self._lock:
+            return len(self._log) if endpoint is None else self._counts[endpoint]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Requests per endpoint."""
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered right now."""
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def peak_in_flight(self) -> int:
+        """Most requests answered at once since start (or :meth:`reset`)."""
+        with self._lock:
+            return self._peak_in_flight
+
+    def reset(self) -> None:
+        """Forget the log, the counters and the peak; request numbers start again from 1."""
+        with self._lock:
+            self._log.clear()
+            self._counts.clear()
+            self._peak_in_flight = self._in_flight
+
+    # -- answering --------------------------------------------------------------------------
+
+    def _handle(self, handler: BaseHTTPRequestHandler) -> None:
+        path = handler.path.split("?", 1)[0]
+        endpoint, model = _route(path)
+        if endpoint is None:
+            _send_json(handler, 404, {"error": {"message": f"no such endpoint: {path}"}})
+            return
+        raw = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
+        try:
+            body = json.loads(raw) if raw else {}
+        except json.JSONDecodeError:
+            body = None
+        entry = self._admit(endpoint, path, dict(handler.headers.items()), body, model)
+        try:
+            if self.latency > 0:
+                self._stopping.wait(self.latency)
+            self._answer(handler, entry)
+        finally:
+            with self._lock:
+                self._in_flight -= 1
+            entry.finished = time.monotonic()
+
+    def _admit(
+        self, endpoint: str, path: str, headers: dict[str, str], body: Any, model: str | None
+    ) -> LoggedRequest:
+        with self._lock:
+            self._counts[endpoint] += 1
+            entry = LoggedRequest(
+                number=len(self._log) + 1,
+                endpoint=endpoint,
+                number_on_endpoint=self._counts[endpoint],
+                path=path,
+                headers=headers,
+                body=body,
+                model=model or (body.get("model") if isinstance(body, dict) else None),
+            )
+            entry.fault = self._draw_fault(entry)
+            self._log.append(entry)
+            self._in_flight += 1
+            self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
+        return entry
+
+    def _draw_fault(self, entry: LoggedRequest) -> str | None:
+        for fault in self.faults:
+            if not fault.applies(entry.endpoint):
+                continue
+            number = entry.number_on_endpoint if fault.endpoint else entry.number
+            if number in fault.at or (fault.fraction and self._random.random() < fault.fraction):
+                return fault.kind
+        return None
+
+    def _answer(self, handler: BaseHTTPRequestHandler, entry: LoggedRequest) -> None:
+        family = "gemini" if entry.endpoint == "gemini" else "openai"
+        if entry.fault == "hang":
+            self._stopping.wait(self.hang_seconds)
+            handler.close_connection = True
+            return
+        if entry.fault == "rate_limit":
+            headers = {"Retry-After": _number(self.retry_after)}
+            entry.status = _send_json(handler, 429, _error(family, 429), headers)
+            return
+        if entry.fault == "server_error":
+            entry.status = _send_json(handler, 500, _error(family, 500))
+            return
+        if not isinstance(entry.body, dict):
+            entry.status = _send_json(handler, 400, _error(family, 400, "body is not JSON"))
+            return
+        try:
+            if entry.endpoint == "chat":
+                payload = self._chat(entry)
+            elif entry.endpoint == "embeddings":
+                payload = self._openai_embeddings(entry)
+            else:
+                payload = self._gemini(entry)
+        except _BadRequest as exc:
+            entry.status = _send_json(handler, 400, _error(family, 400, str(exc)))
+            return
+        except Exception as exc:  # a reply function that fails answers 500 with its error
+            message = f"loopback could not answer: {type(exc).__name__}: {exc}"
+            entry.status = _send_json(handler, 500, _error(family, 500, message))
+            return
+        if entry.fault == "malformed":
+            text = json.dumps(payload)
+            entry.status = _send_raw(handler, 200, text[: len(text) // 2])  # cut mid-object
+            return
+        entry.status = _send_json(handler, 200, payload)
+
+    def _vectors(self, texts: Sequence[str], fault: str | None) -> list[list[float]]:
+        vectors = [self.vector(t) for t in texts]
+        if fault == "wrong_count":
+            vectors.append(list(vectors[-1]) if vectors else self.vector("extra"))
+        elif fault == "wrong_size":
+            vectors = [v[: max(1, self.width // 2)] for v in vectors]
+        elif fault == "nan" and vectors:
+            vectors[0] = [math.nan, *vectors[0][1:]]
+        return vectors
+
+    def _gemini(self, entry: LoggedRequest) -> dict[str, Any]:
+        body = entry.body
+        method = entry.path.rsplit(":", 1)[-1]
+        if method == "embedContent":
+            texts = _content_texts(body.get("content"))
+            entry.texts = tuple(texts)
+            vectors = self._vectors(["\n".join(texts)], entry.fault)
+            answer: dict[str, Any] = {"embedding": {"values": vectors[0]}}
+            if len(vectors) > 1:  # wrong_count: a single-content answer carrying a list
+                answer["embeddings"] = _gemini_list(vectors)
+            return answer
+        if method != "batchEmbedContents":
+            raise _BadRequest(f"unknown Gemini method {method!r}")
+        requests = body.get("requests")
+        if not isinstance(requests, list) or not requests:
+            raise _BadRequest("batchEmbedContents needs a non-empty 'requests' list")
+        texts = [t for r in requests for t in _content_texts(r.get("content"))]
+        entry.texts = tuple(texts)
+        units = ["\n".join(texts)] if self.gemini_one_vector else texts
+        return {"embeddings": _gemini_list(self._vectors(units, entry.fault))}
+
+    def _openai_embeddings(self, entry: LoggedRequest) -> dict[str, Any]:
+        body = entry.body
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else given
+        if not isinstance(texts, list) or not texts or not all(isinstance(t, str) for t in texts):
+            raise _BadRequest("input must be a string or a non-empty list of strings")
+        entry.texts = tuple(texts)
+        as_base64 = body.get("encoding_format") == "base64"
+        data = [
+            {"object": "embedding", "index": i, "embedding": _b64(v) if as_base64 else v}
+            for i, v in enumerate(self._vectors(texts, entry.fault))
+        ]
+        tokens = sum(count_tokens(t) for t in texts)
+        return {
+            "object": "list",
+            "data": data,
+            "model": str(body.get("model", "")),
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    def _chat(self, entry: LoggedRequest) -> dict[str, Any]:
+        messages = entry.body.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise _BadRequest("messages must be a non-empty list")
+        n = entry.body.get("n") or 1
+        if not isinstance(n, int) or n < 1:
+            raise _BadRequest(f"n must be a whole number >= 1, got {n!r}")
+        contents = [(self.reply or pretend_reply)(messages) for _ in range(n)]
+        entry.replies = tuple(contents)
+        prompt_tokens = count_tokens("".join(_message_text(m) for m in messages))
+        completion_tokens = sum(count_tokens(c) for c in contents)
+        return {
+            "id": f"chatcmpl-loopback-{entry.number}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": str(entry.body.get("model", "")),
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": content},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+                for i, content in enumerate(contents)
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }
+
+
+class _BadRequest(ValueError):
+    """The request is not one the real API would accept: answered with 400."""
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False  # a hung request must not hold up stop()
+
+    def __init__(self, address: tuple[str, int], handler: type, owner: LoopbackServer):
+        self.owner = owner
+        super().__init__(address, handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind looks up the host's FQDN, which can stall without DNS.
+        socketserver.TCPServer.server_bind(self)
+        self.server_name = "127.0.0.1"
+        self.server_port = int(self.server_address[1])
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"
+    server: _HTTPServer
+
+    def do_POST(self) -> None:
+        self.server.owner._handle(self)
+
+    def do_GET(self) -> None:
+        _send_json(self, 404, {"error": {"message": "the loopback API answers POST only"}})
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Keep test output clean: the request log is ``LoopbackServer.log``."""
+
+
+def _route(path: str) -> tuple[str | None, str | None]:
+    if path == "/v1/embeddings":
+        return "embeddings", None
+    if path == "/v1/chat/completions":
+        return "chat", None
+    match = _GEMINI_PATH.match(path)
+    if match:
+        return "gemini", match["model"]
+    return None, None
+
+
+def _content_texts(content: Any) -> list[str]:
+    if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
+        raise _BadRequest("each content needs a 'parts' list")
+    texts = [p["text"] for p in content["parts"] if isinstance(p, dict) and "text" in p]
+    if not texts:
+        raise _BadRequest("a content holds no text part")
+    return texts
+
+
+def _gemini_list(vectors: list[list[float]]) -> list[dict[str, Any]]:
+    return [{"values": v} for v in vectors]
+
+
+def _b64(vector: list[float]) -> str:
+    return base64.b64encode(struct.pack(f"<{len(vector)}f", *vector)).decode("ascii")
+
+
+def _last_user_message(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise ValueError("no user message to reply to")
+    return users[-1]
+
+
+def _message_text(message: Any) -> str:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):  # content parts: [{"type": "text", "text": ...}, ...]
+        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return ""
+
+
+def _error(family: str, status: int, message: str | None = None) -> dict[str, Any]:
+    text = message or {
+        429: "Rate limit reached (loopback fault)",
+        500: "Internal server error (loopback fault)",
+    }.get(status, "Bad request")
+    if family == "gemini":
+        names = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL"}
+        return {"error": {"code": status, "message": text, "status": names.get(status, "UNKNOWN")}}
+    types = {400: "invalid_request_error", 429: "rate_limit_exceeded", 500: "server_error"}
+    kind = types.get(status, "error")
+    return {"error": {"message": text, "type": kind, "param": None, "code": kind}}
+
+
+def _number(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+
+
+def _send_json(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    payload: Any,
+    headers: dict[str, str] | None = None,
+) -> int:
+    return _send_raw(handler, status, json.dumps(payload), headers)
+
+
+def _send_raw(
+    handler: BaseHTTPRequestHandler,
+    status: int,
+    text: str,
+    headers: dict[str, str] | None = None,
+) -> int:
+    data = text.encode("utf-8")
+    try:
+        handler.send_response(status)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            handler.send_header(name, value)
+        handler.end_headers()
+        handler.wfile.write(data)
+    except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+        pass
+    return status

@@ -1,0 +1,102 @@
+"""``ragas-relevancy score``: score rows, save each as it finishes, resume, show and summarise."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from pathlib import Path
+
+from .console import (
+    make_console,
+    print_bad_rows,
+    print_header,
+    print_summary,
+    progress_bar,
+    run_fields,
+    scores_table,
+)
+from .datafile import DataFile
+from .runner import Scored, Settings, Setup, prepare, score_rows
+from .summary import summarise
+from .writers import JsonlWriter, read_report_lines, report_from_record
+
+
+def run_score(
+    data: DataFile,
+    settings: Settings,
+    *,
+    out: Path | None = None,
+    html: Path | None = None,
+    probes: bool = True,
+    progress: bool = True,
+) -> int:
+    """Score ``data``'s rows and print the results; the exit code (1 when nothing scored)."""
+    console = make_console()
+    setup = prepare(settings)
+
+    done = read_report_lines(out) if out is not None else {}
+    kept = {k: r for k, r in done.items() if r.get("error") is None}  # failed rows: try again
+    resumed = [
+        Scored(row, report_from_record(kept[(row.number, row.key)]), resumed=True)
+        for row in data.rows
+        if (row.number, row.key) in kept
+    ]
+    todo = [row for row in data.rows if (row.number, row.key) not in kept]
+    extra = {}
+    if out is not None:
+        retried = sum(1 for row in todo if (row.number, row.key) in done)
+        again = f", {retried} of them failed before" if retried else ""
+        extra["output"] = (
+            f"{out} ({len(resumed)} row(s) already there, {len(todo)} to score{again})"
+        )
+    print_header(console, run_fields(data, setup, **extra))
+    _warn_if_settings_differ(resumed, done, setup, out)
+
+    writer = (
+        JsonlWriter(out, setup.judge_label, setup.embeddings.label)
+        if out is not None
+        else contextlib.nullcontext()
+    )
+    with writer as sink, progress_bar(len(todo), "scoring", progress) as tick:
+
+        def on_done(scored: Scored) -> None:
+            if sink is not None:
+                sink.write(scored.row.number, scored.row.key, scored.report, scored.row.extra)
+            tick()
+
+        fresh = asyncio.run(score_rows(setup.metric(), todo, on_done)) if todo else []
+
+    items = sorted(resumed + fresh, key=lambda s: s.row.number)
+    pairs = [(s.row.number, s.report) for s in items]
+    console.print(scores_table(pairs, probes=probes))
+    summary = summarise([(n, r.score, r.user_input) for n, r in pairs])
+    print_summary(console, summary)
+    if setup.cache_line():
+        console.print(setup.cache_line())
+    if out is not None:
+        console.print(f"wrote {len(fresh)} line(s) to {out}", soft_wrap=True)
+    if html is not None:
+        from .html_page import write_html
+
+        write_html(html, pairs, summary, run_fields(data, setup, **extra))
+        console.print(f"wrote {html}", soft_wrap=True)
+    print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
+    if pairs and summary.scored == 0:
+        first = next(r.reason for _, r in pairs)
+        make_console(stderr=True).print(f"no sample could be scored; first: {first}")
+        return 1
+    return 0
+
+
+def _warn_if_settings_differ(
+    resumed: list[Scored], done: dict[tuple[int, str], dict], setup: Setup, out: Path | None
+) -> None:
+    """Say so when rows kept from ``out`` were scored with another judge or embeddings."""
+    current = (setup.judge_label, setup.embeddings.label)
+    records = [done[(s.row.number, s.row.key)] for s in resumed]
+    other = sum(1 for r in records if (r.get("judge"), r.get("embeddings")) != current)
+    if other:
+        make_console(stderr=True).print(
+            f"warning: {other} row(s) kept from {out} were scored with another judge or "
+            "embeddings; give --out a new file to score them all alike"
+        )

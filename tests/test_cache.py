@@ -1,0 +1,94 @@
+"""The judge-reply cache: a re-run reuses every probe and asks the judge nothing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from ragas_relevancy_ext import AnswerRelevancy
+from ragas_relevancy_ext.cache import CachedJudge, disk_store, reply_key
+from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+from ragas_relevancy_ext.prompts import AnswerRelevanceOutput
+
+ROWS = [
+    {"user_input": "Where is order A17?", "response": "Order A17 shipped on 3 March."},
+    {"user_input": "Can I pay by card?", "response": "Yes, we take Visa and Mastercard."},
+]
+
+
+def run(judge, rows=ROWS, embeddings=None, probe_prompt="stock"):
+    metric = AnswerRelevancy(
+        llm=judge,
+        embeddings=embeddings or HashEmbeddings(),
+        strictness=3,
+        probe_prompt=probe_prompt,
+    )
+    return asyncio.run(metric.abatch_score(rows))
+
+
+def probes_of(results):
+    return [[(p.question, p.noncommittal) for p in r.report.probes] for r in results]
+
+
+@pytest.mark.parametrize("probe_prompt", ["stock", "sequential", "diverse"])
+def test_rerun_with_other_embeddings_makes_no_judge_call(tmp_path, probe_prompt):
+    first_judge = PretendJudge()
+    first = run(
+        CachedJudge(first_judge, disk_store(tmp_path), "offline"), probe_prompt=probe_prompt
+    )
+    assert first_judge.calls > 0
+
+    again_judge = PretendJudge()
+    cached = CachedJudge(again_judge, disk_store(tmp_path), "offline")
+    again = run(cached, embeddings=HashEmbeddings(width=64), probe_prompt=probe_prompt)
+    assert again_judge.calls == 0
+    assert (cached.hits, cached.misses) == (first_judge.calls, 0)
+    assert probes_of(again) == probes_of(first)
+    assert [r.value for r in again] != [r.value for r in first]  # other embeddings, other cosines
+
+
+def test_stock_mode_keeps_n_independent_replies_for_one_prompt(tmp_path):
+    replies = [("When did A17 ship?", 0), ("Has A17 shipped?", 0), ("Where is A17?", 1)]
+    row = ROWS[:1]
+    first = run(CachedJudge(ScriptedJudge(replies), disk_store(tmp_path), "judge-x"), row)
+    assert probes_of(first) == [replies]
+
+    empty = ScriptedJudge([])  # would raise if asked
+    again = run(CachedJudge(empty, disk_store(tmp_path), "judge-x"), row)
+    assert empty.calls == 0
+    assert probes_of(again) == [replies]
+    assert again[0].value == first[0].value
+
+
+def test_other_judge_models_do_not_share_replies(tmp_path):
+    run(CachedJudge(PretendJudge(), disk_store(tmp_path), "model-a"), ROWS[:1])
+    other = PretendJudge()
+    run(CachedJudge(other, disk_store(tmp_path), "model-b"), ROWS[:1])
+    assert other.calls == 3
+
+
+def test_failed_calls_are_not_cached(tmp_path):
+    class Down(PretendJudge):
+        async def agenerate(self, prompt, response_model):
+            self.prompts.append(prompt)
+            raise ConnectionError("judge unreachable")
+
+    down = run(CachedJudge(Down(), disk_store(tmp_path), "m"), ROWS[:1])
+    assert "judge unreachable" in down[0].report.reason
+    judge = PretendJudge()
+    run(CachedJudge(judge, disk_store(tmp_path), "m"), ROWS[:1])
+    assert judge.calls == 3
+
+
+def test_key_depends_on_model_prompt_output_and_occurrence():
+    keys = {
+        reply_key("m", "p", AnswerRelevanceOutput, 0),
+        reply_key("m", "p", AnswerRelevanceOutput, 1),
+        reply_key("n", "p", AnswerRelevanceOutput, 0),
+        reply_key("m", "q", AnswerRelevanceOutput, 0),
+    }
+    assert len(keys) == 4
+    assert reply_key("m", "p", AnswerRelevanceOutput, 0) == reply_key(
+        "m", "p", AnswerRelevanceOutput, 0
+    )

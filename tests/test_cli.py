@@ -1,0 +1,365 @@
+"""The ``ragas-relevancy`` command run as a user would: help, score, compare, calibrate."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragas_relevancy_ext.cli import app
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE = ROOT / "examples" / "support_qa.jsonl"
+SECRET = "sk-test-DO-NOT-PRINT-0123456789"
+OFFLINE = ["--embeddings", "hash"]
+
+
+def invoke(*args: str | Path, env: dict[str, str | None] | None = None):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    path.write_text(
+        "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    return path
+
+
+def some_rows(n: int) -> list[dict[str, str]]:
+    topics = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
+    return [
+        {
+            "user_input": f"What about {topics[i % len(topics)]} ({i})?",
+            "response": f"Here is what we know about {topics[i % len(topics)]}: it is handled.",
+        }
+        for i in range(n)
+    ]
+
+
+# -- help and start-up ------------------------------------------------------------------------
+
+
+def test_help_answers_quickly_without_importing_ragas_or_numpy():
+    command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "score", "--help"]
+    started = time.perf_counter()
+    env = {**os.environ, "COLUMNS": "200"}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
+    elapsed = time.perf_counter() - started
+    assert done.returncode == 0, done.stderr
+    assert "--judge" in done.stdout and "--one-text-per-call" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    heavy = sorted(m for m in imported if m.split(".")[0] in {"ragas", "numpy", "openai", "torch"})
+    assert heavy == []
+    assert elapsed < 1.5, f"--help took {elapsed:.2f} s"
+
+
+def test_python_dash_m_scores_the_example_offline():
+    command = [sys.executable, "-m", "ragas_relevancy_ext", "score", str(EXAMPLE), *OFFLINE]
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "judge: offline" in done.stdout and "embeddings: hash" in done.stdout
+    assert "36 sample(s), 36 scored" in done.stdout
+    assert "Traceback" not in done.stderr
+
+
+# -- score ------------------------------------------------------------------------------------
+
+
+def test_score_shows_every_probe_and_a_summary():
+    result = invoke("score", EXAMPLE, *OFFLINE, "--probe-prompt", "stock", "--strictness", "2")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "probes: stock prompt, strictness 2" in out
+    assert "Where is my order #48213? It was supposed to arrive yesterday." in out
+    assert "Order #48213 left our warehouse on Monday and is with the courier now?" in out
+    assert "mean" in out and "median" in out and "score 0:" in out and "NaN: 0" in out
+    assert "lowest 5:" in out
+
+
+def test_score_reads_csv_with_renamed_columns(tmp_path):
+    path = tmp_path / "qa.csv"
+    path.write_text(
+        'question,answer\n"Where is order A17?","Order A17 shipped on 3 March."\n', encoding="utf-8"
+    )
+    result = invoke(
+        "score", path, *OFFLINE, "--map", "question=user_input", "-m", "answer=response"
+    )
+    assert result.exit_code == 0, result.output
+    assert "Order A17 shipped on 3 March?" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("content", "args", "message"),
+    [
+        (None, [], "no such file"),
+        (b'{"user_input": "caf\xe9", "response": "x"}\n', [], "not UTF-8"),
+        (b'{"question": "Q?", "answer": "A."}\n', [], "no 'user_input' column"),
+        (b"\n\n", [], "no rows"),
+        (b'{"user_input": "Q?", "response": "A."}\n', ["--map", "oops"], "--map"),
+        (b'{"user_input": "Q?", "response": "A."}\n', ["--judge", "claude"], "--judge 'claude'"),
+    ],
+)
+def test_bad_files_and_settings_give_one_line_and_exit_2(tmp_path, content, args, message):
+    path = tmp_path / "rows.jsonl"
+    if content is not None:
+        path.write_bytes(content)
+    result = invoke("score", path, *OFFLINE, *args)
+    assert result.exit_code == 2
+    assert message in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.output
+
+
+def test_good_rows_are_scored_and_bad_ones_listed_by_line(tmp_path):
+    rows = some_rows(2)
+    path = write_jsonl(
+        tmp_path / "rows.jsonl", [rows[0], "{not json", {"user_input": "Q?"}, rows[1]]
+    )
+    result = invoke("score", path, *OFFLINE)
+    assert result.exit_code == 0, result.output
+    assert "2 sample(s), 2 scored" in result.stdout
+    assert "skipped 2 bad row(s)" in result.stderr
+    assert "line 2: not valid JSON" in result.stderr and "line 3: no response" in result.stderr
+
+
+def test_out_is_written_per_sample_and_a_rerun_scores_only_the_rest(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(5))
+    out = tmp_path / "report.jsonl"
+    assert invoke("score", path, *OFFLINE, "--out", out).exit_code == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 5
+
+    # as if the run had stopped after two rows, in the middle of writing the third
+    out.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40], encoding="utf-8")
+    result = invoke("score", path, *OFFLINE, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 row(s) already there, 3 to score" in result.stdout
+    assert "5 sample(s), 5 scored" in result.stdout
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert sorted(r["row"] for r in records) == [1, 2, 3, 4, 5]
+    assert all(r["judge"].startswith("offline") for r in records)
+
+    # an edited row is scored again; the others are skipped
+    rows = some_rows(5)
+    rows[4]["response"] = "Something else entirely."
+    write_jsonl(path, rows)
+    result = invoke("score", path, *OFFLINE, "--out", out)
+    assert "4 row(s) already there, 1 to score" in result.stdout
+
+
+def test_html_report_keeps_hostile_text_inert(tmp_path):
+    hostile = {
+        "user_input": "What does <script>alert(1)</script> do?",
+        "response": "It runs <img src=x onerror=alert(2)>. Nothing else.",
+    }
+    path = write_jsonl(tmp_path / "rows.jsonl", [hostile, *some_rows(2)])
+    page_path = tmp_path / "report.html"
+    result = invoke("score", path, *OFFLINE, "--html", page_path)
+    assert result.exit_code == 0, result.output
+    page = page_path.read_text(encoding="utf-8")
+    assert "<script" not in page and "<img" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<svg" in page and page.count('class="card"') == 3
+
+
+def test_cache_makes_a_rerun_ask_the_judge_nothing(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(3))
+    cache = tmp_path / "cache"
+    first = invoke("score", path, *OFFLINE, "--probe-prompt", "stock", "--cache", cache)
+    assert "0 replies reused, 9 judge calls" in first.stdout
+    again = invoke("score", path, *OFFLINE, "--probe-prompt", "stock", "--cache", cache)
+    assert "9 replies reused, 0 judge calls" in again.stdout
+
+
+# -- judges, keys -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("args", "variable"),
+    [
+        (["--judge", "openai:gpt-4o-mini"], "OPENAI_API_KEY"),
+        (["--judge", "gemini:gemini-2.5-flash"], "GEMINI_API_KEY or GOOGLE_API_KEY"),
+        (["--embeddings", "gemini:gemini-embedding-2"], "GEMINI_API_KEY or GOOGLE_API_KEY"),
+    ],
+)
+def test_missing_key_names_the_variable(args, variable):
+    env = {"OPENAI_API_KEY": None, "GEMINI_API_KEY": None, "GOOGLE_API_KEY": None}
+    result = invoke("score", EXAMPLE, *OFFLINE, *args, env=env)
+    assert result.exit_code == 2
+    assert f"set {variable}" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
+    from ragas_relevancy_ext import runner
+    from ragas_relevancy_ext.offline import PretendJudge
+    from ragas_relevancy_ext.providers import Built, Spec
+
+    class Rejecting(PretendJudge):
+        async def agenerate(self, prompt, response_model):
+            raise PermissionError(f"401 Incorrect API key provided: {SECRET}")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(
+            runner,
+            "build_judge",
+            lambda *a, **k: Built(Rejecting(), "openai:x", Spec("openai", "x")),
+        )
+        out, page = tmp_path / "out.jsonl", tmp_path / "out.html"
+        path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+        result = invoke(
+            "score", path, *OFFLINE, "--out", out, "--html", page, env={"OPENAI_API_KEY": SECRET}
+        )
+    assert result.exit_code == 1  # nothing could be scored
+    assert "Incorrect API key provided: ***" in result.stdout
+    for text in (result.stdout, result.stderr, out.read_text(), page.read_text()):
+        assert SECRET not in text
+
+    # failed rows are not "done": a re-run tries them again, and its lines win
+    again = invoke("score", path, *OFFLINE, "--out", out)
+    assert "0 row(s) already there, 2 to score, 2 of them failed before" in again.stdout
+    assert "warning" not in again.stderr
+    final = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(final) == 4 and [r["error"] for r in final[2:]] == [None, None]
+    third = invoke("score", path, *OFFLINE, "--out", out)
+    assert "2 row(s) already there, 0 to score" in third.stdout
+    other = invoke(
+        "score",
+        path,
+        "--embeddings",
+        "hash",
+        "--judge",
+        "offline",
+        "--out",
+        out,
+        "--strictness",
+        "2",
+    )
+    assert "2 row(s) already there" in other.stdout
+
+
+def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):
+    from ragas_relevancy_ext.loopback import LoopbackServer
+
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    with LoopbackServer() as server:
+        base_url = server.openai_base_url
+        result = invoke(
+            "score",
+            path,
+            "--judge",
+            "openai:loop-judge",
+            "--base-url",
+            base_url,
+            "--embeddings",
+            "openai:loop-embed",
+            "--max-retries",
+            "0",
+            env={"OPENAI_API_KEY": None},  # a server on this machine needs no key
+        )
+        counts = server.counts
+    assert result.exit_code == 0, result.output
+    assert f"judge: openai:loop-judge at {base_url}" in result.stdout
+    assert "2 sample(s), 2 scored" in result.stdout
+    assert counts == {"chat": 2, "embeddings": 2}  # diverse: one call per sample
+
+
+# -- compare and calibrate --------------------------------------------------------------------
+
+
+def test_compare_matches_stock_offline():
+    result = invoke("compare", EXAMPLE, *OFFLINE)
+    assert result.exit_code == 0, result.output
+    assert "ours (stock mode)" in result.stdout
+    assert "0 beyond tolerance" in result.stdout
+
+
+def test_compare_exits_1_when_ours_differs(monkeypatch, tmp_path):
+    from ragas_relevancy_ext import parity
+    from ragas_relevancy_ext.report import RelevancyReport
+
+    async def drifting(judge, embeddings, user_input, response, strictness=3):
+        report = RelevancyReport(user_input, response, 0.6, strictness, "stock", False)
+        return parity.ParityResult(0.5, 0.6, True, report)
+
+    monkeypatch.setattr(parity, "compare_with_stock", drifting)
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    result = invoke("compare", path, *OFFLINE)
+    assert result.exit_code == 1
+    assert "2 beyond tolerance" in result.stdout
+    assert invoke("compare", path, *OFFLINE, "--tol", "0.2").exit_code == 0
+
+
+def test_calibrate_reports_correlations_with_intervals():
+    result = invoke("calibrate", EXAMPLE, "--ratings", "rating", *OFFLINE)
+    assert result.exit_code == 0, result.output
+    assert "Pearson" in result.stdout and "Spearman" in result.stdout
+    assert "n = 36 pair(s)" in result.stdout and "2000 resamples" in result.stdout
+
+
+def test_calibrate_repeats_report_the_spread(tmp_path):
+    path = write_jsonl(
+        tmp_path / "rows.jsonl",
+        [{**row, "rating": i % 5 + 1} for i, row in enumerate(some_rows(4))],
+    )
+    result = invoke(
+        "calibrate", path, "--ratings", "rating", *OFFLINE, "--repeats", "2", "--cache", tmp_path
+    )
+    assert result.exit_code == 0, result.output
+    assert "2 per sample, judge cache off (--cache ignored)" in result.stdout
+    assert "mean standard deviation over 2 repeats: 0.0000" in result.stdout
+    assert "only 4 pairs" in result.stdout
+
+
+def test_calibrate_lists_rows_without_a_rating(tmp_path):
+    rows = [{**row, "rating": 3} for row in some_rows(3)]
+    rows[1]["rating"] = "n/a"
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    result = invoke("calibrate", path, "--ratings", "rating", *OFFLINE)
+    assert result.exit_code == 0, result.output
+    assert "line 2: rating is 'n/a', not a number" in result.stderr
+    missing = invoke("calibrate", path, "--ratings", "stars", *OFFLINE)
+    assert missing.exit_code == 2 and "no 'stars' column" in missing.stderr
+
+
+# -- examples ---------------------------------------------------------------------------------
+
+
+def test_example_data_has_rated_pairs_of_every_kind():
+    rows = [json.loads(line) for line in EXAMPLE.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 30
+    assert {r["kind"] for r in rows} == {"on-topic", "off-topic", "evasive", "padded", "incomplete"}
+    assert {r["source"] for r in rows} == {"support", "docs"}
+    assert {r["rating"] for r in rows} <= {1, 2, 3, 4, 5}
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.parametrize(
+    ("script", "expected"),
+    [("drop_in.py", "cosine  nc  probe"), ("in_evaluate.py", "weakest probe per row")],
+)
+def test_offline_examples_run(script, expected, capsys):
+    import runpy
+
+    runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
+    assert expected in capsys.readouterr().out
+
+
+def test_gemini_example_says_it_needs_a_key():
+    env = {k: v for k, v in os.environ.items() if k not in {"GEMINI_API_KEY", "GOOGLE_API_KEY"}}
+    command = [sys.executable, str(ROOT / "examples" / "gemini_adapter.py")]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2
+    assert "GEMINI_API_KEY" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_command_line_script_is_valid_bash():
+    done = subprocess.run(["bash", "-n", str(ROOT / "examples" / "command_line.sh")], timeout=30)
+    assert done.returncode == 0

@@ -1,0 +1,109 @@
+"""The shared fixture cases scored with a real local model: all-MiniLM-L6-v2 from the [local] extra.
+
+The model is loaded once per session; the judge replies come from each case's ``replies``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sentence_transformers")
+
+from ragas_relevancy_ext import AnswerRelevancy, local_embeddings  # noqa: E402
+from ragas_relevancy_ext.offline import ScriptedJudge  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def local_model() -> Any:
+    return local_embeddings(device="cpu")
+
+
+async def _score(embeddings: Any, question: str, answered: dict[str, Any]) -> float:
+    """``question`` answered by the response and judge replies of case ``answered``."""
+    metric = AnswerRelevancy(
+        llm=ScriptedJudge(answered["replies"]),
+        embeddings=embeddings,
+        strictness=len(answered["replies"]),
+        probe_prompt="stock",
+    )
+    return (await metric.ascore(user_input=question, response=answered["response"])).value
+
+
+@pytest.fixture(scope="session")
+def scored(local_model: Any, cases: list[dict[str, Any]]) -> dict[str, float]:
+    """Every fixture case's score with the local model, by case id."""
+
+    async def score_all() -> list[float]:
+        return await asyncio.gather(*(_score(local_model, c["user_input"], c) for c in cases))
+
+    return dict(zip((c["id"] for c in cases), asyncio.run(score_all()), strict=True))
+
+
+def test_the_model_loads_offline_and_gives_unit_vectors(local_model: Any) -> None:
+    texts = ["Where is order A17?", "When did order A17 ship?", "Do you sell gift cards?"]
+    batch = np.asarray(local_model.embed_texts(texts))
+    assert batch.shape == (3, 384)
+    assert np.allclose(np.linalg.norm(batch, axis=1), 1.0, atol=1e-5)
+    one_by_one = np.asarray([local_model.embed_text(t) for t in texts])
+    assert np.allclose(batch, one_by_one, atol=1e-5)  # one vector per text, batched or not
+    cosine = batch @ batch.T
+    assert cosine[0, 1] > cosine[0, 2]  # the shipping question is nearer than gift cards
+
+
+def test_every_case_gets_a_score(scored: dict[str, float], cases: list[dict[str, Any]]) -> None:
+    assert len(scored) == len(cases)
+    assert all(math.isfinite(v) and -1.0 <= v <= 1.0 for v in scored.values())
+
+
+def test_on_topic_answers_outscore_the_others_for_the_same_question(
+    scored: dict[str, float], cases: list[dict[str, Any]]
+) -> None:
+    by_question: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for case in cases:
+        by_question[case["user_input"]][case["kind"]].append(scored[case["id"]])
+
+    compared = []
+    for question, kinds in by_question.items():
+        others = [v for kind, values in kinds.items() if kind != "on-topic" for v in values]
+        if kinds["on-topic"] and others:
+            compared.append(question)
+            assert min(kinds["on-topic"]) > max(others), (question, dict(kinds))
+    assert compared  # the fixtures hold same-question pairs (off-topic, incomplete, evasive)
+    assert any("off-topic" in by_question[q] for q in compared)
+
+
+def test_an_on_topic_answer_given_to_another_question_scores_lower(
+    local_model: Any, scored: dict[str, float], cases: list[dict[str, Any]]
+) -> None:
+    on_topic = [c for c in cases if c["kind"] == "on-topic"]
+    swapped = [on_topic[(i + 1) % len(on_topic)] for i in range(len(on_topic))]
+
+    async def score_swapped() -> list[float]:
+        pairs = zip(on_topic, swapped, strict=True)
+        return await asyncio.gather(*(_score(local_model, c["user_input"], o) for c, o in pairs))
+
+    for case, off_topic in zip(on_topic, asyncio.run(score_swapped()), strict=True):
+        assert scored[case["id"]] > off_topic + 0.3, case["id"]
+
+
+def test_on_topic_answers_score_higher_on_average(
+    scored: dict[str, float], cases: list[dict[str, Any]]
+) -> None:
+    def mean(kind: str) -> float:
+        return float(np.mean([scored[c["id"]] for c in cases if c["kind"] == kind]))
+
+    assert mean("on-topic") > mean("incomplete") > mean("off-topic") > mean("evasive")
+
+
+def test_evasive_answers_flagged_by_every_probe_score_zero(
+    scored: dict[str, float], cases: list[dict[str, Any]]
+) -> None:
+    dodged = [c for c in cases if all(flag for _, flag in c["replies"])]
+    assert dodged
+    assert all(scored[c["id"]] == 0.0 for c in dodged)
