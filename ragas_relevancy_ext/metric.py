@@ -11,6 +11,7 @@ Usage:
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
@@ -87,24 +88,28 @@ class AnswerRelevancy(StockAnswerRelevancy):
         )
         return RelevancyResult(report)
 
-    async def abatch_score(  # type: ignore[override]
-        self, inputs: list[dict[str, Any]]
-    ) -> list[RelevancyResult]:
-        """Score many samples concurrently; a sample that fails gets NaN and its error as reason."""
+    async def ascore_each(
+        self, inputs: Sequence[dict[str, Any]]
+    ) -> AsyncIterator[tuple[int, RelevancyResult]]:
+        """Score many samples concurrently, yielding ``(index, result)`` as each finishes.
+
+        For writers that save every sample the moment it is done. A sample that fails gets NaN
+        and its error as reason; the others go on.
+        """
         limiter = asyncio.Semaphore(self.max_concurrency)
 
-        async def one(row: dict[str, Any]) -> RelevancyResult:
+        async def one(index: int, row: dict[str, Any]) -> tuple[int, RelevancyResult]:
             try:
                 unexpected = sorted(set(row) - {"user_input", "response"})
                 if unexpected:
                     raise TypeError(
                         f"unexpected field(s) {unexpected}: rows take user_input, response"
                     )
-                return await self.ascore(
+                result = await self.ascore(
                     row.get("user_input"), row.get("response"), _limiter=limiter
                 )
             except Exception as exc:  # one bad sample never loses the others
-                return RelevancyResult(
+                result = RelevancyResult(
                     failed_report(
                         row.get("user_input"),
                         row.get("response"),
@@ -113,8 +118,24 @@ class AnswerRelevancy(StockAnswerRelevancy):
                         exc,
                     )
                 )
+            return index, result
 
-        return list(await asyncio.gather(*(one(row) for row in inputs)))
+        tasks = [asyncio.ensure_future(one(i, row)) for i, row in enumerate(inputs)]
+        try:
+            for finished in asyncio.as_completed(tasks):
+                yield await finished
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    async def abatch_score(  # type: ignore[override]
+        self, inputs: list[dict[str, Any]]
+    ) -> list[RelevancyResult]:
+        """Score many samples concurrently, in input order; failed samples get NaN and a reason."""
+        results: list[RelevancyResult | None] = [None] * len(inputs)
+        async for index, result in self.ascore_each(inputs):
+            results[index] = result
+        return results  # type: ignore[return-value]
 
     def batch_score(self, inputs: list[dict[str, Any]]) -> list[RelevancyResult]:  # type: ignore[override]
         """Synchronous :meth:`abatch_score`."""

@@ -7,7 +7,6 @@ no report carries an API key.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,24 +118,13 @@ async def score_rows(
     on_done: Callable[[Scored], None] | None = None,
 ) -> list[Scored]:
     """Score ``rows`` concurrently; ``on_done`` sees each as it finishes; results in row order."""
-    from .pipeline import failed_report
-
-    limiter = asyncio.Semaphore(metric.max_concurrency)
-
-    async def one(row: Row) -> Scored:
-        try:
-            result = await metric.ascore(row.user_input, row.response, _limiter=limiter)
-            report = result.report
-        except Exception as exc:  # one failing row never loses the others
-            report = failed_report(
-                row.user_input, row.response, metric.strictness, metric.probe_prompt, exc
-            )
-        scored = Scored(row, scrub(report))
+    inputs = [{"user_input": row.user_input, "response": row.response} for row in rows]
+    done: list[Scored] = []
+    async for index, result in metric.ascore_each(inputs):
+        scored = Scored(rows[index], scrub(result.report))
         if on_done is not None:
             on_done(scored)
-        return scored
-
-    done = await asyncio.gather(*(one(row) for row in rows))
+        done.append(scored)
     return sorted(done, key=lambda s: s.row.number)
 
 

@@ -323,3 +323,27 @@ def test_modern_embeddings_on_a_sync_client_are_called_through_their_sync_method
         user_input=QUESTION, response="It shipped."
     )
     assert result.value == pytest.approx(1.0)
+
+
+def test_ascore_each_yields_every_sample_as_it_finishes():
+    class SlowFirst(PretendJudge):
+        async def agenerate(self, prompt, response_model):
+            if "first sample" in prompt:
+                await asyncio.sleep(0.1)
+            return await super().agenerate(prompt, response_model)
+
+    rows = [
+        {"user_input": QUESTION, "response": "The first sample shipped."},
+        {"user_input": QUESTION, "response": "Order A17 shipped on 3 March."},
+        {"user_input": "", "response": "Broken row."},
+    ]
+    metric = AnswerRelevancy(SlowFirst(), HashEmbeddings())
+
+    async def collect():
+        return [(i, r) async for i, r in metric.ascore_each(rows)]
+
+    seen = asyncio.run(collect())
+    assert sorted(i for i, _ in seen) == [0, 1, 2]
+    assert seen[-1][0] == 0  # the slow sample comes last, the others did not wait for it
+    by_index = dict(seen)
+    assert math.isnan(by_index[2].value) and by_index[1].value > 0
