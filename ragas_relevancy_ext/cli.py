@@ -115,9 +115,14 @@ def _error(message: str) -> None:
     print(f"ragas-relevancy: error: {message}", file=sys.stderr)
 
 
-def _settings(**values: Any) -> Any:
+def _settings(options: dict[str, Any], **overrides: Any) -> Any:
+    """Settings from a command's options (its ``locals()``), with ``overrides`` on top."""
+    from dataclasses import fields
+
     from .runner import Settings
 
+    values = {f.name: options[f.name] for f in fields(Settings) if f.name in options}
+    values.update(overrides)
     prompt = values.pop("probe_prompt", ProbePrompt.diverse)
     return Settings(probe_prompt=getattr(prompt, "value", prompt), **values)
 
@@ -152,18 +157,7 @@ def score(
 ) -> None:
     """Score every row and show each probe, a summary and the lowest scores."""
     with handled():
-        settings = _settings(
-            judge=judge,
-            base_url=base_url,
-            max_retries=max_retries,
-            embeddings=embeddings,
-            embeddings_base_url=embeddings_base_url,
-            one_text_per_call=one_text_per_call,
-            strictness=strictness,
-            probe_prompt=probe_prompt,
-            concurrency=concurrency,
-            cache=cache,
-        )
+        settings = _settings(locals())
         from .score_command import run_score
 
         code = run_score(
@@ -194,18 +188,7 @@ def compare(
     Exits 1 when any score differs by more than --tol or the prompts differ.
     """
     with handled():
-        settings = _settings(
-            judge=judge,
-            base_url=base_url,
-            max_retries=max_retries,
-            embeddings=embeddings,
-            embeddings_base_url=embeddings_base_url,
-            one_text_per_call=one_text_per_call,
-            strictness=strictness,
-            probe_prompt=ProbePrompt.stock,
-            concurrency=concurrency,
-            cache=cache,
-        )
+        settings = _settings(locals(), probe_prompt=ProbePrompt.stock)
         from .compare_command import run_compare
 
         code = run_compare(_read(file, map_), settings, tol=tol)
@@ -238,18 +221,7 @@ def calibrate(
 ) -> None:
     """Pearson and Spearman correlation of scores with human ratings, with 95% intervals."""
     with handled():
-        settings = _settings(
-            judge=judge,
-            base_url=base_url,
-            max_retries=max_retries,
-            embeddings=embeddings,
-            embeddings_base_url=embeddings_base_url,
-            one_text_per_call=one_text_per_call,
-            strictness=strictness,
-            probe_prompt=probe_prompt,
-            concurrency=concurrency,
-            cache=None if repeats > 1 else cache,
-        )
+        settings = _settings(locals(), cache=None if repeats > 1 else cache)
         from .calibrate_command import run_calibrate
 
         code = run_calibrate(
