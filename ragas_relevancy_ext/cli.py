@@ -57,7 +57,17 @@ BaseUrlOpt = Annotated[
     str | None,
     typer.Option(help="Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama)."),
 ]
-RetriesOpt = Annotated[int, typer.Option(min=0, help="Judge client retries per call.")]
+RetriesOpt = Annotated[
+    int, typer.Option(min=0, help="Judge (and openai embeddings) client retries per call.")
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        min=0.001,
+        metavar="SECONDS",
+        help="Give up on a judge or openai embeddings request after this long (then retry).",
+    ),
+]
 EmbeddingsOpt = Annotated[
     str,
     typer.Option(
@@ -89,7 +99,8 @@ CacheOpt = Annotated[
 def handled() -> Iterator[None]:
     """Known problems (input, settings, files) -> one line and exit 2; anything else exit 1."""
     from .datafile import DataFileError
-    from .providers import ProviderError, redact
+    from .providers import ProviderError
+    from .redaction import redact
     from .writers import ReportFileError
 
     try:
@@ -140,6 +151,7 @@ def score(
     judge: JudgeOpt = "offline",
     base_url: BaseUrlOpt = None,
     max_retries: RetriesOpt = 2,
+    timeout: TimeoutOpt = None,
     embeddings: EmbeddingsOpt = "auto",
     embeddings_base_url: EmbeddingsUrlOpt = None,
     one_text_per_call: OneTextOpt = False,

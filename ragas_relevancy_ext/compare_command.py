@@ -10,7 +10,7 @@ from rich.text import Text
 
 from .console import compare_table, make_console, print_bad_rows, print_header, run_fields
 from .datafile import DataFile, Row
-from .providers import redact
+from .redaction import redact
 from .runner import Settings, Setup, prepare
 
 

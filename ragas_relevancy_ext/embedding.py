@@ -48,6 +48,29 @@ async def embed_texts(
     return check_vectors(vectors, len(texts), type(embeddings).__name__)
 
 
+async def embed_question_and_probes(
+    embeddings: Any,
+    question: str,
+    probes: Sequence[str],
+    limiter: asyncio.Semaphore | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The question's vector and the probes' (len(probes), d) array, from two concurrent calls.
+
+    Two calls, as stock makes them, so a provider answering one call with vectors of a wrong
+    size shows up as a length mismatch instead of a quietly wrong cosine.
+    """
+    question_vectors, probe_vectors = await asyncio.gather(
+        embed_texts(embeddings, [question], limiter), embed_texts(embeddings, probes, limiter)
+    )
+    if question_vectors.shape[1] != probe_vectors.shape[1]:
+        raise EmbeddingShapeError(
+            f"{type(embeddings).__name__} returned a vector of length "
+            f"{question_vectors.shape[1]} for the question but vectors of length "
+            f"{probe_vectors.shape[1]} for the {len(probes)} probe(s)"
+        )
+    return question_vectors[0], probe_vectors
+
+
 def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
     """One finite, non-zero vector per text, all one length, else :class:`EmbeddingShapeError`."""
     try:

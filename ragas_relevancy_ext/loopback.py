@@ -10,8 +10,9 @@ Serves ``POST /{version}/models/{model}:embedContent`` and ``:batchEmbedContents
 default a list of texts gets ONE vector back, as gemini-embedding-2 does), ``POST
 /v1/embeddings`` (OpenAI: one vector per input, float or base64) and ``POST /v1/chat/completions``
 (OpenAI, as instructor reads it). Every text has one known vector, ``server.vector(text)``, so
-tests can compute exact scores. Latency and faults (429, 500, hangs, malformed bodies, wrong
-vectors) can be switched on by request number or by fraction, to test failure handling.
+tests can compute exact scores. Latency (overall or per endpoint) and faults (429, 500, 401,
+hangs, malformed bodies, wrong vectors) can be switched on by request number or by fraction, to
+test failure handling; ``server.usage()`` sums the token usage the answers reported.
 
 Each response closes its connection (HTTP/1.0), so an SDK client reused across event loops never
 retries on a stale pooled connection and the request counts stay exact.
@@ -36,7 +37,15 @@ from typing import Any, Literal
 
 Endpoint = Literal["gemini", "embeddings", "chat"]
 FaultKind = Literal[
-    "rate_limit", "server_error", "hang", "malformed", "wrong_count", "wrong_size", "nan"
+    "rate_limit",
+    "server_error",
+    "hang",
+    "malformed",
+    "unauthorized",
+    "wrong_count",
+    "wrong_size",
+    "mixed_size",
+    "nan",
 ]
 Reply = Callable[[list[dict[str, Any]]], str]
 
@@ -46,11 +55,13 @@ FAULT_KINDS: tuple[str, ...] = (
     "server_error",
     "hang",
     "malformed",
+    "unauthorized",
     "wrong_count",
     "wrong_size",
+    "mixed_size",
     "nan",
 )
-VECTOR_FAULTS = frozenset({"wrong_count", "wrong_size", "nan"})
+VECTOR_FAULTS = frozenset({"wrong_count", "wrong_size", "mixed_size", "nan"})
 
 _GEMINI_PATH = re.compile(r"^/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>\w+)$")
 
@@ -61,8 +72,10 @@ class Fault:
 
     kind: ``rate_limit`` (429 with Retry-After), ``server_error`` (500), ``hang`` (no answer
         until ``hang_seconds`` pass or the server stops), ``malformed`` (200 with a broken JSON
-        body), and for embeddings only ``wrong_count`` (one vector too many), ``wrong_size``
-        (every vector half as long) and ``nan`` (a NaN in the first vector).
+        body), ``unauthorized`` (401 as for a bad API key; the key is never echoed), and for
+        embeddings only ``wrong_count`` (one vector too many), ``wrong_size`` (every vector
+        half as long), ``mixed_size`` (the answer's last vector half as long, so one answer
+        mixes sizes) and ``nan`` (a NaN in the first vector).
     at: 1-based request numbers, counted on ``endpoint`` when given, else over all requests.
     fraction: chance (0..1) that any other matching request gets the fault; seeded, so
         repeatable for the same order of requests.
@@ -107,6 +120,8 @@ class LoggedRequest:
     fault: str | None = None
     status: int | None = None
     replies: tuple[str, ...] = ()
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -136,6 +151,8 @@ class LoopbackServer:
     reply: ``reply(messages) -> str`` gives the chat completion's content; default
         :func:`pretend_reply`.
     latency: seconds to wait before every answer.
+    endpoint_latency: seconds per endpoint (``{"chat": 0.2}``), overriding ``latency`` there,
+        so a slow judge can sit beside fast embeddings.
     faults: :class:`Fault` items; the first that matches a request decides its fault.
     seed: seeds the draw for fractional faults.
     retry_after: the Retry-After header (seconds) of a 429.
@@ -151,6 +168,7 @@ class LoopbackServer:
         gemini_one_vector: bool = True,
         reply: Reply | None = None,
         latency: float = 0.0,
+        endpoint_latency: dict[str, float] | None = None,
         faults: Iterable[Fault] = (),
         seed: int = 0,
         retry_after: float = 1.0,
@@ -162,6 +180,7 @@ class LoopbackServer:
         self.gemini_one_vector = gemini_one_vector
         self.reply = reply
         self.latency = latency
+        self.endpoint_latency: dict[str, float] = dict(endpoint_latency or {})
         self.faults: list[Fault] = list(faults)
         self.retry_after = retry_after
         self.hang_seconds = hang_seconds
@@ -270,6 +289,22 @@ class LoopbackServer:
         with self._lock:
             return len(self._log) if endpoint is None else self._counts[endpoint]
 
+    def usage(self, endpoint: Endpoint | None = None) -> dict[str, int]:
+        """Requests and billed tokens on ``endpoint`` (all when None), as the answers' usage.
+
+        Only answered requests (status 200) bill tokens; faulted ones count as requests.
+        """
+        rows = self.requests(endpoint)
+        billed = [r for r in rows if r.status == 200]
+        prompt = sum(r.prompt_tokens for r in billed)
+        completion = sum(r.completion_tokens for r in billed)
+        return {
+            "requests": len(rows),
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        }
+
     @property
     def counts(self) -> dict[str, int]:
         """Requests per endpoint."""
@@ -310,8 +345,9 @@ class LoopbackServer:
             body = None
         entry = self._admit(endpoint, path, dict(handler.headers.items()), body, model)
         try:
-            if self.latency > 0:
-                self._stopping.wait(self.latency)
+            latency = self.endpoint_latency.get(endpoint, self.latency)
+            if latency > 0:
+                self._stopping.wait(latency)
             self._answer(handler, entry)
         finally:
             with self._lock:
@@ -360,6 +396,9 @@ class LoopbackServer:
         if entry.fault == "server_error":
             entry.status = _send_json(handler, 500, _error(family, 500))
             return
+        if entry.fault == "unauthorized":
+            entry.status = _send_json(handler, 401, _error(family, 401))
+            return
         if not isinstance(entry.body, dict):
             entry.status = _send_json(handler, 400, _error(family, 400, "body is not JSON"))
             return
@@ -389,6 +428,8 @@ class LoopbackServer:
             vectors.append(list(vectors[-1]) if vectors else self.vector("extra"))
         elif fault == "wrong_size":
             vectors = [v[: max(1, self.width // 2)] for v in vectors]
+        elif fault == "mixed_size" and vectors:
+            vectors[-1] = vectors[-1][: max(1, self.width // 2)]
         elif fault == "nan" and vectors:
             vectors[0] = [math.nan, *vectors[0][1:]]
         return vectors
@@ -427,6 +468,7 @@ class LoopbackServer:
             for i, v in enumerate(self._vectors(texts, entry.fault))
         ]
         tokens = sum(count_tokens(t) for t in texts)
+        entry.prompt_tokens = tokens
         return {
             "object": "list",
             "data": data,
@@ -445,6 +487,7 @@ class LoopbackServer:
         entry.replies = tuple(contents)
         prompt_tokens = count_tokens("".join(_message_text(m) for m in messages))
         completion_tokens = sum(count_tokens(c) for c in contents)
+        entry.prompt_tokens, entry.completion_tokens = prompt_tokens, completion_tokens
         return {
             "id": f"chatcmpl-loopback-{entry.number}",
             "object": "chat.completion",
@@ -474,6 +517,9 @@ class _BadRequest(ValueError):
 class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False  # a hung request must not hold up stop()
+    # listen() backlog: the default 5 drops bursts of new connections (each answer closes its
+    # own), and a dropped SYN costs the client a 1 s retransmit.
+    request_queue_size = 128
 
     def __init__(self, address: tuple[str, int], handler: type, owner: LoopbackServer):
         self.owner = owner
@@ -546,13 +592,24 @@ def _message_text(message: Any) -> str:
 
 def _error(family: str, status: int, message: str | None = None) -> dict[str, Any]:
     text = message or {
+        401: "Incorrect API key provided (loopback fault)",
         429: "Rate limit reached (loopback fault)",
         500: "Internal server error (loopback fault)",
     }.get(status, "Bad request")
     if family == "gemini":
-        names = {400: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL"}
+        names = {
+            400: "INVALID_ARGUMENT",
+            401: "UNAUTHENTICATED",
+            429: "RESOURCE_EXHAUSTED",
+            500: "INTERNAL",
+        }
         return {"error": {"code": status, "message": text, "status": names.get(status, "UNKNOWN")}}
-    types = {400: "invalid_request_error", 429: "rate_limit_exceeded", 500: "server_error"}
+    types = {
+        400: "invalid_request_error",
+        401: "invalid_api_key",
+        429: "rate_limit_exceeded",
+        500: "server_error",
+    }
     kind = types.get(status, "error")
     return {"error": {"message": text, "type": kind, "param": None, "code": kind}}
 

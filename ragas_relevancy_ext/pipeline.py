@@ -12,9 +12,10 @@ from typing import Any
 
 from ragas.prompt.metrics.base_prompt import BasePrompt
 
-from .embedding import embed_texts
+from .embedding import embed_question_and_probes
 from .probing import collect_probes
 from .prompts import ProbeMode, PromptSpec
+from .redaction import redact
 from .report import Probe, RelevancyReport
 from .scoring import (
     all_noncommittal,
@@ -88,8 +89,10 @@ async def score_sample(
     if not probes.questions:
         return RelevancyReport(score=0.0, all_noncommittal=False, **common)
 
-    vectors = await embed_texts(embeddings, [user_input, *probes.questions], limiter)
-    cosines = cosine_similarities(vectors[0], vectors[1:])
+    question_vector, probe_vectors = await embed_question_and_probes(
+        embeddings, user_input, probes.questions, limiter
+    )
+    cosines = cosine_similarities(question_vector, probe_vectors)
     return RelevancyReport(
         score=relevancy_score(cosines, probes.noncommittal),
         all_noncommittal=all_noncommittal(probes.noncommittal),
@@ -98,7 +101,7 @@ async def score_sample(
             for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
         ],
         distinct_probes=len({normalise_question(q) for q in probes.questions}),
-        probe_diversity=mean_pairwise_cosine(vectors[1:]),
+        probe_diversity=mean_pairwise_cosine(probe_vectors),
         **common,
     )
 
@@ -106,7 +109,10 @@ async def score_sample(
 def failed_report(
     user_input: Any, response: Any, strictness: int, prompt_name: str, exc: BaseException
 ) -> RelevancyReport:
-    """The report of a sample that could not be scored: NaN, with the failure as its reason."""
+    """The report of a sample that could not be scored: NaN, with the failure as its reason.
+
+    An API key from the environment that the failure quotes (a server echoing it) is masked.
+    """
     return RelevancyReport(
         user_input=user_input if isinstance(user_input, str) else repr(user_input),
         response=response if isinstance(response, str) else repr(response),
@@ -114,5 +120,5 @@ def failed_report(
         strictness=strictness,
         probe_prompt=prompt_name,
         all_noncommittal=False,
-        error=f"{type(exc).__name__}: {exc}",
+        error=redact(f"{type(exc).__name__}: {exc}"),
     )

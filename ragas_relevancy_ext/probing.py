@@ -20,6 +20,7 @@ from ragas.prompt.metrics.base_prompt import BasePrompt
 from .errors import is_reply_error
 from .judges import ask_judge
 from .prompts import AnswerRelevanceInput, DiverseProbeInput, ProbeMode, SequentialProbeInput
+from .redaction import redact
 from .scoring import normalise_question
 
 MAX_EXTRA_CALLS = 2
@@ -143,7 +144,7 @@ def _raise_transport_error(replies: list[Any]) -> None:
 
 def _describe(exc: BaseException) -> str:
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"reply did not parse ({type(exc).__name__}: {first_line[:160]})"
+    return redact(f"reply did not parse ({type(exc).__name__}: {first_line[:160]})")
 
 
 def _note_shortfall(probes: ProbeSet, strictness: int) -> None:

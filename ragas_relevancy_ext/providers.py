@@ -3,7 +3,7 @@
 Judges: ``offline``, ``openai:MODEL`` (any OpenAI-compatible server through ``base_url``) and
 ``gemini:MODEL`` (Gemini's OpenAI-compatible endpoint). Embeddings: ``auto``, ``hash``,
 ``local``, ``openai:MODEL`` and ``gemini:MODEL``. API keys come from each provider's usual
-environment variable and are never part of a label or message: :func:`redact` scrubs them.
+environment variable and are never part of a label or message (see :mod:`.redaction`).
 Providers are imported only when built, so parsing a spec is cheap.
 """
 
@@ -22,7 +22,6 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),
     "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
 }
-ALL_KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
 GEMINI_OPENAI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 UNUSED_KEY = "unused"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key
@@ -79,16 +78,6 @@ def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> 
     raise MissingKeyError(f"{provider} needs an API key: set {names}")
 
 
-def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with the value of every API-key variable replaced by ``***``."""
-    environ = os.environ if environ is None else environ
-    for variable in ALL_KEY_VARIABLES:
-        value = environ.get(variable, "").strip()
-        if len(value) >= 4:
-            text = text.replace(value, "***")
-    return text
-
-
 def show_url(url: str) -> str:
     """``url`` without user name or password, for labels."""
     parts = urlsplit(url)
@@ -104,9 +93,10 @@ def build_judge(
     *,
     base_url: str | None = None,
     max_retries: int = 2,
+    timeout: float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Built:
-    """The judge ``text`` names, ready for the metric."""
+    """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
     environ = os.environ if environ is None else environ
     spec = parse_spec(text, JUDGES, "--judge")
     if spec.provider == "offline":
@@ -122,10 +112,15 @@ def build_judge(
     from openai import AsyncOpenAI
     from ragas.llms import llm_factory
 
-    client = AsyncOpenAI(base_url=url, api_key=key, max_retries=max_retries)
+    client = AsyncOpenAI(base_url=url, api_key=key, max_retries=max_retries, **_timeout(timeout))
     judge = llm_factory(spec.model, provider="openai", client=client)
     label = str(spec) + (f" at {show_url(base_url)}" if base_url else "")
     return Built(judge, label, spec)
+
+
+def _timeout(seconds: float | None) -> dict[str, float]:
+    """``timeout=`` for an openai client when one is set, else nothing (the SDK's default)."""
+    return {} if seconds is None else {"timeout": seconds}
 
 
 def local_extra_installed() -> bool:
@@ -151,12 +146,18 @@ def build_embeddings(
     base_url: str | None = None,
     one_text_per_call: bool = False,
     concurrency: int = 8,
+    max_retries: int = 2,
+    timeout: float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Built:
-    """The embeddings ``text`` names, optionally sending one text per provider call."""
+    """The embeddings ``text`` names, optionally sending one text per provider call.
+
+    ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
+    rate limit, server error or hung request there is retried as the judge's are.
+    """
     environ = os.environ if environ is None else environ
     spec = parse_spec(text, EMBEDDINGS, "--embeddings")
-    built = _embeddings(spec, base_url, environ)
+    built = _embeddings(spec, base_url, environ, max_retries, timeout)
     if one_text_per_call and spec.provider != "gemini":  # gemini is always one text per call
         from .adapter import OneTextPerCall
 
@@ -165,7 +166,13 @@ def build_embeddings(
     return built
 
 
-def _embeddings(spec: Spec, base_url: str | None, environ: Mapping[str, str]) -> Built:
+def _embeddings(
+    spec: Spec,
+    base_url: str | None,
+    environ: Mapping[str, str],
+    max_retries: int = 2,
+    timeout: float | None = None,
+) -> Built:
     if spec.provider == "auto":
         if not local_extra_installed():
             built = _embeddings(Spec("hash"), None, environ)
@@ -204,7 +211,9 @@ def _embeddings(spec: Spec, base_url: str | None, environ: Mapping[str, str]) ->
         from ragas.embeddings import OpenAIEmbeddings
 
         key = api_key("openai", base_url, environ)
-        client = AsyncOpenAI(base_url=base_url, api_key=key)
+        client = AsyncOpenAI(
+            base_url=base_url, api_key=key, max_retries=max_retries, **_timeout(timeout)
+        )
         return Built(OpenAIEmbeddings(client=client, model=spec.model), label, spec)
 
     key = api_key("gemini", base_url, environ)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from .datafile import Row
-from .providers import Built, build_embeddings, build_judge, redact
+from .providers import Built, build_embeddings, build_judge
 from .report import RelevancyReport
 
 
@@ -24,6 +24,7 @@ class Settings:
     judge: str = "offline"
     base_url: str | None = None
     max_retries: int = 2
+    timeout: float | None = None
     embeddings: str = "auto"
     embeddings_base_url: str | None = None
     one_text_per_call: bool = False
@@ -79,7 +80,10 @@ class Setup:
 def prepare(settings: Settings) -> Setup:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key)."""
     judge = build_judge(
-        settings.judge, base_url=settings.base_url, max_retries=settings.max_retries
+        settings.judge,
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.timeout,
     )
     embeddings_url = settings.embeddings_base_url
     if embeddings_url is None and settings.base_url:
@@ -91,6 +95,8 @@ def prepare(settings: Settings) -> Setup:
         base_url=embeddings_url,
         one_text_per_call=settings.one_text_per_call,
         concurrency=settings.concurrency,
+        max_retries=settings.max_retries,
+        timeout=settings.timeout,
     )
     setup = Setup(settings, judge, embeddings)
     if settings.cache is not None:
@@ -121,17 +127,8 @@ async def score_rows(
     inputs = [{"user_input": row.user_input, "response": row.response} for row in rows]
     done: list[Scored] = []
     async for index, result in metric.ascore_each(inputs):
-        scored = Scored(rows[index], scrub(result.report))
+        scored = Scored(rows[index], result.report)  # keys are masked where errors enter
         if on_done is not None:
             on_done(scored)
         done.append(scored)
     return sorted(done, key=lambda s: s.row.number)
-
-
-def scrub(report: RelevancyReport) -> RelevancyReport:
-    """``report`` with any API key in its error, notes or reason replaced by ``***``."""
-    if report.error:
-        report.error = redact(report.error)
-    report.notes = [redact(note) for note in report.notes]
-    report.reason = redact(report.reason)
-    return report

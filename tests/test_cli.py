@@ -268,7 +268,8 @@ def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):
     assert result.exit_code == 0, result.output
     assert f"judge: openai:loop-judge at {base_url}" in result.stdout
     assert "2 sample(s), 2 scored" in result.stdout
-    assert counts == {"chat": 2, "embeddings": 2}  # diverse: one call per sample
+    # diverse: one judge call per sample; question and probes embedded in two calls, as stock
+    assert counts == {"chat": 2, "embeddings": 4}
 
 
 # -- compare and calibrate --------------------------------------------------------------------

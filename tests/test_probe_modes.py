@@ -46,8 +46,8 @@ def test_diverse_is_the_default_and_makes_one_call_for_n_probes():
     assert judge.calls == report.judge_calls == 1
     assert [p.question for p in report.probes] == [P1, P2, P3]
     assert (report.distinct_probes, report.duplicates_dropped) == (3, 0)
-    # one embedding call for question + probes; diversity comes from those same vectors
-    assert embeddings.batches == [[Q, P1, P2, P3]]
+    # question and probes embedded once each; diversity comes from those same vectors
+    assert embeddings.batches == [[Q], [P1, P2, P3]]
     assert report.probe_diversity is not None and -1.0 <= report.probe_diversity <= 1.0
     assert prompt_input(judge.prompts[0]) == {"response": A, "n": 3}
 

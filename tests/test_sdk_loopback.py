@@ -115,7 +115,7 @@ def test_our_metric_with_plain_google_embeddings_names_the_fix(server: LoopbackS
     metric = AnswerRelevancy(
         llm=ScriptedJudge(REPLIES), embeddings=embeddings, probe_prompt="stock"
     )
-    with pytest.raises(EmbeddingShapeError, match="1 vector.*for 4 text.*OneTextPerCall"):
+    with pytest.raises(EmbeddingShapeError, match="1 vector.*for 3 text.*OneTextPerCall"):
         metric.score(user_input=QUESTION, response=RESPONSE)
 
 

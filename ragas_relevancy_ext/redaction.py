@@ -1,0 +1,19 @@
+"""Masking API keys: no key from the environment may reach a report, a log line or an error."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+# Every variable a provider key is read from.
+ALL_KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+
+
+def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
+    """``text`` with the value of every API-key variable replaced by ``***``."""
+    environ = os.environ if environ is None else environ
+    for variable in ALL_KEY_VARIABLES:
+        value = environ.get(variable, "").strip()
+        if len(value) >= 4:
+            text = text.replace(value, "***")
+    return text

@@ -1,0 +1,332 @@
+"""No row is lost when the judge or embeddings server fails: every fault kind, three paths.
+
+Each path scores the same 40 rows against ``LoopbackServer`` through the real openai SDK, with
+every fault kind injected on two requests of each endpoint it applies to. Every row must come
+back; a row that met only transient faults (429, 500, hang; a malformed chat reply, which is
+asked again) must be scored; a row hit by a malformed, miscounted, wrongly sized or NaN embeddings
+answer must be NaN with a reason naming that fault. The command line is also killed mid-run and
+started again on the same ``--out`` and ``--cache``: it must not ask the judge about rows it
+already finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+from ragas.embeddings import OpenAIEmbeddings
+from ragas.llms import llm_factory
+from typer.testing import CliRunner
+
+from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
+from ragas_relevancy_ext.cli import app
+from ragas_relevancy_ext.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.offline import prompt_input
+
+N_ROWS = 40
+TIMEOUT = 0.3  # client seconds before a hung request is abandoned and retried
+KINDS = {
+    "chat": ("rate_limit", "server_error", "hang", "malformed"),
+    "embeddings": (
+        "rate_limit",
+        "server_error",
+        "hang",
+        "malformed",
+        "wrong_count",
+        "wrong_size",
+        "mixed_size",
+        "nan",
+    ),
+}
+RECOVERABLE = frozenset(
+    {f"{k}@{e}" for k in ("rate_limit", "server_error", "hang") for e in KINDS} | {"malformed@chat"}
+)
+NAMED_BY = {
+    "malformed@embeddings": ("JSONDecodeError",),
+    "wrong_count@embeddings": ("expected one vector per text",),
+    # one halved vector: "different lengths" among the probes, or a question/probes mismatch
+    "mixed_size@embeddings": ("different lengths", "for the question but vectors of length"),
+    "nan@embeddings": ("NaN or infinite",),
+    "wrong_size@embeddings": ("for the question but vectors of length",),
+}
+REF = re.compile(r"\(ref (\d+)\)")
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+Outcome = tuple[float, str | None]  # score (NaN when not scored), error
+
+
+def targeted_faults() -> list[Fault]:
+    """Each kind on two requests of each endpoint it applies to, spread over the early ones."""
+    faults = []
+    for endpoint, kinds in KINDS.items():
+        for j, kind in enumerate(kinds):
+            at = (2 + 2 * j, 3 + 2 * j + 2 * len(kinds))
+            faults.append(Fault(kind, at=at, endpoint=endpoint))  # type: ignore[arg-type]
+    return faults
+
+
+def make_rows(n: int = N_ROWS) -> list[dict[str, str]]:
+    topics = ["order A17", "the refund window", "the warranty", "store hours", "gift cards"]
+    return [
+        {
+            "user_input": f"What about {topics[i % len(topics)]} (#{i})?",
+            # the tag opens the first sentence, so every probe written from it carries it too
+            "response": f"(ref {i}) Here is what we know about {topics[i % len(topics)]}.",
+        }
+        for i in range(n)
+    ]
+
+
+def fault_server(**knobs: Any) -> LoopbackServer:
+    return LoopbackServer(
+        faults=targeted_faults(), retry_after=0.01, hang_seconds=1.0, **knobs
+    ).start()
+
+
+def openai_client(server: LoopbackServer) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        base_url=server.openai_base_url, api_key="test", max_retries=3, timeout=TIMEOUT
+    )
+
+
+def row_of(request: Any, rows: Sequence[dict[str, str]]) -> int | None:
+    """The row a logged request was for: by its response (chat) or its question (embeddings)."""
+    body = request.body if isinstance(request.body, dict) else {}
+    if request.endpoint == "chat":
+        users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
+        key, field = prompt_input(users[0]).get("response"), "response"
+        return next((i for i, row in enumerate(rows) if row[field] == key), None)
+    # embeddings: the question call carries the user_input, the probes call the response's tag
+    given = body.get("input")
+    texts = [given] if isinstance(given, str) else list(given or [])
+    for text in texts:
+        match = next((i for i, row in enumerate(rows) if row["user_input"] == text), None)
+        tag = REF.search(text)
+        if match is not None or tag:
+            return match if match is not None else int(tag.group(1))
+    return None
+
+
+def faults_by_row(requests: Sequence[Any], rows: Sequence[dict[str, str]]) -> list[set[str]]:
+    met: list[set[str]] = [set() for _ in rows]
+    for request in requests:
+        index = row_of(request, rows)
+        if request.fault is not None and index is not None:
+            met[index].add(f"{request.fault}@{request.endpoint}")
+    return met
+
+
+def check_outcomes(outcomes: Sequence[Outcome | None], met: Sequence[set[str]]) -> None:
+    """Every row present; recoverable faults scored; lasting ones NaN with a naming reason."""
+    assert len(outcomes) == N_ROWS and all(o is not None for o in outcomes)
+    for index, (outcome, faults) in enumerate(zip(outcomes, met, strict=True)):
+        score, error = outcome  # type: ignore[misc]
+        named = (faults - RECOVERABLE) & NAMED_BY.keys()
+        if named:
+            assert math.isnan(score), (index, faults, score)
+            assert any(phrase in (error or "") for f in named for phrase in NAMED_BY[f]), (
+                index,
+                faults,
+                error,
+            )
+        elif faults <= RECOVERABLE:
+            assert math.isfinite(score), (index, faults, error)
+
+
+# -- abatch_score ---------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def batch_run() -> Iterator[tuple[list[Outcome], list[set[str]]]]:
+    rows = make_rows()
+    server = fault_server()
+    try:
+
+        async def run() -> list[Any]:
+            api = openai_client(server)
+            metric = AnswerRelevancy(
+                llm=llm_factory("loop-judge", provider="openai", client=api),
+                embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
+            )
+            return await metric.abatch_score(rows)
+
+        results = asyncio.run(run())
+        yield [(r.value, r.report.error) for r in results], faults_by_row(server.log, rows)
+    finally:
+        server.stop()
+
+
+def test_abatch_score_meets_every_fault_kind(batch_run) -> None:
+    _, met = batch_run
+    seen = set().union(*met)
+    assert seen >= {f"{k}@{e}" for e, kinds in KINDS.items() for k in kinds}
+
+
+def test_abatch_score_keeps_every_row_and_names_lasting_faults(batch_run) -> None:
+    outcomes, met = batch_run
+    check_outcomes(outcomes, met)
+    assert any(math.isnan(score) for score, _ in outcomes)
+    assert sum(math.isfinite(score) for score, _ in outcomes) >= N_ROWS // 2
+
+
+# -- ragas.evaluate -------------------------------------------------------------------------
+
+
+def test_evaluate_keeps_every_row_and_names_lasting_faults() -> None:
+    from ragas import EvaluationDataset, evaluate
+    from ragas.run_config import RunConfig
+
+    rows = make_rows()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = fault_server()
+        try:
+            api = openai_client(server)
+            result = evaluate(
+                EvaluationDataset.from_list(rows),
+                metrics=[ResponseRelevancy()],
+                llm=llm_factory("loop-judge", provider="openai", client=api),
+                embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
+                run_config=RunConfig(max_workers=16),
+                raise_exceptions=False,
+                show_progress=False,
+            )
+            met = faults_by_row(server.log, rows)
+        finally:
+            server.stop()
+    scores = list(result["answer_relevancy"])
+    reports = reports_for(result)
+    assert all(report is not None for report in reports)
+    outcomes = [(s, r.error) for s, r in zip(scores, reports, strict=True)]  # type: ignore[union-attr]
+    check_outcomes(outcomes, met)
+    assert any(math.isnan(s) for s in scores)
+
+
+# -- the command line, killed and resumed ---------------------------------------------------
+
+
+def cli(data: Path, out: Path, cache: Path, server: LoopbackServer) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "ragas_relevancy_ext",
+        "score",
+        str(data),
+        "--judge",
+        "openai:loop-judge",
+        "--base-url",
+        server.openai_base_url,
+        "--embeddings",
+        "openai:loop-embed",
+        "--max-retries",
+        "3",
+        "--timeout",
+        str(TIMEOUT),
+        "--concurrency",
+        "2",
+        "--out",
+        str(out),
+        "--cache",
+        str(cache),
+        "--no-probes",
+        "--no-progress",
+    ]
+
+
+def last_lines(path: Path) -> dict[int, dict[str, Any]]:
+    """Each row's last complete JSONL record (a resumed run appends the rows it retried)."""
+    records: dict[int, dict[str, Any]] = {}
+    if path.exists():
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            records[int(record["row"])] = record
+    return records
+
+
+@pytest.fixture(scope="module")
+def killed_and_resumed(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    rows = make_rows()
+    folder = tmp_path_factory.mktemp("cli")
+    data, out, cache = folder / "rows.jsonl", folder / "out.jsonl", folder / "cache"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}  # local: no key
+    server = fault_server(endpoint_latency={"chat": 0.05})
+    try:
+        command = cli(data, out, cache, server)
+        first = subprocess.Popen(
+            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
+        )
+        deadline = time.monotonic() + 60
+        while first.poll() is None and time.monotonic() < deadline:
+            if out.exists() and out.read_bytes().count(b"\n") >= 8:
+                break
+            time.sleep(0.01)
+        assert first.poll() is None, "the first run ended before it could be killed"
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        written = last_lines(out)
+        mark = server.count()
+        # started again in this process (same command and files; no second interpreter start-up)
+        second = CliRunner().invoke(app, command[3:], env={"OPENAI_API_KEY": None})
+        log = server.log
+        yield {
+            "rows": rows,
+            "written": written,
+            "second": second,
+            "before": log[:mark],
+            "after": log[mark:],
+            "final": last_lines(out),
+        }
+    finally:
+        server.stop()
+
+
+def test_killed_command_line_leaves_whole_lines_and_resume_finishes(killed_and_resumed) -> None:
+    run = killed_and_resumed
+    assert 8 <= len(run["written"]) < N_ROWS
+    assert run["second"].exit_code == 0, run["second"].output
+    assert sorted(run["final"]) == list(range(1, N_ROWS + 1))
+
+
+def test_resume_asks_the_judge_nothing_for_finished_rows(killed_and_resumed) -> None:
+    run = killed_and_resumed
+    finished = {n - 1 for n, r in run["written"].items() if r.get("error") is None}
+    assert finished
+    asked = {row_of(r, run["rows"]) for r in run["after"] if r.endpoint == "chat"}
+    assert not asked & finished
+    embedded = {row_of(r, run["rows"]) for r in run["after"] if r.endpoint == "embeddings"}
+    assert not embedded & finished
+
+
+def test_command_line_keeps_every_row_and_names_lasting_faults(killed_and_resumed) -> None:
+    run = killed_and_resumed
+    rows = run["rows"]
+    finished = {n for n, r in run["written"].items() if r.get("error") is None}
+    before, after = faults_by_row(run["before"], rows), faults_by_row(run["after"], rows)
+    # a row's faults: those of the run that wrote its last line (a failed row is retried)
+    met = [
+        before[i] if i + 1 in finished else after[i] | (before[i] & RECOVERABLE)
+        for i in range(N_ROWS)
+    ]
+    outcomes = [
+        (math.nan if r["score"] is None else r["score"], r["error"])
+        for _, r in sorted(run["final"].items())
+    ]
+    check_outcomes(outcomes, met)
