@@ -28,7 +28,6 @@ import tempfile
 import time
 import warnings
 from collections import Counter, defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,38 +39,19 @@ from ragas.embeddings import OpenAIEmbeddings  # noqa: E402
 from ragas.llms import llm_factory  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.loopback import Fault, LoopbackServer  # noqa: E402
-from ragas_relevancy_ext.offline import prompt_input  # noqa: E402
+from ragas_relevancy_ext.loopback import (  # noqa: E402
+    OPENAI_FAULT_KINDS,
+    RECOVERABLE,
+    Fault,
+    LoopbackServer,
+    faults_by_row,
+    outcome_problem,
+    request_row,
+    tag_response,
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"
-KINDS = {
-    "chat": ("rate_limit", "server_error", "hang", "malformed"),
-    "embeddings": (
-        "rate_limit",
-        "server_error",
-        "hang",
-        "malformed",
-        "wrong_count",
-        "wrong_size",
-        "mixed_size",
-        "nan",
-    ),
-}
-TRANSIENT = frozenset({"rate_limit", "server_error", "hang"})
-# a malformed chat reply is asked again (instructor's retry, then the metric's own re-ask)
-RECOVERABLE = frozenset(
-    {f"{kind}@{endpoint}" for kind in TRANSIENT for endpoint in KINDS} | {"malformed@chat"}
-)
-# what the NaN reason of a sample hit by each non-transient embeddings fault must contain
-NAMED_BY = {
-    "malformed@embeddings": ("JSONDecodeError",),
-    "wrong_count@embeddings": ("expected one vector per text",),
-    # one halved vector: "different lengths" among the probes, or a question/probes mismatch
-    "mixed_size@embeddings": ("different lengths", "for the question but vectors of length"),
-    "nan@embeddings": ("NaN or infinite",),
-    "wrong_size@embeddings": ("for the question but vectors of length",),
-}
-REF = re.compile(r"\(ref (\d+)\)")
+KINDS = OPENAI_FAULT_KINDS
 MAX_RETRIES = 3
 TIMEOUT = 1.0  # seconds before a hung request is abandoned and retried
 RETRY_AFTER = 0.05
@@ -94,8 +74,7 @@ def make_rows(n: int) -> list[dict[str, str]]:
     return [
         {
             "user_input": f"{cases[i % len(cases)]['user_input']} (#{i})",
-            # the tag opens the first sentence, so the probes written from it carry it too
-            "response": f"(ref {i}) {cases[i % len(cases)]['response']}",
+            "response": tag_response(i, cases[i % len(cases)]["response"]),
         }
         for i in range(n)
     ]
@@ -115,43 +94,6 @@ def openai_client(server: LoopbackServer) -> AsyncOpenAI:
     return AsyncOpenAI(
         base_url=server.openai_base_url, api_key="test", max_retries=MAX_RETRIES, timeout=TIMEOUT
     )
-
-
-# -- which sample met which fault -----------------------------------------------------------
-
-
-def faults_by_row(requests: Sequence[Any], rows: Sequence[dict[str, str]]) -> list[set[str]]:
-    """For each row, the ``kind@endpoint`` faults its requests met (retries included)."""
-    by_question = {r["user_input"]: i for i, r in enumerate(rows)}
-    by_response = {r["response"]: i for i, r in enumerate(rows)}
-    met: list[set[str]] = [set() for _ in rows]
-    for request in requests:
-        if request.fault is None:
-            continue
-        index = _row_of(request, by_question, by_response)
-        if index is not None:
-            met[index].add(f"{request.fault}@{request.endpoint}")
-    return met
-
-
-def _row_of(request: Any, by_question: dict[str, int], by_response: dict[str, int]) -> int | None:
-    body = request.body if isinstance(request.body, dict) else {}
-    if request.endpoint == "chat":
-        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
-        try:
-            return by_response.get(prompt_input(users[0]["content"]).get("response"))
-        except (IndexError, KeyError, ValueError):
-            return None
-    # embeddings: the question call carries the user_input, the probes call the response's tag
-    given = body.get("input")
-    texts = [given] if isinstance(given, str) else list(given or [])
-    for text in texts:
-        if text in by_question:
-            return by_question[text]
-        tag = REF.search(text)
-        if tag:
-            return int(tag.group(1))
-    return None
 
 
 @dataclass
@@ -297,8 +239,7 @@ def via_command_line(
 
         log = server.log
         again = [r for r in log[asked_before:] if r.endpoint == "chat"]
-        by_response = {r["response"]: i for i, r in enumerate(rows)}
-        asked_again = {_row_of(r, {}, by_response) for r in again}
+        asked_again = {request_row(r, rows) for r in again}
         redone = sorted(i + 1 for i in asked_again if i is not None and i + 1 in done_before)
         final = _final_lines(out)
         outcomes: list[Outcome | None] = [None] * len(rows)
@@ -400,21 +341,16 @@ def checks(results: list[PathResult], n: int) -> list[str]:
     out = []
     for result in results:
         present = sum(1 for o in result.outcomes if o is not None)
-        transient_nan = unnamed = 0
-        for outcome, faults in zip(result.outcomes, result.faults, strict=True):
-            if outcome is None:
-                continue
-            is_nan = outcome.score != outcome.score
-            if faults and faults <= RECOVERABLE and is_nan:
-                transient_nan += 1
-            for fault in faults & NAMED_BY.keys():
-                if not is_nan or not any(p in (outcome.error or "") for p in NAMED_BY[fault]):
-                    unnamed += 1
+        problems = [
+            problem
+            for outcome, faults in zip(result.outcomes, result.faults, strict=True)
+            if outcome is not None
+            and (problem := outcome_problem(faults, outcome.score, outcome.error))
+        ]
         out.append(
             f"{result.name}: {present}/{n} rows returned; "
-            f"rows with only transient faults (or malformed chat) NaN: {transient_nan}; "
-            f"non-transient embeddings faults not ending NaN with a reason naming them: "
-            f"{unnamed}; {result.seconds:.1f} s"
+            f"rows that did not end as their faults require (recoverable: a score; lasting: "
+            f"NaN naming the fault): {len(problems)}; {result.seconds:.1f} s"
         )
         out.extend(f"  {note}" for note in result.notes)
     return out

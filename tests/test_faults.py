@@ -15,7 +15,6 @@ import asyncio
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -33,36 +32,20 @@ from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.loopback import Fault, LoopbackServer
-from ragas_relevancy_ext.offline import prompt_input
+from ragas_relevancy_ext.loopback import (
+    OPENAI_FAULT_KINDS,
+    RECOVERABLE,
+    Fault,
+    LoopbackServer,
+    faults_by_row,
+    outcome_problem,
+    request_row,
+    tag_response,
+)
 
 N_ROWS = 40
 TIMEOUT = 0.3  # client seconds before a hung request is abandoned and retried
-KINDS = {
-    "chat": ("rate_limit", "server_error", "hang", "malformed"),
-    "embeddings": (
-        "rate_limit",
-        "server_error",
-        "hang",
-        "malformed",
-        "wrong_count",
-        "wrong_size",
-        "mixed_size",
-        "nan",
-    ),
-}
-RECOVERABLE = frozenset(
-    {f"{k}@{e}" for k in ("rate_limit", "server_error", "hang") for e in KINDS} | {"malformed@chat"}
-)
-NAMED_BY = {
-    "malformed@embeddings": ("JSONDecodeError",),
-    "wrong_count@embeddings": ("expected one vector per text",),
-    # one halved vector: "different lengths" among the probes, or a question/probes mismatch
-    "mixed_size@embeddings": ("different lengths", "for the question but vectors of length"),
-    "nan@embeddings": ("NaN or infinite",),
-    "wrong_size@embeddings": ("for the question but vectors of length",),
-}
-REF = re.compile(r"\(ref (\d+)\)")
+KINDS = OPENAI_FAULT_KINDS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -84,8 +67,7 @@ def make_rows(n: int = N_ROWS) -> list[dict[str, str]]:
     return [
         {
             "user_input": f"What about {topics[i % len(topics)]} (#{i})?",
-            # the tag opens the first sentence, so every probe written from it carries it too
-            "response": f"(ref {i}) Here is what we know about {topics[i % len(topics)]}.",
+            "response": tag_response(i, f"Here is what we know about {topics[i % len(topics)]}."),
         }
         for i in range(n)
     ]
@@ -103,48 +85,12 @@ def openai_client(server: LoopbackServer) -> AsyncOpenAI:
     )
 
 
-def row_of(request: Any, rows: Sequence[dict[str, str]]) -> int | None:
-    """The row a logged request was for: by its response (chat) or its question (embeddings)."""
-    body = request.body if isinstance(request.body, dict) else {}
-    if request.endpoint == "chat":
-        users = [m["content"] for m in body.get("messages", []) if m.get("role") == "user"]
-        key, field = prompt_input(users[0]).get("response"), "response"
-        return next((i for i, row in enumerate(rows) if row[field] == key), None)
-    # embeddings: the question call carries the user_input, the probes call the response's tag
-    given = body.get("input")
-    texts = [given] if isinstance(given, str) else list(given or [])
-    for text in texts:
-        match = next((i for i, row in enumerate(rows) if row["user_input"] == text), None)
-        tag = REF.search(text)
-        if match is not None or tag:
-            return match if match is not None else int(tag.group(1))
-    return None
-
-
-def faults_by_row(requests: Sequence[Any], rows: Sequence[dict[str, str]]) -> list[set[str]]:
-    met: list[set[str]] = [set() for _ in rows]
-    for request in requests:
-        index = row_of(request, rows)
-        if request.fault is not None and index is not None:
-            met[index].add(f"{request.fault}@{request.endpoint}")
-    return met
-
-
 def check_outcomes(outcomes: Sequence[Outcome | None], met: Sequence[set[str]]) -> None:
     """Every row present; recoverable faults scored; lasting ones NaN with a naming reason."""
     assert len(outcomes) == N_ROWS and all(o is not None for o in outcomes)
     for index, (outcome, faults) in enumerate(zip(outcomes, met, strict=True)):
         score, error = outcome  # type: ignore[misc]
-        named = (faults - RECOVERABLE) & NAMED_BY.keys()
-        if named:
-            assert math.isnan(score), (index, faults, score)
-            assert any(phrase in (error or "") for f in named for phrase in NAMED_BY[f]), (
-                index,
-                faults,
-                error,
-            )
-        elif faults <= RECOVERABLE:
-            assert math.isfinite(score), (index, faults, error)
+        assert outcome_problem(faults, score, error) is None, (index, faults, score, error)
 
 
 # -- abatch_score ---------------------------------------------------------------------------
@@ -309,9 +255,9 @@ def test_resume_asks_the_judge_nothing_for_finished_rows(killed_and_resumed) -> 
     run = killed_and_resumed
     finished = {n - 1 for n, r in run["written"].items() if r.get("error") is None}
     assert finished
-    asked = {row_of(r, run["rows"]) for r in run["after"] if r.endpoint == "chat"}
+    asked = {request_row(r, run["rows"]) for r in run["after"] if r.endpoint == "chat"}
     assert not asked & finished
-    embedded = {row_of(r, run["rows"]) for r in run["after"] if r.endpoint == "embeddings"}
+    embedded = {request_row(r, run["rows"]) for r in run["after"] if r.endpoint == "embeddings"}
     assert not embedded & finished
 
 
