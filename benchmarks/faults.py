@@ -163,7 +163,7 @@ def via_evaluate(rows: list[dict[str, str]], rate: float, seed: int) -> PathResu
         return PathResult("ragas.evaluate", outcomes, faults_by_row(server.log, rows), seconds)
 
 
-def cli_command(data: Path, out: Path, cache: Path, base_url: str) -> list[str]:
+def cli_command(data: Path, out: Path, cache: Path, server: LoopbackServer) -> list[str]:
     """``ragas-relevancy score`` on the loopback server, writing ``out`` and caching replies."""
     return [
         sys.executable,
@@ -171,12 +171,7 @@ def cli_command(data: Path, out: Path, cache: Path, base_url: str) -> list[str]:
         "ragas_relevancy_ext",
         "score",
         str(data),
-        "--judge",
-        "openai:loop-judge",
-        "--base-url",
-        base_url,
-        "--embeddings",
-        "openai:loop-embed",
+        *server.cli_options(),
         "--max-retries",
         str(MAX_RETRIES),
         "--timeout",
@@ -213,7 +208,7 @@ def via_command_line(
         folder = Path(tmp)
         data, out, cache = folder / "rows.jsonl", folder / "out.jsonl", folder / "cache"
         data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
-        command = cli_command(data, out, cache, server.openai_base_url)
+        command = cli_command(data, out, cache, server)
         started = time.perf_counter()
 
         first = subprocess.Popen(

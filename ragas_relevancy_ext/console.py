@@ -20,7 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from .calibration import Agreement, Spread
-from .report import DRIFT_GAP, RelevancyReport
+from .report import DRIFT_GAP, RelevancyReport, clip, fmt
 from .summary import Summary
 
 PIPED_WIDTH = 120
@@ -35,19 +35,6 @@ def make_console(stderr: bool = False) -> Console:
             file=stream, highlight=False, markup=False, soft_wrap=True, width=PIPED_WIDTH
         )
     return console
-
-
-def fmt(value: float | None, digits: int = 4) -> str:
-    """A number with ``digits`` decimals, or ``NaN``."""
-    if value is None or not math.isfinite(value):
-        return "NaN"
-    return f"{value:.{digits}f}"
-
-
-def clip(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 def print_header(console: Console, fields: Mapping[str, str]) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
 
-from .report import DRIFT_GAP, RelevancyReport
+from .report import DRIFT_GAP, RelevancyReport, clip, fmt
 from .summary import Summary
 
 BINS = 10
@@ -91,15 +91,15 @@ def _summary_table(summary: Summary) -> str:
     rows = [
         ("samples", str(summary.n)),
         ("scored", str(summary.scored)),
-        ("mean", _fmt(summary.mean)),
-        ("median", _fmt(summary.median)),
+        ("mean", fmt(summary.mean)),
+        ("median", fmt(summary.median)),
         ("score 0", str(summary.zeros)),
         ("NaN (not scored)", str(summary.nans)),
     ]
     body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
     lows = "".join(
-        f"<tr><td>#{low.number}</td><td class=num>{_fmt(low.score)}</td>"
-        f"<td>{escape(_clip(low.user_input, 100))}</td></tr>"
+        f"<tr><td>#{low.number}</td><td class=num>{fmt(low.score)}</td>"
+        f"<td>{escape(clip(low.user_input, 100))}</td></tr>"
         for low in summary.lowest
     )
     lowest = f"<h2>Lowest {len(summary.lowest)}</h2><table>{lows}</table>" if lows else ""
@@ -155,7 +155,7 @@ def _card(number: int, report: RelevancyReport) -> str:
     flag_html = "".join(f"<span class=flag>{escape(f)}</span>" for f in flags)
     parts = [
         f'<div class="card" id="row-{number}">',
-        f'<h3><span>#{number}</span><span class="score {score_class}">{_fmt(report.score)}</span>'
+        f'<h3><span>#{number}</span><span class="score {score_class}">{fmt(report.score)}</span>'
         f"{flag_html}</h3>",
         f"<div class=q>{escape(report.user_input)}</div>",
         f"<div class=text>{escape(report.response)}</div>",
@@ -183,7 +183,7 @@ def _probe_table(report: RelevancyReport) -> str:
         rows.append(
             f"<tr><td>{escape(probe.question)}{flag_html}</td>"
             f'<td><div class=bar><span style="width:{width:.1f}%"></span></div></td>'
-            f"<td class=num>{_fmt(probe.cosine)}</td></tr>"
+            f"<td class=num>{fmt(probe.cosine)}</td></tr>"
         )
     head = "<tr><th>probe</th><th>cosine with question</th><th></th></tr>"
     return f"<table class=probes>{head}{''.join(rows)}</table>"
@@ -193,14 +193,3 @@ def _score_class(score: float) -> str:
     if score is None or not math.isfinite(score):
         return "nan"
     return "low" if score < 0.5 else "mid" if score < 0.75 else ""
-
-
-def _fmt(value: float | None) -> str:
-    if value is None or not math.isfinite(value):
-        return "NaN"
-    return f"{value:.4f}"
-
-
-def _clip(text: str, width: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"

@@ -33,7 +33,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 Endpoint = Literal["gemini", "embeddings", "chat"]
 FaultKind = Literal[
@@ -49,18 +49,8 @@ FaultKind = Literal[
 ]
 Reply = Callable[[list[dict[str, Any]]], str]
 
-ENDPOINTS: tuple[str, ...] = ("gemini", "embeddings", "chat")
-FAULT_KINDS: tuple[str, ...] = (
-    "rate_limit",
-    "server_error",
-    "hang",
-    "malformed",
-    "unauthorized",
-    "wrong_count",
-    "wrong_size",
-    "mixed_size",
-    "nan",
-)
+ENDPOINTS: tuple[str, ...] = get_args(Endpoint)
+FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 VECTOR_FAULTS = frozenset({"wrong_count", "wrong_size", "mixed_size", "nan"})
 
 _GEMINI_PATH = re.compile(r"^/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>\w+)$")
@@ -246,6 +236,12 @@ class LoopbackServer:
     def openai_base_url(self) -> str:
         """``http://127.0.0.1:PORT/v1``: the base_url for the openai SDK."""
         return f"{self.url}/v1"
+
+    def cli_options(self) -> list[str]:
+        """``ragas-relevancy`` options that aim its OpenAI judge and embeddings at this server."""
+        base = self.openai_base_url
+        judge, embed = "openai:loop-judge", "openai:loop-embed"
+        return ["--judge", judge, "--base-url", base, "--embeddings", embed]
 
     def genai_client(self, api_key: str = "test", **http_options: Any) -> Any:
         """A ``google.genai.Client`` aimed at this server (``timeout`` in milliseconds)."""

@@ -118,7 +118,7 @@ def format_report(report: RelevancyReport) -> str:
     """A plain-text table: one line per probe, then the score and the reason."""
     lines = [
         f"question: {report.user_input}",
-        f"response: {_clip(report.response, 160)}",
+        f"response: {clip(report.response, 160)}",
         f"{'cosine':>8}  {'nc':>2}  probe",
     ]
     for probe in report.probes:
@@ -134,6 +134,14 @@ def format_report(report: RelevancyReport) -> str:
     return "\n".join(lines)
 
 
-def _clip(text: str, width: int) -> str:
+def clip(text: str, width: int) -> str:
+    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+def fmt(value: float | None, digits: int = 4) -> str:
+    """A number with ``digits`` decimals, or ``NaN`` (for missing and non-finite values)."""
+    if value is None or not math.isfinite(value):
+        return "NaN"
+    return f"{value:.{digits}f}"
