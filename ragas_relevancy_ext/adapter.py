@@ -20,12 +20,12 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from .embedding import check_vectors
 from .errors import EmbeddingCallError
 from .pipeline import check_max_concurrency
+from .redaction import KEY_VARIABLES
 
 T = TypeVar("T")
 
 DEFAULT_GEMINI_MODEL = "gemini-embedding-2"
 LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
-_KEY_VARIABLES = ("GEMINI_API_KEY", "GOOGLE_API_KEY")
 
 
 class OneTextPerCall(BaseRagasEmbedding):
@@ -214,7 +214,7 @@ def _default_genai_client() -> Any:
     try:
         return genai.Client()
     except Exception:
-        if any(os.environ.get(name) for name in _KEY_VARIABLES):
+        if any(os.environ.get(name) for name in KEY_VARIABLES["gemini"]):
             raise
         raise ValueError(
             "gemini_embeddings needs a Gemini API key: set GEMINI_API_KEY (or GOOGLE_API_KEY), "

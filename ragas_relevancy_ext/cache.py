@@ -8,7 +8,6 @@ re-run gets back the same N.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 from collections import Counter
@@ -16,9 +15,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel
-from ragas.llms.base import InstructorBaseRagasLLM
 
-from .judges import Reply, ask_judge
+from .judges import JudgeWrapper, Reply
 
 KEY_VERSION = 1
 
@@ -47,17 +45,15 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
     return "ragas-relevancy-ext:" + hashlib.sha256(payload.encode()).hexdigest()
 
 
-class CachedJudge(InstructorBaseRagasLLM):
+class CachedJudge(JudgeWrapper):
     """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
 
     ``model`` names the judge in the key (e.g. ``"openai:gpt-4o-mini"``), so two judges never
     share replies. ``hits`` and ``misses`` count this run's lookups.
     """
 
-    is_async = True
-
     def __init__(self, inner: Any, store: ReplyStore, model: str):
-        self.inner = inner
+        super().__init__(inner)
         self.store = store
         self.model = model
         self.hits = 0
@@ -79,9 +75,6 @@ class CachedJudge(InstructorBaseRagasLLM):
                 self.hits += 1
                 return reply
         self.misses += 1
-        reply = await ask_judge(self.inner, prompt, response_model)
+        reply = await super().agenerate(prompt, response_model)
         self.store.set(key, reply.model_dump_json())
         return reply
-
-    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
-        return asyncio.run(self.agenerate(prompt, response_model))

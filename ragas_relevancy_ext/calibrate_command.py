@@ -7,6 +7,7 @@ uses each sample's mean score, and the per-sample spread is printed.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 from rich.text import Text
 
@@ -27,10 +28,12 @@ def run_calibrate(
     repeats: int = 1,
     resamples: int = 2000,
     seed: int = 20240611,
-    cache_ignored: bool = False,
 ) -> int:
     """Score, correlate with ``ratings`` and print; the exit code (1 when nothing scored)."""
     console = make_console()
+    cache_ignored = repeats > 1 and settings.cache is not None
+    if repeats > 1:  # repeats measure the judge's own spread: never from the cache
+        settings = replace(settings, cache=None)
     setup = prepare(settings)
     extra = {"ratings": f"column {ratings!r}"}
     if repeats > 1:
@@ -41,7 +44,7 @@ def run_calibrate(
 
     runs = []
     for _ in range(repeats):
-        scored = asyncio.run(score_rows(setup.metric(use_cache=repeats == 1), data.rows))
+        scored = asyncio.run(score_rows(setup.metric(), data.rows))
         runs.append([s.report.score for s in scored])
     per_sample = [list(values) for values in zip(*runs, strict=True)]
     spread = repeat_spread(per_sample)

@@ -233,7 +233,7 @@ def calibrate(
 ) -> None:
     """Pearson and Spearman correlation of scores with human ratings, with 95% intervals."""
     with handled():
-        settings = _settings(locals(), cache=None if repeats > 1 else cache)
+        settings = _settings(locals())
         from .calibrate_command import run_calibrate
 
         code = run_calibrate(
@@ -243,7 +243,6 @@ def calibrate(
             repeats=repeats,
             resamples=resamples,
             seed=seed,
-            cache_ignored=repeats > 1 and cache is not None,
         )
     raise typer.Exit(code)
 

@@ -12,6 +12,7 @@ import re
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
+from ragas.llms.base import InstructorBaseRagasLLM
 
 from .errors import JudgeReplyError
 
@@ -23,7 +24,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 def judge_kind(llm: Any) -> str:
     """``"instructor"``, ``"ragas"`` or ``"langchain"``; TypeError for anything else."""
     from langchain_core.language_models import BaseLanguageModel
-    from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
+    from ragas.llms.base import BaseRagasLLM
 
     if isinstance(llm, InstructorBaseRagasLLM):
         return "instructor"
@@ -73,3 +74,21 @@ def parse_reply(text: str, output_model: type[Reply]) -> Reply:
     except json.JSONDecodeError as exc:
         raise JudgeReplyError(f"judge reply is not valid JSON ({exc.msg}): {text[:120]!r}") from exc
     return output_model.model_validate(data)
+
+
+class JudgeWrapper(InstructorBaseRagasLLM):
+    """An instructor-shaped judge in front of a judge of any kind (see :func:`ask_judge`).
+
+    Subclasses add to :meth:`agenerate` (recording, caching); the sync call wraps it.
+    """
+
+    is_async = True
+
+    def __init__(self, inner: Any):
+        self.inner = inner
+
+    async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        return await ask_judge(self.inner, prompt, response_model)
+
+    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        return asyncio.run(self.agenerate(prompt, response_model))

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import time
 import zlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -75,10 +74,7 @@ class _RecordingJudge(InstructorBaseRagasLLM):
         raise NotImplementedError
 
     def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
-        self.prompts.append(prompt)
-        if self.latency:
-            time.sleep(self.latency)
-        return self._reply(prompt, response_model)
+        return asyncio.run(self.agenerate(prompt, response_model))
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)

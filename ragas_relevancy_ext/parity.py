@@ -7,35 +7,27 @@ text is ours.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragas.llms.base import InstructorBaseRagasLLM
-
-from .judges import Reply, ask_judge
+from .judges import JudgeWrapper, Reply
 from .offline import ScriptedJudge
 from .report import RelevancyReport
 
 
-class RecordingJudge(InstructorBaseRagasLLM):
+class RecordingJudge(JudgeWrapper):
     """Passes each request to ``inner`` and keeps the prompt and the reply."""
 
-    is_async = True
-
     def __init__(self, inner: Any):
-        self.inner = inner
+        super().__init__(inner)
         self.prompts: list[str] = []
         self.replies: list[Any] = []
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
-        reply = await ask_judge(self.inner, prompt, response_model)
+        reply = await super().agenerate(prompt, response_model)
         self.replies.append(reply)
         return reply
-
-    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
-        return asyncio.run(self.agenerate(prompt, response_model))
 
 
 @dataclass

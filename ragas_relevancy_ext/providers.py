@@ -16,12 +16,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .redaction import KEY_VARIABLES
+
 JUDGES = ("offline", "openai:MODEL", "gemini:MODEL")
 EMBEDDINGS = ("auto", "hash", "local", "openai:MODEL", "gemini:MODEL")
-KEY_VARIABLES: dict[str, tuple[str, ...]] = {
-    "openai": ("OPENAI_API_KEY",),
-    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
-}
 GEMINI_OPENAI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 UNUSED_KEY = "unused"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key
@@ -108,19 +106,31 @@ def build_judge(
         url = base_url or GEMINI_OPENAI_BASE_URL
     else:
         url = base_url
-    key = api_key(spec.provider, url, environ)
-    from openai import AsyncOpenAI
     from ragas.llms import llm_factory
 
-    client = AsyncOpenAI(base_url=url, api_key=key, max_retries=max_retries, **_timeout(timeout))
+    client = _openai_client(spec.provider, url, environ, max_retries, timeout)
     judge = llm_factory(spec.model, provider="openai", client=client)
-    label = str(spec) + (f" at {show_url(base_url)}" if base_url else "")
-    return Built(judge, label, spec)
+    return Built(judge, _label(spec, base_url), spec)
 
 
-def _timeout(seconds: float | None) -> dict[str, float]:
-    """``timeout=`` for an openai client when one is set, else nothing (the SDK's default)."""
-    return {} if seconds is None else {"timeout": seconds}
+def _openai_client(
+    provider: str,
+    base_url: str | None,
+    environ: Mapping[str, str],
+    max_retries: int,
+    timeout: float | None,
+) -> Any:
+    """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's."""
+    from openai import AsyncOpenAI
+
+    key = api_key(provider, base_url, environ)
+    options: dict[str, Any] = {} if timeout is None else {"timeout": timeout}
+    return AsyncOpenAI(base_url=base_url, api_key=key, max_retries=max_retries, **options)
+
+
+def _label(spec: Spec, base_url: str | None) -> str:
+    """What a judge or embeddings is, for people: the spec, and the server when one is set."""
+    return str(spec) + (f" at {show_url(base_url)}" if base_url else "")
 
 
 def local_extra_installed() -> bool:
@@ -205,15 +215,11 @@ def _embeddings(
 
         return Built(local_embeddings(), "local (all-MiniLM-L6-v2, on this machine)", spec)
 
-    label = str(spec) + (f" at {show_url(base_url)}" if base_url else "")
+    label = _label(spec, base_url)
     if spec.provider == "openai":
-        from openai import AsyncOpenAI
         from ragas.embeddings import OpenAIEmbeddings
 
-        key = api_key("openai", base_url, environ)
-        client = AsyncOpenAI(
-            base_url=base_url, api_key=key, max_retries=max_retries, **_timeout(timeout)
-        )
+        client = _openai_client("openai", base_url, environ, max_retries, timeout)
         return Built(OpenAIEmbeddings(client=client, model=spec.model), label, spec)
 
     key = api_key("gemini", base_url, environ)

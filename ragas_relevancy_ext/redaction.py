@@ -5,8 +5,12 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-# Every variable a provider key is read from.
-ALL_KEY_VARIABLES = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY")
+# The variables each provider's key is read from, first found wins.
+KEY_VARIABLES: dict[str, tuple[str, ...]] = {
+    "openai": ("OPENAI_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+ALL_KEY_VARIABLES = tuple(name for names in KEY_VARIABLES.values() for name in names)
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:

@@ -8,7 +8,7 @@ no report carries an API key.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,13 +59,12 @@ class Setup:
             f"{self.cached.misses} judge calls"
         )
 
-    def metric(self, probe_prompt: str | None = None, use_cache: bool = True) -> Any:
-        """A fresh :class:`AnswerRelevancy` on this judge and embeddings."""
+    def metric(self, probe_prompt: str | None = None) -> Any:
+        """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
         from .metric import AnswerRelevancy
 
-        judge = self.cached if (use_cache and self.cached is not None) else self.judge.value
         return AnswerRelevancy(
-            llm=judge,
+            llm=self.judge_for_runs(),
             embeddings=self.embeddings.value,
             strictness=self.settings.strictness,
             probe_prompt=probe_prompt or self.settings.probe_prompt,
@@ -110,12 +109,10 @@ def prepare(settings: Settings) -> Setup:
 
 @dataclass
 class Scored:
-    """One row and its report; ``resumed`` when read back from an earlier run's output."""
+    """One row and its report."""
 
     row: Row
     report: RelevancyReport
-    resumed: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 async def score_rows(

@@ -37,7 +37,7 @@ def run_score(
     done = read_report_lines(out) if out is not None else {}
     kept = {k: r for k, r in done.items() if r.get("error") is None}  # failed rows: try again
     resumed = [
-        Scored(row, report_from_record(kept[(row.number, row.key)]), resumed=True)
+        Scored(row, report_from_record(kept[(row.number, row.key)]))
         for row in data.rows
         if (row.number, row.key) in kept
     ]

@@ -44,7 +44,9 @@ from ragas_relevancy_ext.loopback import (
 )
 
 N_ROWS = 40
-TIMEOUT = 0.3  # client seconds before a hung request is abandoned and retried
+# client seconds before a hung request is abandoned and retried: well above a loaded
+# machine's answer time, so no faulted answer is abandoned unread and its fault miscounted
+TIMEOUT = 1.0
 KINDS = OPENAI_FAULT_KINDS
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
@@ -75,7 +77,7 @@ def make_rows(n: int = N_ROWS) -> list[dict[str, str]]:
 
 def fault_server(**knobs: Any) -> LoopbackServer:
     return LoopbackServer(
-        faults=targeted_faults(), retry_after=0.01, hang_seconds=1.0, **knobs
+        faults=targeted_faults(), retry_after=0.01, hang_seconds=2.0, **knobs
     ).start()
 
 
