@@ -48,6 +48,7 @@ N_ROWS = 40
 # machine's answer time, so no faulted answer is abandoned unread and its fault miscounted
 TIMEOUT = 1.0
 KINDS = OPENAI_FAULT_KINDS
+SIZE_FAULTS = ("wrong_size", "mixed_size")
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -55,11 +56,21 @@ Outcome = tuple[float, str | None]  # score (NaN when not scored), error
 
 
 def targeted_faults() -> list[Fault]:
-    """Each kind on two requests of each endpoint it applies to, spread over the early ones."""
+    """Each kind on two requests of each endpoint it applies to, spread over the early ones.
+
+    A row's two embeddings calls (question, probes) go out together, so their request numbers
+    are close. Two size faults on both calls of one row would give halved vectors that agree
+    with each other, which no check can see; the two size kinds are therefore scheduled at
+    least 20 requests apart.
+    """
     faults = []
     for endpoint, kinds in KINDS.items():
-        for j, kind in enumerate(kinds):
-            at = (2 + 2 * j, 3 + 2 * j + 2 * len(kinds))
+        order = [kind for kind in kinds if kind not in SIZE_FAULTS]
+        for size, place in zip(SIZE_FAULTS, (0, len(order) // 2 + 1), strict=True):
+            if size in kinds:
+                order.insert(place, size)
+        for j, kind in enumerate(order):
+            at = (2 + 5 * j, 3 + 5 * j + 5 * len(order))
             faults.append(Fault(kind, at=at, endpoint=endpoint))  # type: ignore[arg-type]
     return faults
 
