@@ -9,9 +9,9 @@ Every figure is measured in the same run as its stock counterpart and shown as a
 3. CPU time of our metric per sample with in-process stand-ins (no server, no latency);
 4. the targets, each marked met or missed.
 
-The server (``ragas_relevancy_ext.loopback``) runs in a child process, so its CPU does not share
-the interpreter lock with the client; both metrics reach it through the real ``openai`` SDK and
-``ragas.llms.llm_factory``. Usage::
+The server (``ragas_relevancy_ext.testing.loopback``) runs in a child process, so its CPU does not
+share the interpreter lock with the client; both metrics reach it through the real ``openai`` SDK
+and ``ragas.llms.llm_factory``. Usage::
 
     python benchmarks/bench.py              # full sizes (a few minutes)
     python benchmarks/bench.py --quick      # small sizes, under a minute
@@ -48,7 +48,6 @@ from ragas.llms import llm_factory  # noqa: E402
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge  # noqa: E402
 from ragas_relevancy_ext.prompts import (  # noqa: E402
     AnswerRelevanceInput,
     AnswerRelevanceOutput,
@@ -57,6 +56,7 @@ from ragas_relevancy_ext.prompts import (  # noqa: E402
     DiverseProbeOutput,
     DiverseProbePrompt,
 )
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"
 JUDGE_MODEL = "gpt-4o-mini"
@@ -72,7 +72,7 @@ TARGET_OVERHEAD_MS = 1.0
 
 def _serve(conn: Any, width: int) -> None:
     """Child process: run a LoopbackServer and answer commands from ``conn`` until "stop"."""
-    from ragas_relevancy_ext.loopback import LoopbackServer
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
     with LoopbackServer(width=width) as server:
         conn.send(server.openai_base_url)

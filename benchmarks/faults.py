@@ -1,7 +1,7 @@
 """No row is lost: many samples with a share of faulted requests, through three paths, tallied.
 
-The loopback server (``ragas_relevancy_ext.loopback``) fails ``--rate`` of the requests on each
-endpoint, split evenly over the fault kinds that endpoint can have. Every sample goes through
+The loopback server (``ragas_relevancy_ext.testing.loopback``) fails ``--rate`` of the requests on
+each endpoint, split evenly over the fault kinds that endpoint can have. Every sample goes through
 ``AnswerRelevancy.abatch_score``, through ``ragas.evaluate`` with ``ResponseRelevancy``
 (``raise_exceptions=False``) and through the ``ragas-relevancy score`` command line, which is
 killed part-way (SIGKILL) and started again on the same ``--out`` and ``--cache``. Each sample
@@ -39,16 +39,15 @@ from ragas.embeddings import OpenAIEmbeddings  # noqa: E402
 from ragas.llms import llm_factory  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.loopback import (  # noqa: E402
+from ragas_relevancy_ext.testing.faults import (  # noqa: E402
     OPENAI_FAULT_KINDS,
     RECOVERABLE,
-    Fault,
-    LoopbackServer,
     faults_by_row,
     outcome_problem,
     request_row,
     tag_response,
 )
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"
 KINDS = OPENAI_FAULT_KINDS

@@ -23,7 +23,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge  # noqa: E402
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"
 MODES = ("stock RAGAS", "ours stock", "ours sequential", "ours diverse")

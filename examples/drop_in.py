@@ -22,7 +22,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 # was: from ragas.metrics.collections import AnswerRelevancy
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge  # noqa: E402
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 
 SAMPLES = [
     {

@@ -19,7 +19,7 @@ import ragas  # noqa: E402
 from ragas import EvaluationDataset  # noqa: E402
 
 from ragas_relevancy_ext import ResponseRelevancy, probe_frame  # noqa: E402
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge  # noqa: E402
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 
 DATA = Path(__file__).with_name("support_qa.jsonl")
 

@@ -11,34 +11,65 @@ does not pay for importing RAGAS.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it
+if TYPE_CHECKING:
+    from .cli.cache import CachedJudge
+    from .errors import EmbeddingCallError, EmbeddingShapeError, JudgeReplyError
+    from .legacy import ResponseRelevancy, answer_relevancy
+    from .metric import AnswerRelevancy, RelevancyResult
+    from .one_text_per_call import OneTextPerCall, gemini_embeddings, local_embeddings
+    from .parity import compare_with_stock
+    from .prompts import DiverseProbePrompt, SequentialProbePrompt
+    from .report import Probe, RelevancyReport
+    from .results import probe_frame, report_for, reports_for
+
+__all__ = [
+    "AnswerRelevancy",
+    "CachedJudge",
+    "DiverseProbePrompt",
+    "EmbeddingCallError",
+    "EmbeddingShapeError",
+    "JudgeReplyError",
+    "OneTextPerCall",
+    "Probe",
+    "RelevancyReport",
+    "RelevancyResult",
+    "ResponseRelevancy",
+    "SequentialProbePrompt",
+    "answer_relevancy",
+    "compare_with_stock",
+    "gemini_embeddings",
+    "local_embeddings",
+    "probe_frame",
+    "report_for",
+    "reports_for",
+]
+
+# public name -> module that defines it, loaded on first use
 _EXPORTS: dict[str, str] = {
     "AnswerRelevancy": "metric",
     "RelevancyResult": "metric",
+    "ResponseRelevancy": "legacy",
+    "answer_relevancy": "legacy",
     "RelevancyReport": "report",
     "Probe": "report",
     "EmbeddingShapeError": "errors",
+    "EmbeddingCallError": "errors",
     "JudgeReplyError": "errors",
     "DiverseProbePrompt": "prompts",
     "SequentialProbePrompt": "prompts",
+    "OneTextPerCall": "one_text_per_call",
+    "gemini_embeddings": "one_text_per_call",
+    "local_embeddings": "one_text_per_call",
     "compare_with_stock": "parity",
-    "OneTextPerCall": "adapter",
-    "EmbeddingCallError": "errors",
-    "gemini_embeddings": "adapter",
-    "local_embeddings": "adapter",
-    "ResponseRelevancy": "legacy",
-    "answer_relevancy": "legacy",
-    "probe_frame": "frame",
-    "report_for": "frame",
-    "reports_for": "frame",
-    "CachedJudge": "cache",
+    "probe_frame": "results",
+    "report_for": "results",
+    "reports_for": "results",
+    "CachedJudge": "cli.cache",
 }
-
-__all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+__all__ = ["EmbeddingCallError", "EmbeddingShapeError", "JudgeReplyError", "is_reply_error"]
+
 
 class EmbeddingShapeError(ValueError):
     """Embeddings returned vectors that cannot be compared (wrong count, size, NaN, zero)."""

@@ -1,4 +1,4 @@
-"""One async way to ask any judge for a structured reply.
+"""The one place that knows judge kinds, and one async way to ask any of them for a reply.
 
 Speaks to instructor judges (``llm_factory``), RAGAS ``BaseRagasLLM`` wrappers and LangChain
 language models, so every metric flavour shares one path from prompt text to output model.
@@ -6,22 +6,31 @@ language models, so every metric flavour shares one path from prompt text to out
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel
 from ragas.llms.base import InstructorBaseRagasLLM
 
+from . import aio
 from .errors import JudgeReplyError
 
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseLanguageModel
+    from ragas.llms.base import BaseRagasLLM
+
+__all__ = ["Judge", "JudgeKind", "JudgeWrapper", "Reply", "ask_judge", "judge_kind", "parse_reply"]
+
 Reply = TypeVar("Reply", bound=BaseModel)
+# Every judge the metrics accept: instructor (llm_factory), RAGAS wrappers, LangChain models.
+Judge: TypeAlias = "InstructorBaseRagasLLM | BaseRagasLLM | BaseLanguageModel"
+JudgeKind = Literal["instructor", "ragas", "langchain"]
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 
 
-def judge_kind(llm: Any) -> str:
+def judge_kind(llm: Any) -> JudgeKind:
     """``"instructor"``, ``"ragas"`` or ``"langchain"``; TypeError for anything else."""
     from langchain_core.language_models import BaseLanguageModel
     from ragas.llms.base import BaseRagasLLM
@@ -39,7 +48,7 @@ def judge_kind(llm: Any) -> str:
 
 
 async def ask_judge(
-    llm: Any, prompt: str, output_model: type[Reply], callbacks: Any = None
+    llm: Judge, prompt: str, output_model: type[Reply], callbacks: Any = None
 ) -> Reply:
     """Send ``prompt`` to ``llm`` and return its reply as ``output_model``.
 
@@ -49,9 +58,7 @@ async def ask_judge(
     """
     kind = judge_kind(llm)
     if kind == "instructor":
-        if getattr(llm, "is_async", True):
-            return await llm.agenerate(prompt, output_model)
-        return await asyncio.to_thread(llm.generate, prompt, output_model)
+        return await aio.call(llm, "agenerate", "generate", prompt, output_model)
 
     from langchain_core.prompt_values import StringPromptValue
 
@@ -84,11 +91,11 @@ class JudgeWrapper(InstructorBaseRagasLLM):
 
     is_async = True
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Judge):
         self.inner = inner
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         return await ask_judge(self.inner, prompt, response_model)
 
     def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
-        return asyncio.run(self.agenerate(prompt, response_model))
+        return aio.run_sync(self.agenerate(prompt, response_model))

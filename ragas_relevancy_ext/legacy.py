@@ -11,7 +11,7 @@ Stock 0.4.3 in ``evaluate`` makes one probe per row with an instructor judge, ne
 ``embed_query`` (so modern embeddings fail) and keeps no probes. This subclass scores every row
 with :func:`pipeline.score_sample`, so it makes ``strictness`` probes with any judge kind, embeds
 with any embeddings kind, and leaves each row's report in the run's own traces (see
-:mod:`ragas_relevancy_ext.frame`).
+:mod:`ragas_relevancy_ext.results`).
 """
 
 from __future__ import annotations
@@ -23,26 +23,20 @@ from dataclasses import dataclass
 from ragas.callbacks import ChainType, new_group
 from ragas.metrics._answer_relevance import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
-from ragas.prompt.metrics.base_prompt import BasePrompt
 
-from .embedding import embeddings_kind
-from .frame import REPORT_TRACE
+from .embeddings import embeddings_kind
 from .judges import judge_kind
-from .pipeline import (
-    DEFAULT_MAX_CONCURRENCY,
-    check_max_concurrency,
-    check_strictness,
-    failed_report,
-    prompt_label,
-    score_sample,
-)
-from .prompts import ProbeMode, PromptSpec, resolve_probe_prompt
+from .pipeline import DEFAULT_MAX_CONCURRENCY, ProbeOptions, failed_report, score_sample
+from .probe_modes import PromptSpec
 from .report import RelevancyReport
+from .results import REPORT_TRACE
 
 if t.TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
     from ragas.dataset_schema import SingleTurnSample
     from ragas.run_config import RunConfig
+
+__all__ = ["ResponseRelevancy", "answer_relevancy"]
 
 _CANCELLED = "scoring was cancelled before it finished (run_config.timeout?)"
 
@@ -87,7 +81,7 @@ class ResponseRelevancy(StockAnswerRelevancy):
         A row that fails still leaves a report (NaN, the failure as its reason) and then
         raises, so ``evaluate`` gives NaN or raises as ``raise_exceptions`` asks.
         """
-        strictness, mode, prompt, prompt_name = self._options()
+        options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         try:
             if self.llm is None or self.embeddings is None:
@@ -97,27 +91,23 @@ class ResponseRelevancy(StockAnswerRelevancy):
                 response,  # type: ignore[arg-type]
                 llm=self.llm,
                 embeddings=self.embeddings,
-                strictness=strictness,
-                mode=mode,
-                prompt=prompt,
-                prompt_name=prompt_name,
-                limiter=asyncio.Semaphore(self.max_concurrency),
+                options=options,
+                limiter=asyncio.Semaphore(options.max_concurrency),
                 callbacks=callbacks,
             )
         except (Exception, asyncio.CancelledError) as exc:
             cause = exc if isinstance(exc, Exception) else TimeoutError(_CANCELLED)
-            failed = failed_report(user_input, response, strictness, prompt_name, cause)
+            failed = failed_report(
+                user_input, response, options.strictness, options.prompt_name, cause
+            )
             _trace_report(callbacks, failed)
             raise
         _trace_report(callbacks, report)
         return report.score
 
-    def _options(self) -> tuple[int, ProbeMode, BasePrompt, str]:
-        """Checked (strictness, probe mode, prompt, prompt name) from the current attributes."""
-        strictness = check_strictness(self.strictness)
-        check_max_concurrency(self.max_concurrency)
-        mode, prompt = resolve_probe_prompt(self.probe_prompt)
-        return strictness, mode, prompt, prompt_label(self.probe_prompt)
+    def _options(self) -> ProbeOptions:
+        """Checked options from the current attributes."""
+        return ProbeOptions.resolve(self.strictness, self.probe_prompt, self.max_concurrency)
 
 
 def _trace_report(callbacks: Callbacks, report: RelevancyReport) -> None:

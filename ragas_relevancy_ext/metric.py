@@ -17,16 +17,20 @@ from typing import Any
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.result import MetricResult
 
+from .embeddings import Embeddings
+from .judges import Judge
 from .pipeline import (
     DEFAULT_MAX_CONCURRENCY,
+    ProbeOptions,
     check_max_concurrency,
     check_strictness,
     failed_report,
-    prompt_label,
     score_sample,
 )
-from .prompts import PromptSpec, resolve_probe_prompt
+from .probe_modes import MODES, PromptSpec
 from .report import RelevancyReport
+
+__all__ = ["AnswerRelevancy", "RelevancyResult"]
 
 
 class RelevancyResult(MetricResult):
@@ -50,8 +54,8 @@ class AnswerRelevancy(StockAnswerRelevancy):
 
     def __init__(
         self,
-        llm: Any,
-        embeddings: Any,
+        llm: Judge,
+        embeddings: Embeddings,
         name: str = "answer_relevancy",
         strictness: int = 3,
         *,
@@ -59,16 +63,24 @@ class AnswerRelevancy(StockAnswerRelevancy):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         **kwargs: Any,
     ):
+        options = ProbeOptions.resolve(strictness, probe_prompt, max_concurrency)
         super().__init__(
-            llm=llm,
-            embeddings=embeddings,
-            name=name,
-            strictness=check_strictness(strictness),
-            **kwargs,
+            llm=llm, embeddings=embeddings, name=name, strictness=options.strictness, **kwargs
         )
-        self.max_concurrency = check_max_concurrency(max_concurrency)
-        self.probe_mode, self.prompt = resolve_probe_prompt(probe_prompt)
-        self.probe_prompt = prompt_label(probe_prompt)
+        self.max_concurrency = options.max_concurrency
+        self.probe_mode = options.mode.name
+        self.prompt = options.prompt
+        self.probe_prompt = options.prompt_name
+
+    def probe_options(self) -> ProbeOptions:
+        """The options a scoring call uses now, read from the instance's attributes."""
+        return ProbeOptions(
+            strictness=check_strictness(self.strictness),
+            mode=MODES[self.probe_mode],
+            prompt=self.prompt,
+            prompt_name=self.probe_prompt,
+            max_concurrency=check_max_concurrency(self.max_concurrency),
+        )
 
     async def ascore(  # type: ignore[override]
         self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None
@@ -80,10 +92,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
             response,
             llm=self.llm,
             embeddings=self.embeddings,
-            strictness=self.strictness,
-            mode=self.probe_mode,
-            prompt=self.prompt,
-            prompt_name=self.probe_prompt,
+            options=self.probe_options(),
             limiter=limiter,
         )
         return RelevancyResult(report)

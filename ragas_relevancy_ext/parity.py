@@ -10,15 +10,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .judges import JudgeWrapper, Reply
-from .offline import ScriptedJudge
+from .embeddings import Embeddings
+from .judges import Judge, JudgeWrapper, Reply
 from .report import RelevancyReport
+
+__all__ = ["ParityResult", "RecordingJudge", "ReplayJudge", "compare_with_stock"]
 
 
 class RecordingJudge(JudgeWrapper):
     """Passes each request to ``inner`` and keeps the prompt and the reply."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Judge):
         super().__init__(inner)
         self.prompts: list[str] = []
         self.replies: list[Any] = []
@@ -28,6 +30,24 @@ class RecordingJudge(JudgeWrapper):
         reply = await super().agenerate(prompt, response_model)
         self.replies.append(reply)
         return reply
+
+
+class ReplayJudge(JudgeWrapper):
+    """Gives back recorded replies in order and keeps every prompt it is sent."""
+
+    def __init__(self, replies: list[Any]):
+        super().__init__(None)  # type: ignore[arg-type]  # never asks anyone
+        self.replies = list(replies)
+        self.prompts: list[str] = []
+
+    async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        self.prompts.append(prompt)
+        if len(self.prompts) > len(self.replies):
+            raise RuntimeError(
+                f"ours asked the judge {len(self.prompts)} time(s); stock's run recorded "
+                f"{len(self.replies)} replies"
+            )
+        return response_model.model_validate(self.replies[len(self.prompts) - 1].model_dump())
 
 
 @dataclass
@@ -51,7 +71,7 @@ class ParityResult:
 
 
 async def compare_with_stock(
-    judge: Any, embeddings: Any, user_input: str, response: str, strictness: int = 3
+    judge: Judge, embeddings: Embeddings, user_input: str, response: str, strictness: int = 3
 ) -> ParityResult:
     """Score one sample with stock and with ours (stock mode) on identical judge replies."""
     from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
@@ -67,7 +87,7 @@ async def compare_with_stock(
     except Exception as exc:  # stock's own failure is a finding, not a crash
         stock_error = f"{type(exc).__name__}: {exc}"
 
-    replay = ScriptedJudge(recorder.replies)
+    replay = ReplayJudge(recorder.replies)
     ours = AnswerRelevancy(
         llm=replay, embeddings=embeddings, strictness=strictness, probe_prompt="stock"
     )

@@ -1,29 +1,48 @@
 """One sample's path from (user_input, response) to a :class:`RelevancyReport`.
 
-Every metric flavour calls :func:`score_sample`; they differ only in how RAGAS calls them and
-how the result leaves.
+Every metric flavour resolves its options with :meth:`ProbeOptions.resolve` and calls
+:func:`score_sample`; they differ only in how RAGAS calls them and how the result leaves.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
-from ragas.prompt.metrics.base_prompt import BasePrompt
-
-from .embedding import embed_question_and_probes
-from .probing import collect_probes
-from .prompts import ProbeMode, PromptSpec
+from .embeddings import embed_question_and_probes
+from .probe_modes import (
+    ProbeMode,
+    collect_probes,
+    normalise_question,
+    prompt_label,
+    resolve_probe_prompt,
+)
 from .redaction import redact
 from .report import Probe, RelevancyReport
 from .scoring import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
-    normalise_question,
     relevancy_score,
 )
+
+if TYPE_CHECKING:
+    from ragas.prompt.metrics.base_prompt import BasePrompt
+
+    from .embeddings import Embeddings
+    from .judges import Judge
+
+__all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
+    "ProbeOptions",
+    "check_inputs",
+    "check_max_concurrency",
+    "check_strictness",
+    "failed_report",
+    "score_sample",
+]
 
 # Judge and embedding calls in flight at once, per scoring call.
 DEFAULT_MAX_CONCURRENCY = 16
@@ -52,21 +71,38 @@ def check_max_concurrency(limit: Any) -> int:
     return limit
 
 
-def prompt_label(spec: PromptSpec) -> str:
-    """The name a report shows for a probe prompt: its name, or its class name."""
-    return spec if isinstance(spec, str) else type(spec).__name__
+@dataclass(frozen=True)
+class ProbeOptions:
+    """What both flavours score with, checked: probes per sample, mode, prompt, its label."""
+
+    strictness: int
+    mode: ProbeMode
+    prompt: BasePrompt
+    prompt_name: str
+    max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+
+    @classmethod
+    def resolve(
+        cls, strictness: Any, probe_prompt: Any, max_concurrency: Any = DEFAULT_MAX_CONCURRENCY
+    ) -> ProbeOptions:
+        """Check and resolve a metric's settings (ValueError/TypeError naming the bad one)."""
+        mode, prompt = resolve_probe_prompt(probe_prompt)
+        return cls(
+            strictness=check_strictness(strictness),
+            mode=mode,
+            prompt=prompt,
+            prompt_name=prompt_label(probe_prompt),
+            max_concurrency=check_max_concurrency(max_concurrency),
+        )
 
 
 async def score_sample(
     user_input: str,
     response: str,
     *,
-    llm: Any,
-    embeddings: Any,
-    strictness: int,
-    mode: ProbeMode,
-    prompt: BasePrompt,
-    prompt_name: str,
+    llm: Judge,
+    embeddings: Embeddings,
+    options: ProbeOptions,
     limiter: asyncio.Semaphore | None = None,
     callbacks: Any = None,
 ) -> RelevancyReport:
@@ -76,12 +112,14 @@ async def score_sample(
     token and cost tracking see every judge call.
     """
     check_inputs(user_input, response)
-    probes = await collect_probes(llm, mode, prompt, response, strictness, limiter, callbacks)
+    probes = await collect_probes(
+        llm, options.mode, options.prompt, response, options.strictness, limiter, callbacks
+    )
     common = dict(
         user_input=user_input,
         response=response,
-        strictness=strictness,
-        probe_prompt=prompt_name,
+        strictness=options.strictness,
+        probe_prompt=options.prompt_name,
         judge_calls=probes.judge_calls,
         duplicates_dropped=probes.duplicates_dropped,
         notes=probes.notes,

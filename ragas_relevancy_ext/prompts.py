@@ -1,12 +1,11 @@
 """Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one).
 
 Each is a RAGAS ``BasePrompt`` with pydantic input and output models, so users can subclass one,
-change its instruction or examples, and pass the object as ``probe_prompt``.
+change its instruction or examples, and pass the object as ``probe_prompt``. Which mode uses
+which prompt is said once, in :mod:`.probe_modes`.
 """
 
 from __future__ import annotations
-
-from typing import Literal
 
 from pydantic import BaseModel, Field
 from ragas.metrics.collections.answer_relevancy.util import (
@@ -15,9 +14,6 @@ from ragas.metrics.collections.answer_relevancy.util import (
     AnswerRelevancePrompt,
 )
 from ragas.prompt.metrics.base_prompt import BasePrompt
-
-ProbeMode = Literal["stock", "sequential", "diverse"]
-PromptSpec = str | BasePrompt
 
 __all__ = [
     "AnswerRelevanceInput",
@@ -29,7 +25,6 @@ __all__ = [
     "ProbeItem",
     "SequentialProbeInput",
     "SequentialProbePrompt",
-    "resolve_probe_prompt",
 ]
 
 
@@ -120,48 +115,3 @@ class SequentialProbePrompt(BasePrompt[SequentialProbeInput, AnswerRelevanceOutp
             AnswerRelevanceOutput(question="What does the warranty cover?", noncommittal=1),
         ),
     ]
-
-
-_BY_NAME: dict[str, type[BasePrompt]] = {
-    "stock": AnswerRelevancePrompt,
-    "sequential": SequentialProbePrompt,
-    "diverse": DiverseProbePrompt,
-}
-
-
-def resolve_probe_prompt(spec: PromptSpec) -> tuple[ProbeMode, BasePrompt]:
-    """Turn ``"stock"``/``"sequential"``/``"diverse"`` or a prompt object into (mode, prompt).
-
-    A prompt object's mode follows its input model, so a subclass of any of the three prompts
-    (new instruction, new examples) works as its parent does.
-    """
-    if isinstance(spec, str):
-        if spec not in _BY_NAME:
-            raise ValueError(
-                f"probe_prompt must be one of {sorted(_BY_NAME)} or a prompt object, got {spec!r}"
-            )
-        return spec, _BY_NAME[spec]()  # type: ignore[return-value]
-    if not isinstance(spec, BasePrompt):
-        raise TypeError(
-            f"probe_prompt must be a name or a ragas BasePrompt instance, got {type(spec).__name__}"
-        )
-    input_model = getattr(spec, "input_model", None)
-    output_model = getattr(spec, "output_model", None)
-    pairs: list[tuple[ProbeMode, type[BaseModel], type[BaseModel]]] = [
-        ("diverse", DiverseProbeInput, DiverseProbeOutput),
-        ("sequential", SequentialProbeInput, AnswerRelevanceOutput),
-        ("stock", AnswerRelevanceInput, AnswerRelevanceOutput),
-    ]
-    for mode, inp, out in pairs:
-        if _is_sub(input_model, inp) and _is_sub(output_model, out):
-            return mode, spec
-    raise TypeError(
-        f"{type(spec).__name__} has input/output models "
-        f"{getattr(input_model, '__name__', input_model)}/"
-        f"{getattr(output_model, '__name__', output_model)}; a probe prompt needs those of "
-        "AnswerRelevancePrompt, SequentialProbePrompt or DiverseProbePrompt"
-    )
-
-
-def _is_sub(model: object, base: type[BaseModel]) -> bool:
-    return isinstance(model, type) and issubclass(model, base)

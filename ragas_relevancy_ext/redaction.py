@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
+__all__ = ["ALL_KEY_VARIABLES", "KEY_VARIABLES", "redact"]
+
 # The variables each provider's key is read from, first found wins.
 KEY_VARIABLES: dict[str, tuple[str, ...]] = {
     "openai": ("OPENAI_API_KEY",),

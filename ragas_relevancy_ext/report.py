@@ -6,6 +6,8 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+__all__ = ["DRIFT_GAP", "Probe", "RelevancyReport", "clip", "explain", "fmt", "format_report"]
+
 # A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
 # sentence uses it; the score never does.
 DRIFT_GAP = 0.15

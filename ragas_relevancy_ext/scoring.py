@@ -2,21 +2,11 @@
 
 from __future__ import annotations
 
-import re
-import string
 from collections.abc import Sequence
 
 import numpy as np
 
-_APOSTROPHES = re.compile("['‘’]")
-_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}¿¡“”]")
-_SPACES = re.compile(r"\s+")
-
-
-def normalise_question(question: str) -> str:
-    """Fold case, punctuation and white space, so near-identical probes compare equal."""
-    folded = _APOSTROPHES.sub("", question.casefold())
-    return _SPACES.sub(" ", _PUNCTUATION.sub(" ", folded)).strip()
+__all__ = ["all_noncommittal", "cosine_similarities", "mean_pairwise_cosine", "relevancy_score"]
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:

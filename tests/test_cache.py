@@ -7,9 +7,9 @@ import asyncio
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.cache import CachedJudge, disk_store, reply_key
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+from ragas_relevancy_ext.cli.cache import CachedJudge, disk_store, reply_key
 from ragas_relevancy_ext.prompts import AnswerRelevanceOutput
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
 ROWS = [
     {"user_input": "Where is order A17?", "response": "Order A17 shipped on 3 March."},

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ragas_relevancy_ext.calibration import (
+from ragas_relevancy_ext.cli.stats import (
     agreement,
     bootstrap_interval,
     pearson,

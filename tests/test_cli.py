@@ -198,9 +198,9 @@ def test_missing_key_names_the_variable(args, variable):
 
 
 def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
-    from ragas_relevancy_ext import runner
-    from ragas_relevancy_ext.offline import PretendJudge
-    from ragas_relevancy_ext.providers import Built, Spec
+    from ragas_relevancy_ext.cli import setup as runner
+    from ragas_relevancy_ext.cli.providers import Built, Spec
+    from ragas_relevancy_ext.testing.offline import PretendJudge
 
     class Rejecting(PretendJudge):
         async def agenerate(self, prompt, response_model):
@@ -246,7 +246,7 @@ def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
 
 
 def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):
-    from ragas_relevancy_ext.loopback import LoopbackServer
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
     with LoopbackServer() as server:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragas_relevancy_ext.datafile import DataFileError, parse_map, read_rows, row_key
+from ragas_relevancy_ext.cli.datafile import DataFileError, parse_map, read_rows, row_key
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> Path:

@@ -22,7 +22,7 @@ from ragas_relevancy_ext import (
     report_for,
     reports_for,
 )
-from ragas_relevancy_ext.offline import (
+from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
     LangchainHashEmbeddings,
     PretendChatModel,
@@ -193,8 +193,9 @@ def _embeddings(kind: str) -> Any:
         return LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
     if kind in ("langchain-via-evaluate", "langchain-on-metric"):
         return LangchainHashEmbeddings()
-    adapter = pytest.importorskip("ragas_relevancy_ext.adapter", exc_type=ImportError)
-    return adapter.OneTextPerCall(HashEmbeddings())
+    from ragas_relevancy_ext.one_text_per_call import OneTextPerCall
+
+    return OneTextPerCall(HashEmbeddings())
 
 
 @pytest.mark.parametrize(

@@ -32,16 +32,15 @@ from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.loopback import (
+from ragas_relevancy_ext.testing.faults import (
     OPENAI_FAULT_KINDS,
     RECOVERABLE,
-    Fault,
-    LoopbackServer,
     faults_by_row,
     outcome_problem,
     request_row,
     tag_response,
 )
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
 N_ROWS = 40
 # client seconds before a hung request is abandoned and retried: well above a loaded

@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("sentence_transformers")
 
 from ragas_relevancy_ext import AnswerRelevancy, local_embeddings  # noqa: E402
-from ragas_relevancy_ext.offline import ScriptedJudge  # noqa: E402
+from ragas_relevancy_ext.testing.offline import ScriptedJudge  # noqa: E402
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,7 @@ from ragas_relevancy_ext import (
     RelevancyReport,
     RelevancyResult,
 )
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
 QUESTION = "Where is order A17?"
 

@@ -9,7 +9,7 @@ from conftest import load_cases, load_toy
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy
 
 from ragas_relevancy_ext import AnswerRelevancy, compare_with_stock
-from ragas_relevancy_ext.offline import HashEmbeddings, LookupEmbeddings, ScriptedJudge
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, LookupEmbeddings, ScriptedJudge
 
 CASES = load_cases()
 EMBEDDINGS = {"hash32": lambda: HashEmbeddings(32), "hash256": lambda: HashEmbeddings(256)}

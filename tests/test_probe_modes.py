@@ -7,9 +7,14 @@ import json
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy, DiverseProbePrompt, SequentialProbePrompt
-from ragas_relevancy_ext.offline import HashEmbeddings, PretendJudge, ScriptedJudge, prompt_input
-from ragas_relevancy_ext.probing import MAX_EXTRA_CALLS
+from ragas_relevancy_ext.probe_modes import MAX_EXTRA_CALLS
 from ragas_relevancy_ext.prompts import AnswerRelevancePrompt
+from ragas_relevancy_ext.testing.offline import (
+    HashEmbeddings,
+    PretendJudge,
+    ScriptedJudge,
+    prompt_input,
+)
 
 Q = "What is TechNest's return policy?"
 A = "Returns are accepted within 30 days in the original packaging."

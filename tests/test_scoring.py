@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
+from ragas_relevancy_ext.probe_modes import normalise_question
 from ragas_relevancy_ext.scoring import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
-    normalise_question,
     relevancy_score,
 )
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -8,16 +8,17 @@ import re
 
 import pytest
 
-from ragas_relevancy_ext.html_page import histogram_svg, render_html, write_html
-from ragas_relevancy_ext.report import Probe, RelevancyReport
-from ragas_relevancy_ext.summary import summarise
-from ragas_relevancy_ext.writers import (
+from ragas_relevancy_ext.cli.output.html import histogram_svg, render_html
+from ragas_relevancy_ext.cli.output.html import write as write_html
+from ragas_relevancy_ext.cli.output.jsonl import (
     JsonlWriter,
     ReportFileError,
     read_report_lines,
     report_from_record,
     report_line,
 )
+from ragas_relevancy_ext.cli.stats import summarise
+from ragas_relevancy_ext.report import Probe, RelevancyReport
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 

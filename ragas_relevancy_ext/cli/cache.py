@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from .judges import JudgeWrapper, Reply
+from ..judges import Judge, JudgeWrapper, Reply
 
 KEY_VERSION = 1
 
@@ -52,7 +52,7 @@ class CachedJudge(JudgeWrapper):
     share replies. ``hits`` and ``misses`` count this run's lookups.
     """
 
-    def __init__(self, inner: Any, store: ReplyStore, model: str):
+    def __init__(self, inner: Judge, store: ReplyStore, model: str):
         super().__init__(inner)
         self.store = store
         self.model = model

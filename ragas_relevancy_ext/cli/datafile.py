@@ -17,12 +17,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .errors import UsageError
+
 FIELDS = ("user_input", "response")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
 JSON_LIST_KEYS = ("rows", "data", "samples")
 
 
-class DataFileError(ValueError):
+class DataFileError(UsageError):
     """The file as a whole cannot be read as samples."""
 
 
@@ -97,6 +99,13 @@ def parse_map(specs: Iterable[str]) -> dict[str, str]:
             raise DataFileError(f"--map names a column for {target} twice")
         mapping[column] = target
     return mapping
+
+
+def read_file(
+    path: str | Path, map_specs: Iterable[str] | None = None, numeric: str | None = None
+) -> DataFile:
+    """:func:`read_rows` with ``--map`` specs as the command line gives them."""
+    return read_rows(path, parse_map(map_specs or []), numeric=numeric)
 
 
 def read_rows(

@@ -18,6 +18,8 @@ from .report import RelevancyReport
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for"]
+
 REPORT_TRACE = "relevancy_report"
 FRAME_COLUMNS = ["row", "user_input", "response", "question", "noncommittal", "cosine", "score"]
 

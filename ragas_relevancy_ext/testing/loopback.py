@@ -120,7 +120,7 @@ def pretend_reply(messages: list[dict[str, Any]]) -> str:
     """The default chat reply: ``offline.PretendJudge``'s answer to the last user prompt.
 
     Reads the ``input: {...}`` JSON that RAGAS prompts end with (see
-    :func:`ragas_relevancy_ext.offline.pretend_reply_text`).
+    :func:`ragas_relevancy_ext.testing.offline.pretend_reply_text`).
     """
     from .offline import pretend_reply_text
 
@@ -147,6 +147,7 @@ class LoopbackServer:
     seed: seeds the draw for fractional faults.
     retry_after: the Retry-After header (seconds) of a 429.
     hang_seconds: how long a ``hang`` fault holds a request before closing it unanswered.
+    port: the port to bind on 127.0.0.1; 0 takes a free one.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs.
     """
@@ -163,9 +164,11 @@ class LoopbackServer:
         seed: int = 0,
         retry_after: float = 1.0,
         hang_seconds: float = 60.0,
+        port: int = 0,
     ):
         from .offline import HashEmbeddings
 
+        self.requested_port = port
         self._hasher = HashEmbeddings(width=width)
         self.gemini_one_vector = gemini_one_vector
         self.reply = reply
@@ -191,7 +194,7 @@ class LoopbackServer:
         if self._httpd is not None:
             raise RuntimeError("LoopbackServer is already running")
         self._stopping.clear()
-        self._httpd = _HTTPServer(("127.0.0.1", 0), _Handler, self)
+        self._httpd = _HTTPServer(("127.0.0.1", self.requested_port), _Handler, self)
         self._thread = threading.Thread(
             target=self._httpd.serve_forever,
             kwargs={"poll_interval": 0.05},  # so stop() returns at once
@@ -643,104 +646,42 @@ def _send_raw(
     return status
 
 
-# -- the fault catalogue: what a client recovers from, and how a lasting fault is named -------
+def main(argv: Sequence[str] | None = None) -> None:
+    """Serve until interrupted: ``python -m ragas_relevancy_ext.testing.loopback --port P``."""
+    import argparse
 
-OPENAI_FAULT_KINDS: dict[str, tuple[str, ...]] = {
-    "chat": ("rate_limit", "server_error", "hang", "malformed"),
-    "embeddings": (
-        "rate_limit",
-        "server_error",
-        "hang",
-        "malformed",
-        "wrong_count",
-        "wrong_size",
-        "mixed_size",
-        "nan",
-    ),
-}
-TRANSIENT = frozenset({"rate_limit", "server_error", "hang"})
-# retried by the SDK, or (a malformed chat reply) asked again by instructor and the metric
-RECOVERABLE = frozenset(
-    {f"{kind}@{endpoint}" for kind in TRANSIENT for endpoint in OPENAI_FAULT_KINDS}
-    | {"malformed@chat"}
-)
-# what the NaN reason of a sample hit by each lasting embeddings fault says (any one phrase)
-NAMED_BY: dict[str, tuple[str, ...]] = {
-    "malformed@embeddings": ("JSONDecodeError",),
-    "wrong_count@embeddings": ("expected one vector per text",),
-    # one halved vector: "different lengths" among the probes, or a question/probes mismatch
-    "mixed_size@embeddings": ("different lengths", "for the question but vectors of length"),
-    "nan@embeddings": ("NaN or infinite",),
-    "wrong_size@embeddings": ("for the question but vectors of length",),
-}
-_ROW_TAG = re.compile(r"\(ref (\d+)\)")
-
-
-def tag_response(index: int, response: str) -> str:
-    """``response`` opened by a row tag, which every probe written from it carries too."""
-    return f"(ref {index}) {response}"
-
-
-def request_row(request: LoggedRequest, rows: Sequence[dict[str, str]]) -> int | None:
-    """The row a logged request was for, or None (see :func:`faults_by_row`)."""
-    return _row_of(request, *_row_keys(rows))
-
-
-def faults_by_row(
-    requests: Sequence[LoggedRequest], rows: Sequence[dict[str, str]]
-) -> list[set[str]]:
-    """For each row, the ``kind@endpoint`` faults its requests met (retries included).
-
-    Chat requests are matched by the response in the prompt; embeddings requests by the
-    user_input (the question call) or the row tag of :func:`tag_response` (the probes call).
-    """
-    keys = _row_keys(rows)
-    met: list[set[str]] = [set() for _ in rows]
-    for request in requests:
-        index = None if request.fault is None else _row_of(request, *keys)
-        if index is not None:
-            met[index].add(f"{request.fault}@{request.endpoint}")
-    return met
-
-
-def _row_keys(rows: Sequence[dict[str, str]]) -> tuple[dict[str, int], dict[str, int]]:
-    by_question = {row["user_input"]: i for i, row in enumerate(rows)}
-    by_response = {row["response"]: i for i, row in enumerate(rows)}
-    return by_question, by_response
-
-
-def _row_of(
-    request: LoggedRequest, by_question: dict[str, int], by_response: dict[str, int]
-) -> int | None:
-    from .offline import prompt_input
-
-    body = request.body if isinstance(request.body, dict) else {}
-    if request.endpoint == "chat":
-        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+    parser = argparse.ArgumentParser(
+        prog="python -m ragas_relevancy_ext.testing.loopback",
+        description="OpenAI- and Gemini-shaped endpoints on 127.0.0.1 with offline answers.",
+    )
+    parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
+    parser.add_argument("--chat-latency", type=float, default=None, help="seconds, chat only")
+    parser.add_argument("--width", type=int, default=64, help="length of every embedding vector")
+    parser.add_argument(
+        "--fault-rate", type=float, default=0.0, help="fraction of faulted requests"
+    )
+    parser.add_argument("--fault", choices=FAULT_KINDS, default="server_error")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    faults = [Fault(args.fault, fraction=args.fault_rate)] if args.fault_rate else []
+    latencies = {} if args.chat_latency is None else {"chat": args.chat_latency}
+    server = LoopbackServer(
+        width=args.width,
+        latency=args.latency,
+        endpoint_latency=latencies,
+        faults=faults,
+        seed=args.seed,
+        port=args.port,
+    )
+    with server:
+        print(f"serving on {server.url} (OpenAI base URL {server.openai_base_url})", flush=True)
+        print("ragas-relevancy options: " + " ".join(server.cli_options()), flush=True)
         try:
-            return by_response.get(prompt_input(users[0]["content"]).get("response"))
-        except (IndexError, KeyError, ValueError):
-            return None
-    given = body.get("input")
-    for text in [given] if isinstance(given, str) else list(given or []):
-        tag = _ROW_TAG.search(text)
-        index = by_question.get(text, int(tag.group(1)) if tag else None)
-        if index is not None:
-            return index
-    return None
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
 
 
-def outcome_problem(faults: set[str], score: float, error: str | None) -> str | None:
-    """What is wrong with a row's end, given the faults it met; None when it ended right.
-
-    Lasting faults must end in NaN with a reason naming one of them; recoverable ones in a score.
-    """
-    lasting = (faults - RECOVERABLE) & NAMED_BY.keys()
-    if lasting:
-        if not math.isnan(score):
-            return f"scored {score:.4f} despite {sorted(lasting)}"
-        if not any(phrase in (error or "") for fault in lasting for phrase in NAMED_BY[fault]):
-            return f"NaN, but the reason names none of {sorted(lasting)}: {error}"
-    elif faults <= RECOVERABLE and math.isnan(score):
-        return f"NaN after recoverable faults only {sorted(faults)}: {error}"
-    return None
+if __name__ == "__main__":
+    main()

@@ -1,16 +1,32 @@
-"""Agreement between scores and human ratings, and how much repeated scoring varies.
+"""The numbers of a run: its summary, agreement with human ratings, and the spread of repeats.
 
-Pure numpy: Pearson and Spearman correlation, a seeded bootstrap interval for either, and the
-spread of repeated scores per sample. No RAGAS, no I/O.
+Pure functions: mean, median, zeros, NaNs and the lowest scores of a run; Pearson and Spearman
+correlation with a seeded bootstrap interval for either; the spread of repeated scores per
+sample. No RAGAS, no I/O.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+
+__all__ = [
+    "Agreement",
+    "Low",
+    "Spread",
+    "Summary",
+    "agreement",
+    "bootstrap_interval",
+    "pearson",
+    "ranks",
+    "repeat_spread",
+    "spearman",
+    "summarise",
+]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
@@ -150,3 +166,46 @@ def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarr
         raise ValueError(f"need two equal-length lists, got shapes {a.shape} and {b.shape}")
     keep = np.isfinite(a) & np.isfinite(b)
     return a[keep], b[keep]
+
+
+# -- the summary of a run ----------------------------------------------------------------
+
+LOWEST = 5
+
+
+@dataclass(frozen=True)
+class Low:
+    """One of the lowest-scoring samples."""
+
+    number: int
+    score: float
+    user_input: str
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Summary of one run's scores (NaN scores counted, not averaged)."""
+
+    n: int
+    scored: int
+    mean: float
+    median: float
+    zeros: int
+    nans: int
+    lowest: list[Low] = field(default_factory=list)
+
+
+def summarise(items: Sequence[tuple[int, float, str]], lowest: int = LOWEST) -> Summary:
+    """``items`` are (row number, score, user_input) triples."""
+    finite = [(n, s, q) for n, s, q in items if s is not None and math.isfinite(s)]
+    scores = [s for _, s, _ in finite]
+    ranked = sorted(finite, key=lambda item: (item[1], item[0]))[:lowest]
+    return Summary(
+        n=len(items),
+        scored=len(scores),
+        mean=statistics.fmean(scores) if scores else math.nan,
+        median=statistics.median(scores) if scores else math.nan,
+        zeros=sum(1 for s in scores if s == 0.0),
+        nans=len(items) - len(scores),
+        lowest=[Low(n, s, q) for n, s, q in ranked],
+    )

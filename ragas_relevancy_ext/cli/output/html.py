@@ -10,9 +10,14 @@ import math
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .report import DRIFT_GAP, RelevancyReport, clip, fmt
-from .summary import Summary
+from ...report import DRIFT_GAP, RelevancyReport, clip, fmt
+
+if TYPE_CHECKING:
+    from ..stats import Summary
+
+__all__ = ["histogram_svg", "render_html", "write"]
 
 BINS = 10
 
@@ -42,7 +47,7 @@ svg text{font:11px system-ui,sans-serif;fill:#5b6570}
 """
 
 
-def write_html(
+def write(
     path: str | Path,
     items: Sequence[tuple[int, RelevancyReport]],
     summary: Summary,

@@ -12,12 +12,13 @@ import json
 from pathlib import Path
 from typing import IO, Any
 
-from .report import RelevancyReport
+from ...report import RelevancyReport
+from ..errors import UsageError
 
 META_KEYS = ("row", "key", "judge", "embeddings", "extra")
 
 
-class ReportFileError(ValueError):
+class ReportFileError(UsageError):
     """An existing report file cannot be resumed."""
 
 

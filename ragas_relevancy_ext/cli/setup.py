@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..report import RelevancyReport
 from .datafile import Row
 from .providers import Built, build_embeddings, build_judge
-from .report import RelevancyReport
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,9 @@ class Settings:
     probe_prompt: str = "diverse"
     concurrency: int = 8
     cache: Path | None = None
+
+
+DEFAULT_SETTINGS = Settings()
 
 
 @dataclass
@@ -61,7 +64,7 @@ class Setup:
 
     def metric(self, probe_prompt: str | None = None) -> Any:
         """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
-        from .metric import AnswerRelevancy
+        from ..metric import AnswerRelevancy
 
         return AnswerRelevancy(
             llm=self.judge_for_runs(),

@@ -5,13 +5,40 @@ from __future__ import annotations
 import asyncio
 import math
 from dataclasses import dataclass
+from typing import Annotated
 
+import typer
 from rich.text import Text
 
-from .console import compare_table, make_console, print_bad_rows, print_header, run_fields
-from .datafile import DataFile, Row
-from .redaction import redact
-from .runner import Settings, Setup, prepare
+from ..redaction import redact
+from .datafile import DataFile, Row, read_file
+from .options import FileArg, MapOpt, with_settings
+from .output.console import (
+    compare_table,
+    make_console,
+    print_bad_rows,
+    print_header,
+    run_fields,
+)
+from .setup import DEFAULT_SETTINGS, Settings, Setup, prepare
+
+__all__ = ["Comparison", "compare", "compare_rows", "run_compare"]
+
+
+@with_settings(fixed={"probe_prompt": "stock"})
+def compare(
+    file: FileArg,
+    map_: MapOpt = None,
+    settings: Settings = DEFAULT_SETTINGS,
+    tol: Annotated[
+        float, typer.Option(min=0.0, help="Largest |stock - ours| that still counts as equal.")
+    ] = 1e-9,
+) -> int:
+    """Stock AnswerRelevancy and ours (stock mode) on the same judge replies, side by side.
+
+    Exits 1 when any score differs by more than --tol or the prompts differ.
+    """
+    return run_compare(read_file(file, map_), settings, tol=tol)
 
 
 @dataclass
@@ -37,7 +64,7 @@ class Comparison:
 
 async def compare_rows(setup: Setup, rows: list[Row]) -> list[Comparison]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time."""
-    from .parity import compare_with_stock
+    from ..parity import compare_with_stock
 
     settings = setup.settings
     judge = setup.judge_for_runs()

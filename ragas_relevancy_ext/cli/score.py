@@ -5,8 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
+from typing import Annotated
 
-from .console import (
+import typer
+
+from .datafile import DataFile, read_file
+from .options import FileArg, MapOpt, with_settings
+from .output.console import (
     make_console,
     print_bad_rows,
     print_header,
@@ -15,10 +20,29 @@ from .console import (
     run_fields,
     scores_table,
 )
-from .datafile import DataFile
-from .runner import Scored, Settings, Setup, prepare, score_rows
-from .summary import summarise
-from .writers import JsonlWriter, read_report_lines, report_from_record
+from .output.jsonl import JsonlWriter, read_report_lines, report_from_record
+from .setup import DEFAULT_SETTINGS, Scored, Settings, Setup, prepare, score_rows
+
+__all__ = ["run_score", "score"]
+
+
+@with_settings()
+def score(
+    file: FileArg,
+    map_: MapOpt = None,
+    settings: Settings = DEFAULT_SETTINGS,
+    out: Annotated[
+        Path | None,
+        typer.Option(help="Write one JSON line per sample as it finishes; re-runs resume it."),
+    ] = None,
+    outputs: dict[str, Path] | None = None,
+    probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
+    progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
+) -> int:
+    """Score every row and show each probe, a summary and the lowest scores."""
+    return run_score(
+        read_file(file, map_), settings, out=out, outputs=outputs, probes=probes, progress=progress
+    )
 
 
 def run_score(
@@ -26,11 +50,14 @@ def run_score(
     settings: Settings,
     *,
     out: Path | None = None,
-    html: Path | None = None,
+    outputs: dict[str, Path] | None = None,
     probes: bool = True,
     progress: bool = True,
 ) -> int:
     """Score ``data``'s rows and print the results; the exit code (1 when nothing scored)."""
+    from .output import FORMATS
+    from .stats import summarise
+
     console = make_console()
     setup = prepare(settings)
 
@@ -75,11 +102,9 @@ def run_score(
         console.print(setup.cache_line())
     if out is not None:
         console.print(f"wrote {len(fresh)} line(s) to {out}", soft_wrap=True)
-    if html is not None:
-        from .html_page import write_html
-
-        write_html(html, pairs, summary, run_fields(data, setup, **extra))
-        console.print(f"wrote {html}", soft_wrap=True)
+    for name, path in (outputs or {}).items():
+        FORMATS[name].writer()(path, pairs, summary, run_fields(data, setup, **extra))
+        console.print(f"wrote {path}", soft_wrap=True)
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     if pairs and summary.scored == 0:
         first = next(r.reason for _, r in pairs)

@@ -11,7 +11,7 @@ import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -19,9 +19,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from .calibration import Agreement, Spread
-from .report import DRIFT_GAP, RelevancyReport, clip, fmt
-from .summary import Summary
+from ...report import DRIFT_GAP, RelevancyReport, clip, fmt
+
+if TYPE_CHECKING:
+    from ..stats import Agreement, Spread, Summary
 
 PIPED_WIDTH = 120
 

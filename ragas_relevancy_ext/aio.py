@@ -1,0 +1,35 @@
+"""Async written once: the one place that runs a sync client off the loop, or async from sync."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Coroutine
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["call", "is_sync_client", "run_sync"]
+
+
+def is_sync_client(obj: Any) -> bool:
+    """True for a RAGAS judge or embeddings built on a synchronous client (``is_async`` False)."""
+    return getattr(obj, "is_async", True) is False
+
+
+async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
+    """``await obj.<async_name>(...)``, or ``obj.<sync_name>(...)`` in a worker thread when
+    ``obj`` sits on a synchronous client, so the event loop is never blocked."""
+    if is_sync_client(obj):
+        return await asyncio.to_thread(getattr(obj, sync_name), *args, **kwargs)
+    return await getattr(obj, async_name)(*args, **kwargs)
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to its end from sync code; in a worker thread when a loop is running."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-sync") as pool:
+        return pool.submit(asyncio.run, coro).result()

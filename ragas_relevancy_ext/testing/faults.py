@@ -1,0 +1,121 @@
+"""The fault catalogue: which injected faults a client recovers from, how a lasting one is named,
+and which row each logged request served, so fault tests and benchmarks judge every row alike."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+
+from .loopback import LoggedRequest
+from .offline import prompt_input
+
+__all__ = [
+    "NAMED_BY",
+    "OPENAI_FAULT_KINDS",
+    "RECOVERABLE",
+    "TRANSIENT",
+    "faults_by_row",
+    "outcome_problem",
+    "request_row",
+    "tag_response",
+]
+
+
+OPENAI_FAULT_KINDS: dict[str, tuple[str, ...]] = {
+    "chat": ("rate_limit", "server_error", "hang", "malformed"),
+    "embeddings": (
+        "rate_limit",
+        "server_error",
+        "hang",
+        "malformed",
+        "wrong_count",
+        "wrong_size",
+        "mixed_size",
+        "nan",
+    ),
+}
+TRANSIENT = frozenset({"rate_limit", "server_error", "hang"})
+# retried by the SDK, or (a malformed chat reply) asked again by instructor and the metric
+RECOVERABLE = frozenset(
+    {f"{kind}@{endpoint}" for kind in TRANSIENT for endpoint in OPENAI_FAULT_KINDS}
+    | {"malformed@chat"}
+)
+# what the NaN reason of a sample hit by each lasting embeddings fault says (any one phrase)
+NAMED_BY: dict[str, tuple[str, ...]] = {
+    "malformed@embeddings": ("JSONDecodeError",),
+    "wrong_count@embeddings": ("expected one vector per text",),
+    # one halved vector: "different lengths" among the probes, or a question/probes mismatch
+    "mixed_size@embeddings": ("different lengths", "for the question but vectors of length"),
+    "nan@embeddings": ("NaN or infinite",),
+    "wrong_size@embeddings": ("for the question but vectors of length",),
+}
+_ROW_TAG = re.compile(r"\(ref (\d+)\)")
+
+
+def tag_response(index: int, response: str) -> str:
+    """``response`` opened by a row tag, which every probe written from it carries too."""
+    return f"(ref {index}) {response}"
+
+
+def request_row(request: LoggedRequest, rows: Sequence[dict[str, str]]) -> int | None:
+    """The row a logged request was for, or None (see :func:`faults_by_row`)."""
+    return _row_of(request, *_row_keys(rows))
+
+
+def faults_by_row(
+    requests: Sequence[LoggedRequest], rows: Sequence[dict[str, str]]
+) -> list[set[str]]:
+    """For each row, the ``kind@endpoint`` faults its requests met (retries included).
+
+    Chat requests are matched by the response in the prompt; embeddings requests by the
+    user_input (the question call) or the row tag of :func:`tag_response` (the probes call).
+    """
+    keys = _row_keys(rows)
+    met: list[set[str]] = [set() for _ in rows]
+    for request in requests:
+        index = None if request.fault is None else _row_of(request, *keys)
+        if index is not None:
+            met[index].add(f"{request.fault}@{request.endpoint}")
+    return met
+
+
+def _row_keys(rows: Sequence[dict[str, str]]) -> tuple[dict[str, int], dict[str, int]]:
+    by_question = {row["user_input"]: i for i, row in enumerate(rows)}
+    by_response = {row["response"]: i for i, row in enumerate(rows)}
+    return by_question, by_response
+
+
+def _row_of(
+    request: LoggedRequest, by_question: dict[str, int], by_response: dict[str, int]
+) -> int | None:
+    body = request.body if isinstance(request.body, dict) else {}
+    if request.endpoint == "chat":
+        users = [m for m in body.get("messages", []) if m.get("role") == "user"]
+        try:
+            return by_response.get(prompt_input(users[0]["content"]).get("response"))
+        except (IndexError, KeyError, ValueError):
+            return None
+    given = body.get("input")
+    for text in [given] if isinstance(given, str) else list(given or []):
+        tag = _ROW_TAG.search(text)
+        index = by_question.get(text, int(tag.group(1)) if tag else None)
+        if index is not None:
+            return index
+    return None
+
+
+def outcome_problem(faults: set[str], score: float, error: str | None) -> str | None:
+    """What is wrong with a row's end, given the faults it met; None when it ended right.
+
+    Lasting faults must end in NaN with a reason naming one of them; recoverable ones in a score.
+    """
+    lasting = (faults - RECOVERABLE) & NAMED_BY.keys()
+    if lasting:
+        if not math.isnan(score):
+            return f"scored {score:.4f} despite {sorted(lasting)}"
+        if not any(phrase in (error or "") for fault in lasting for phrase in NAMED_BY[fault]):
+            return f"NaN, but the reason names none of {sorted(lasting)}: {error}"
+    elif faults <= RECOVERABLE and math.isnan(score):
+        return f"NaN after recoverable faults only {sorted(faults)}: {error}"
+    return None

@@ -1,0 +1,288 @@
+"""Offline stand-ins for a judge and embeddings, shared by tests, examples and the CLI.
+
+PretendJudge: the probe is the response's first sentence made into a question; noncommittal
+when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
+always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
+PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from langchain_core.embeddings import Embeddings
+from langchain_core.language_models.chat_models import BaseChatModel
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
+from pydantic import BaseModel, Field
+from ragas.embeddings.base import BaseRagasEmbedding
+from ragas.llms.base import InstructorBaseRagasLLM
+
+from ..aio import run_sync
+
+__all__ = [
+    "EVASIVE",
+    "STOPWORDS",
+    "HashEmbeddings",
+    "LangchainHashEmbeddings",
+    "LookupEmbeddings",
+    "PretendChatModel",
+    "PretendJudge",
+    "ScriptedJudge",
+    "ScriptedJudgeExhausted",
+    "pretend_reply_text",
+    "prompt_input",
+    "sentences",
+    "words",
+]
+
+Reply = TypeVar("Reply", bound=BaseModel)
+
+EVASIVE = frozenset({"know", "sorry", "unsure", "cannot", "unable", "idea"})
+STOPWORDS = frozenset(
+    "a an the is are was were be been being to of in on at for by with from and or but if "
+    "then than so as it its this that these those i you he she we they me my your our their "
+    "do does did has have had can could would should will shall may might must not no yes "
+    "what which who whom whose when where why how there here all any some about into over "
+    "under up down out off again just also very too only own same such more most other".split()
+)
+_WORD = re.compile(r"[a-z0-9]+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def words(text: str) -> set[str]:
+    """The words of ``text`` that matter: lower-cased, stop words removed."""
+    return {w for w in _WORD.findall(text.lower()) if w not in STOPWORDS}
+
+
+def sentences(text: str) -> list[str]:
+    """Split ``text`` into sentences on ., ! and ?."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def prompt_input(prompt: str) -> dict[str, Any]:
+    """The JSON input a RAGAS ``BasePrompt.to_string`` put at the end of ``prompt``."""
+    start = prompt.rfind("\ninput: ")
+    end = prompt.rfind("\nOutput: ")
+    if start == -1 or end < start:
+        raise ValueError("prompt has no 'input: ... Output:' section")
+    return json.loads(prompt[start + len("\ninput: ") : end])
+
+
+class _RecordingJudge(InstructorBaseRagasLLM):
+    """An instructor-shaped judge that records each prompt and can wait ``latency`` seconds."""
+
+    is_async = True
+
+    def __init__(self, latency: float = 0.0):
+        self.latency = latency
+        self.prompts: list[str] = []
+
+    @property
+    def calls(self) -> int:
+        """How many times the judge was asked."""
+        return len(self.prompts)
+
+    def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
+        raise NotImplementedError
+
+    def generate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        return run_sync(self.agenerate(prompt, response_model))
+
+    async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
+        self.prompts.append(prompt)
+        reply = self._reply(prompt, response_model)
+        if self.latency:
+            await asyncio.sleep(self.latency)
+        return reply
+
+
+class PretendJudge(_RecordingJudge):
+    """A deterministic judge: first sentence as the question, evasive words flag noncommittal.
+
+    For list outputs (the diverse prompt) it varies the wording of that question, so offline
+    runs exercise every probe mode.
+    """
+
+    _VARIANTS = (
+        "{q}",
+        "Can you tell me: {q}",
+        "In short, {q}",
+        "I would like to know: {q}",
+        "Quick question: {q}",
+        "Please confirm: {q}",
+        "Could you explain: {q}",
+        "Help me understand: {q}",
+        "Tell me briefly: {q}",
+        "My question is: {q}",
+    )
+
+    def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
+        data = prompt_input(prompt)
+        answer = str(data.get("response", ""))
+        first = sentences(answer)[0] if sentences(answer) else ""
+        question = (first.rstrip(".!?") + "?") if first else ""
+        flag = int(not words(answer) or bool(words(answer) & EVASIVE))
+        if "probes" in response_model.model_fields:
+            n = int(data.get("n", 1))
+            taken = {q.lower() for q in data.get("avoid") or []}
+            variants = [v.format(q=question) for v in self._VARIANTS]
+            fresh = [v for v in variants if v.lower() not in taken] or variants
+            items = [{"question": fresh[i % len(fresh)], "noncommittal": flag} for i in range(n)]
+            return response_model.model_validate({"probes": items})
+        previous = data.get("previous_questions") or []
+        if previous:
+            question = self._VARIANTS[len(previous) % len(self._VARIANTS)].format(q=question)
+        return response_model.model_validate({"question": question, "noncommittal": flag})
+
+
+class ScriptedJudgeExhausted(RuntimeError):
+    """A ScriptedJudge was asked more often than it has replies."""
+
+
+class ScriptedJudge(_RecordingJudge):
+    """Returns the given replies in order and records every prompt.
+
+    A reply is a ``(question, noncommittal)`` pair, a dict or model of the output, a list of
+    pairs (for list outputs such as the diverse prompt), a raw JSON string (parsed as the
+    output model, so malformed text fails as a real reply would), or an exception to raise.
+    """
+
+    def __init__(self, replies: Iterable[Any], latency: float = 0.0):
+        super().__init__(latency=latency)
+        self.replies = list(replies)
+        self._next = 0
+
+    @property
+    def remaining(self) -> int:
+        """Replies not used yet."""
+        return len(self.replies) - self._next
+
+    def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
+        if self._next >= len(self.replies):
+            raise ScriptedJudgeExhausted(
+                f"ScriptedJudge was asked {self.calls} time(s) but holds "
+                f"{len(self.replies)} replies"
+            )
+        reply = self.replies[self._next]
+        self._next += 1
+        if isinstance(reply, BaseException):
+            raise reply
+        if isinstance(reply, str):
+            return response_model.model_validate_json(reply)
+        if "probes" in response_model.model_fields:
+            items = reply if isinstance(reply, list) else [reply]
+            return response_model.model_validate({"probes": [_as_dict(i) for i in items]})
+        return response_model.model_validate(_as_dict(reply))
+
+
+def _as_dict(reply: Any) -> Any:
+    if isinstance(reply, BaseModel):
+        return reply.model_dump()
+    if isinstance(reply, (tuple, list)) and len(reply) == 2:
+        return {"question": reply[0], "noncommittal": reply[1]}
+    return reply
+
+
+class HashEmbeddings(BaseRagasEmbedding):
+    """One dimension per word that matters, picked by a stable hash, plus one always on.
+
+    Unit length, so a cosine is a plain angle; the same text always gives the same vector.
+    """
+
+    def __init__(self, width: int = 32):
+        super().__init__()
+        if width < 2:
+            raise ValueError(f"width must be at least 2, got {width}")
+        self.width = width
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        vector = [0.0] * self.width
+        vector[0] = 1.0
+        for word in words(text):
+            vector[zlib.crc32(word.encode()) % (self.width - 1) + 1] = 1.0
+        size = sum(v * v for v in vector) ** 0.5
+        return [v / size for v in vector]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_text(text)
+
+
+class LookupEmbeddings(BaseRagasEmbedding):
+    """Fixed vectors for known texts (worked examples with hand-made vectors)."""
+
+    def __init__(self, vectors: Mapping[str, Sequence[float]]):
+        super().__init__()
+        self.vectors = {text: list(map(float, v)) for text, v in vectors.items()}
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        if text not in self.vectors:
+            raise KeyError(f"LookupEmbeddings has no vector for {text!r}")
+        return self.vectors[text]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_text(text)
+
+
+def pretend_reply_text(prompt: str) -> str:
+    """PretendJudge's reply to a probe prompt, as the JSON text a chat model would send.
+
+    The output model follows the prompt's input: one with ``n`` asks for a list of probes.
+    """
+    from ..prompts import AnswerRelevanceOutput, DiverseProbeOutput
+
+    model = DiverseProbeOutput if "n" in prompt_input(prompt) else AnswerRelevanceOutput
+    return PretendJudge()._reply(prompt, model).model_dump_json()
+
+
+class PretendChatModel(BaseChatModel):
+    """A LangChain chat model that answers probe prompts as PretendJudge does, in JSON text.
+
+    Deterministic per prompt, so rows scored concurrently get the same replies in any order;
+    ``prompts`` records every prompt it was sent.
+    """
+
+    prompts: list[str] = Field(default_factory=list)
+
+    @property
+    def _llm_type(self) -> str:
+        return "pretend-chat"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        prompt = "\n".join(str(message.content) for message in messages)
+        self.prompts.append(prompt)
+        reply = AIMessage(content=pretend_reply_text(prompt))
+        return ChatResult(generations=[ChatGeneration(message=reply)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: Any = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop, **kwargs)
+
+
+class LangchainHashEmbeddings(Embeddings):
+    """A LangChain ``Embeddings`` giving HashEmbeddings' vectors (legacy-style embed calls)."""
+
+    def __init__(self, width: int = 32):
+        self.hashed = HashEmbeddings(width)
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return [self.hashed.embed_text(text) for text in texts]
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.hashed.embed_text(text)

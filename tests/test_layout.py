@@ -1,0 +1,110 @@
+"""The house rules: the core never imports the command line or the test instruments, no module
+imports itself in a circle, and the registries and public names resolve."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import ragas_relevancy_ext
+from ragas_relevancy_ext.probe_modes import MODE_NAMES, MODES
+
+PACKAGE = Path(ragas_relevancy_ext.__file__).parent
+ROOMS = ("cli", "testing")
+# doors, not rooms: `python -m ragas_relevancy_ext`, and the old name of the offline stand-ins
+DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.offline"}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports_of(path: Path) -> set[str]:
+    """Package modules that ``path`` imports at module level (not inside functions)."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.If):  # TYPE_CHECKING blocks hold no runtime import
+            continue
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join(base + ([node.module] if node.module else []))
+            else:
+                target = node.module or ""
+            if target.startswith("ragas_relevancy_ext"):
+                found.add(target)
+                found.update(f"{target}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.startswith("ragas_relevancy_ext"))
+    modules = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {t for t in found if t in modules and t != name}
+
+
+def graph() -> dict[str, set[str]]:
+    return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
+
+
+def test_the_core_never_imports_the_command_line_or_the_test_instruments():
+    upstairs = tuple(f"ragas_relevancy_ext.{room}" for room in ROOMS)
+    for module, targets in graph().items():
+        if module.startswith(upstairs) or module in DOORS:
+            continue
+        assert not {t for t in targets if t.startswith(upstairs)}, module
+
+
+def test_the_command_line_never_imports_the_test_instruments_except_the_offline_default():
+    for module, targets in graph().items():
+        if module.startswith("ragas_relevancy_ext.cli"):
+            testing = {t for t in targets if t.startswith("ragas_relevancy_ext.testing")}
+            assert testing <= {"ragas_relevancy_ext.testing.offline"}, module
+
+
+def test_no_import_cycles():
+    edges = graph()
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                pytest.fail("import cycle: " + " -> ".join([*path, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*path, node])
+        state[node] = 2
+
+    for node in sorted(edges):
+        if node not in state:
+            visit(node, [])
+
+
+def test_every_probe_mode_names_a_prompt_class_that_fits_it():
+    from ragas_relevancy_ext.probe_modes import resolve_probe_prompt
+
+    assert MODE_NAMES == tuple(MODES) and len(MODE_NAMES) >= 3
+    for name, mode in MODES.items():
+        resolved, prompt = resolve_probe_prompt(name)
+        assert resolved is mode and type(prompt) is mode.prompt_class()
+        # an object of the mode's own class resolves back to the mode
+        assert resolve_probe_prompt(mode.prompt_class()())[0] is mode
+
+
+def test_public_names_are_the_literal_all_and_each_resolves():
+    exports = ragas_relevancy_ext._EXPORTS
+    assert sorted(ragas_relevancy_ext.__all__) == sorted(exports)
+    for name in ragas_relevancy_ext.__all__:
+        assert getattr(ragas_relevancy_ext, name) is not None
+
+
+def test_the_old_offline_module_is_the_testing_one():
+    from ragas_relevancy_ext import offline
+    from ragas_relevancy_ext.testing import offline as testing_offline
+
+    for name in testing_offline.__all__:
+        assert getattr(offline, name) is getattr(testing_offline, name)
