@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import typing as t
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ragas.callbacks import ChainType, new_group
 from ragas.metrics._answer_relevance import AnswerRelevancy as StockAnswerRelevancy
@@ -26,19 +26,30 @@ from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
 from .embeddings import embeddings_kind
 from .judges import judge_kind
-from .pipeline import DEFAULT_MAX_CONCURRENCY, ProbeOptions, failed_report, score_sample
-from .probe_modes import PromptSpec
+from .pipeline import (
+    DEFAULT_MAX_CONCURRENCY,
+    ProbeOptions,
+    RunLimiter,
+    failed_report,
+    score_sample,
+)
+from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import RelevancyReport
 from .results import REPORT_TRACE
 
 if t.TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
     from ragas.dataset_schema import SingleTurnSample
+    from ragas.prompt import PydanticPrompt
     from ragas.run_config import RunConfig
 
-__all__ = ["ResponseRelevancy", "answer_relevancy"]
+__all__ = ["PROMPT_NAME", "ResponseRelevancy", "answer_relevancy"]
 
 _CANCELLED = "scoring was cancelled before it finished (run_config.timeout?)"
+
+# Stock's name for its prompt: the key of get_prompts() and the prompt step in traces, whatever
+# prompt is in use, so code and trace readers written for stock find ours there.
+PROMPT_NAME = "response_relevance_prompt"
 
 
 @dataclass
@@ -48,20 +59,33 @@ class ResponseRelevancy(StockAnswerRelevancy):
     An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
     ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects), plus:
 
-    probe_prompt: ``"diverse"`` (one call for all probes), ``"sequential"``, ``"stock"`` (RAGAS's
-        prompt, one call per probe) or a prompt object; read at scoring time, like
-        ``strictness``, so both can be changed on a ready instance. The inherited
-        ``question_generation`` prompt is not used.
-    max_concurrency: judge and embedding calls in flight at once per row; ``evaluate``'s
-        ``RunConfig.max_workers`` bounds the rows in flight.
+    probe_prompt: ``"diverse"`` (one call for all probes), ``"sequential"``, ``"stock"`` (stock
+        legacy's ``ResponseRelevancePrompt``, byte for byte, one call per probe) or a prompt
+        object (``PydanticPrompt`` or collections ``BasePrompt``) whose input/output models fit
+        a mode. ``question_generation`` (stock's attribute) holds the prompt object sent;
+        setting either replaces it, and reading ``probe_prompt`` gives the name reports use.
+        Like ``strictness``, read at scoring time.
+    max_concurrency: judge and embedding calls in flight at once, an extra cap on top of
+        ``evaluate``'s ``RunConfig.max_workers``; both bound the calls across every row of a
+        run, as stock's ``max_workers`` does.
+
+    RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
+    ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
+    ``adapt_prompts``, ``save_prompts`` and ``load_prompts`` work on it.
     """
 
+    question_generation: t.Any = None
     strictness: int = 3
-    probe_prompt: PromptSpec = "diverse"
+    probe_prompt: t.Any = None
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    _limiter: RunLimiter = field(default_factory=RunLimiter, init=False, repr=False, compare=False)
+    _max_workers: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if "_prompt" not in self.__dict__:
+            self._use_prompt("diverse")
+        self.__dict__["_ready"] = True
         self._options()
 
     def init(self, run_config: RunConfig) -> None:
@@ -70,7 +94,58 @@ class ResponseRelevancy(StockAnswerRelevancy):
         MetricWithEmbeddings.init(self, run_config)
         judge_kind(self.llm)
         embeddings_kind(self.embeddings)
+        self._max_workers = run_config.max_workers
         self._options()
+
+    def _use_prompt(self, value: PromptSpec | None) -> None:
+        """Make ``value`` the prompt sent (None: the dataclass default, nothing given)."""
+        if value is None:
+            return
+        if not self.__dict__.get("_ready") and "_prompt" in self.__dict__:
+            raise ValueError(
+                "give the prompt once: as probe_prompt or as question_generation, not both"
+            )
+        self.__dict__["_prompt"] = resolve_probe_prompt(value, legacy=True)[1]
+
+    # --- RAGAS's PromptMixin, on the prompt that is sent ----------------------------------------
+
+    def _get_prompts(self) -> dict[str, PydanticPrompt]:
+        return {"question_generation": self.question_generation}
+
+    def get_prompts(self) -> dict[str, PydanticPrompt]:
+        """The prompt sent, under stock's name ``response_relevance_prompt``."""
+        return {PROMPT_NAME: self.question_generation}
+
+    def set_prompts(self, **prompts: t.Any) -> None:
+        """Replace the prompt sent: ``set_prompts(response_relevance_prompt=prompt)``."""
+        for key in prompts:
+            if key != PROMPT_NAME:
+                raise ValueError(
+                    f"Prompt with name '{key}' does not exist. Use get_prompts() to see "
+                    f"available prompts: ['{PROMPT_NAME}']"
+                )
+        for value in prompts.values():
+            self.question_generation = value
+
+    def save_prompts(self, path: str) -> None:
+        """Save the prompt sent as RAGAS does (``{name}_response_relevance_prompt_{lang}.json``)."""
+        self._savable("save_prompts")
+        super().save_prompts(path)
+
+    def load_prompts(self, path: str, language: str | None = None) -> dict[str, PydanticPrompt]:
+        """Load prompts saved by :meth:`save_prompts`; pass them to :meth:`set_prompts`."""
+        self._savable("load_prompts")
+        return super().load_prompts(path, language)
+
+    def _savable(self, action: str) -> None:
+        from ragas.prompt import PydanticPrompt
+
+        prompt = self.question_generation
+        if not isinstance(prompt, PydanticPrompt):
+            raise TypeError(
+                f"{action} needs a ragas.prompt.PydanticPrompt; the prompt in use, "
+                f"{type(prompt).__name__}, is a {type(prompt).__module__} prompt without save/load"
+            )
 
     async def _single_turn_ascore(self, sample: SingleTurnSample, callbacks: Callbacks) -> float:
         return await self._ascore(sample.to_dict(), callbacks)
@@ -92,8 +167,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
                 llm=self.llm,
                 embeddings=self.embeddings,
                 options=options,
-                limiter=asyncio.Semaphore(options.max_concurrency),
+                limiter=self._limiter.get(self._calls_in_flight(options)),
                 callbacks=callbacks,
+                trace_name=PROMPT_NAME,
             )
         except (Exception, asyncio.CancelledError) as exc:
             cause = exc if isinstance(exc, Exception) else TimeoutError(_CANCELLED)
@@ -105,9 +181,43 @@ class ResponseRelevancy(StockAnswerRelevancy):
         _trace_report(callbacks, report)
         return report.score
 
+    def _calls_in_flight(self, options: ProbeOptions) -> int:
+        """``max_workers`` of the run (-1: no bound), capped by ``max_concurrency``."""
+        workers = self._max_workers
+        if workers is None or workers < 1:
+            return options.max_concurrency
+        return min(workers, options.max_concurrency)
+
     def _options(self) -> ProbeOptions:
         """Checked options from the current attributes."""
-        return ProbeOptions.resolve(self.strictness, self.probe_prompt, self.max_concurrency)
+        return ProbeOptions.resolve(
+            self.strictness, self.question_generation, self.max_concurrency, legacy=True
+        )
+
+
+def _question_generation(self: ResponseRelevancy) -> t.Any:
+    return self.__dict__["_prompt"]
+
+
+def _set_question_generation(self: ResponseRelevancy, value: PromptSpec | None) -> None:
+    self._use_prompt(value)
+
+
+def _probe_prompt(self: ResponseRelevancy) -> str:
+    return prompt_label(*resolve_probe_prompt(self.question_generation, legacy=True))
+
+
+def _set_probe_prompt(self: ResponseRelevancy, value: PromptSpec | None) -> None:
+    self._use_prompt(value)
+
+
+# Installed after the dataclass is built, so its __init__ arguments go through the setters.
+ResponseRelevancy.question_generation = property(  # type: ignore[assignment]
+    _question_generation, _set_question_generation, doc="The prompt object sent to the judge."
+)
+ResponseRelevancy.probe_prompt = property(  # type: ignore[assignment]
+    _probe_prompt, _set_probe_prompt, doc="The name reports give the prompt in use."
+)
 
 
 def _trace_report(callbacks: Callbacks, report: RelevancyReport) -> None:

@@ -22,12 +22,10 @@ from .judges import Judge
 from .pipeline import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
-    check_max_concurrency,
-    check_strictness,
     failed_report,
     score_sample,
 )
-from .probe_modes import MODES, PromptSpec
+from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import RelevancyReport
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
@@ -50,6 +48,11 @@ class AnswerRelevancy(StockAnswerRelevancy):
         ``"diverse"`` or a prompt object with the same input/output models.
     max_concurrency: judge and embedding calls in flight at once, per call of
         ``ascore``/``abatch_score``.
+
+    ``prompt`` (stock's attribute) holds the prompt object that is sent; setting ``prompt`` or
+    ``probe_prompt`` replaces it, and the probe mode follows the object at scoring time, so
+    ``metric.prompt = MyAnswerRelevancePrompt()`` scores in stock mode. ``probe_prompt`` reads
+    as the name reports give the prompt in use.
     """
 
     def __init__(
@@ -68,19 +71,34 @@ class AnswerRelevancy(StockAnswerRelevancy):
             llm=llm, embeddings=embeddings, name=name, strictness=options.strictness, **kwargs
         )
         self.max_concurrency = options.max_concurrency
-        self.probe_mode = options.mode.name
         self.prompt = options.prompt
-        self.probe_prompt = options.prompt_name
+
+    @property
+    def prompt(self) -> Any:
+        """The prompt object sent to the judge."""
+        return self._prompt
+
+    @prompt.setter
+    def prompt(self, value: PromptSpec) -> None:
+        self._prompt = resolve_probe_prompt(value)[1]  # TypeError/ValueError when it fits no mode
+
+    @property
+    def probe_prompt(self) -> str:
+        """The name reports give the prompt in use (a mode's name, or the prompt's class)."""
+        return prompt_label(*resolve_probe_prompt(self.prompt))
+
+    @probe_prompt.setter
+    def probe_prompt(self, value: PromptSpec) -> None:
+        self.prompt = value
+
+    @property
+    def probe_mode(self) -> str:
+        """The probe mode the prompt in use fits."""
+        return resolve_probe_prompt(self.prompt)[0].name
 
     def probe_options(self) -> ProbeOptions:
         """The options a scoring call uses now, read from the instance's attributes."""
-        return ProbeOptions(
-            strictness=check_strictness(self.strictness),
-            mode=MODES[self.probe_mode],
-            prompt=self.prompt,
-            prompt_name=self.probe_prompt,
-            max_concurrency=check_max_concurrency(self.max_concurrency),
-        )
+        return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)
 
     async def ascore(  # type: ignore[override]
         self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "ProbeOptions",
+    "RunLimiter",
     "check_inputs",
     "check_max_concurrency",
     "check_strictness",
@@ -73,7 +75,11 @@ def check_max_concurrency(limit: Any) -> int:
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """What both flavours score with, checked: probes per sample, mode, prompt, its label."""
+    """What both flavours score with, checked: probes per sample, mode, prompt, its label.
+
+    Resolved from the metric's attributes at each scoring call, so a prompt, ``probe_prompt`` or
+    ``strictness`` set on a ready instance takes effect, and the mode follows the prompt object.
+    """
 
     strictness: int
     mode: ProbeMode
@@ -83,17 +89,54 @@ class ProbeOptions:
 
     @classmethod
     def resolve(
-        cls, strictness: Any, probe_prompt: Any, max_concurrency: Any = DEFAULT_MAX_CONCURRENCY
+        cls,
+        strictness: Any,
+        probe_prompt: Any,
+        max_concurrency: Any = DEFAULT_MAX_CONCURRENCY,
+        legacy: bool = False,
     ) -> ProbeOptions:
-        """Check and resolve a metric's settings (ValueError/TypeError naming the bad one)."""
-        mode, prompt = resolve_probe_prompt(probe_prompt)
+        """Check and resolve a metric's settings (ValueError/TypeError naming the bad one).
+
+        ``probe_prompt`` is a mode's name (its default prompt for the modern metric, or for the
+        legacy one with ``legacy=True``) or a prompt object, whose models pick the mode.
+        """
+        mode, prompt = resolve_probe_prompt(probe_prompt, legacy)
         return cls(
             strictness=check_strictness(strictness),
             mode=mode,
             prompt=prompt,
-            prompt_name=prompt_label(probe_prompt),
+            prompt_name=prompt_label(mode, prompt),
             max_concurrency=check_max_concurrency(max_concurrency),
         )
+
+
+class RunLimiter:
+    """One semaphore per event loop, shared by every row a metric scores in that loop.
+
+    ``ragas.evaluate`` runs a metric's rows concurrently in one loop; sharing the limiter bounds
+    the calls in flight across rows (as stock's ``max_workers`` does), not per row. A copy of
+    the metric starts with its own.
+    """
+
+    def __init__(self) -> None:
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[int, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, size: int) -> asyncio.Semaphore:
+        """The running loop's semaphore of ``size`` (a new one when the size changed)."""
+        loop = asyncio.get_running_loop()
+        held = self._by_loop.get(loop)
+        if held is None or held[0] != size:
+            held = (size, asyncio.Semaphore(size))
+            self._by_loop[loop] = held
+        return held[1]
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RunLimiter:
+        return RunLimiter()
+
+    def __repr__(self) -> str:
+        return "RunLimiter()"
 
 
 async def score_sample(
@@ -105,15 +148,25 @@ async def score_sample(
     options: ProbeOptions,
     limiter: asyncio.Semaphore | None = None,
     callbacks: Any = None,
+    trace_name: str | None = None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample.
 
     ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
-    token and cost tracking see every judge call.
+    token and cost tracking see every judge call; with ``trace_name`` the judge calls run in a
+    prompt step of that name, as stock's prompt does. A sample with no usable probe is NaN
+    (not measured), with the judge's failures in its notes.
     """
     check_inputs(user_input, response)
     probes = await collect_probes(
-        llm, options.mode, options.prompt, response, options.strictness, limiter, callbacks
+        llm,
+        options.mode,
+        options.prompt,
+        response,
+        options.strictness,
+        limiter,
+        callbacks,
+        trace_name,
     )
     common = dict(
         user_input=user_input,
@@ -125,7 +178,7 @@ async def score_sample(
         notes=probes.notes,
     )
     if not probes.questions:
-        return RelevancyReport(score=0.0, all_noncommittal=False, **common)
+        return RelevancyReport(score=math.nan, all_noncommittal=False, **common)
 
     question_vector, probe_vectors = await embed_question_and_probes(
         embeddings, user_input, probes.questions, limiter

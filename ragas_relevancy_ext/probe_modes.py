@@ -8,7 +8,10 @@ most ``MAX_EXTRA_CALLS`` more calls per sample. Malformed replies never crash a 
 skipped and written into the notes.
 
 A new mode is a prompt class in :mod:`.prompts` and one :func:`register` call here. This module
-imports neither RAGAS nor numpy, so the command line reads :data:`MODE_NAMES` for ``--help``.
+is the one place that knows prompt objects: which mode a prompt object fits (by its input and
+output models, for RAGAS's ``PydanticPrompt`` and collections ``BasePrompt`` alike), how it is
+rendered, and the trace step its judge calls run under. It imports neither RAGAS nor numpy at
+load time, so the command line reads :data:`MODE_NAMES` for ``--help``.
 """
 
 from __future__ import annotations
@@ -39,12 +42,13 @@ __all__ = [
     "normalise_question",
     "prompt_label",
     "register",
+    "render",
     "resolve_probe_prompt",
 ]
 
 MAX_EXTRA_CALLS = 2
 
-# A probe prompt as users give it: a mode's name or a prompt object.
+# A probe prompt as users give it: a mode's name or a prompt object (PydanticPrompt or BasePrompt).
 PromptSpec = "str | BasePrompt"
 
 _APOSTROPHES = re.compile("['‘’]")
@@ -88,25 +92,46 @@ class ProbeSet:
         return True
 
 
-# (prompt text) -> the judge's reply as the prompt's output model; counts the call.
-Ask = Callable[[str], Awaitable[Any]]
+# (the prompt's input data) -> the judge's reply as the prompt's output model; counts the call.
+Ask = Callable[[Any], Awaitable[Any]]
 # (ask, prompt, response, strictness, probes): fills ``probes``.
 Collect = Callable[[Ask, "BasePrompt", str, int, ProbeSet], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class ProbeMode:
-    """One way of asking for probes: its prompt class (by name in :mod:`.prompts`) and strategy."""
+    """One way of asking for probes: its prompt classes (by name in :mod:`.prompts`), strategy.
+
+    ``prompt`` is the default of the modern metric; ``legacy_prompt`` that of the
+    ``ragas.evaluate`` metric when it differs (stock legacy sends another prompt than stock
+    collections). A prompt object fits the mode when its input and output models are (or
+    subclass) those of one of these classes.
+    """
 
     name: str
     prompt: str
     collect: Collect
     dedupe: bool
     help: str
+    legacy_prompt: str = ""
 
-    def prompt_class(self) -> type[BasePrompt]:
-        """The mode's prompt class (imports RAGAS)."""
-        return getattr(importlib.import_module(".prompts", __package__), self.prompt)
+    def prompt_class(self, legacy: bool = False) -> type[BasePrompt]:
+        """The mode's default prompt class for the modern or the legacy metric (imports RAGAS)."""
+        name = (self.legacy_prompt or self.prompt) if legacy else self.prompt
+        return getattr(importlib.import_module(".prompts", __package__), name)
+
+    def prompt_classes(self) -> list[type[BasePrompt]]:
+        """Every prompt class of the mode, the modern default first."""
+        classes = [self.prompt_class()]
+        return classes + [self.prompt_class(legacy=True)] if self.legacy_prompt else classes
+
+    def fits(self, prompt: Any) -> bool:
+        """Whether ``prompt``'s input and output models are those of one of the mode's classes."""
+        return any(
+            _is_sub(getattr(prompt, "input_model", None), cls.input_model)
+            and _is_sub(getattr(prompt, "output_model", None), cls.output_model)
+            for cls in self.prompt_classes()
+        )
 
 
 MODES: dict[str, ProbeMode] = {}
@@ -121,8 +146,8 @@ def register(mode: ProbeMode) -> ProbeMode:
 async def _collect_stock(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
-    text = prompt.to_string(prompt.input_model(response=response))
-    replies = await asyncio.gather(*(ask(text) for _ in range(strictness)), return_exceptions=True)
+    data = prompt.input_model(response=response)
+    replies = await asyncio.gather(*(ask(data) for _ in range(strictness)), return_exceptions=True)
     for reply in replies:
         if isinstance(reply, BaseException) and not is_reply_error(reply):
             raise reply
@@ -140,9 +165,9 @@ async def _collect_sequential(
     budget = strictness + MAX_EXTRA_CALLS
     while len(probes.questions) < strictness and probes.judge_calls < budget:
         previous = list(probes.questions) or None
-        text = prompt.to_string(prompt.input_model(response=response, previous_questions=previous))
+        data = prompt.input_model(response=response, previous_questions=previous)
         where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(text), probes, where)
+        reply = await _reply_or_note(ask(data), probes, where)
         if reply is not None:
             probes.offer(reply.question, reply.noncommittal, where)
     _note_shortfall(probes, strictness)
@@ -155,9 +180,9 @@ async def _collect_diverse(
     while len(probes.questions) < strictness and probes.judge_calls < 1 + MAX_EXTRA_CALLS:
         missing = strictness - len(probes.questions)
         avoid = list(probes.questions) or None
-        text = prompt.to_string(prompt.input_model(response=response, n=missing, avoid=avoid))
+        data = prompt.input_model(response=response, n=missing, avoid=avoid)
         where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(text), probes, where)
+        reply = await _reply_or_note(ask(data), probes, where)
         if reply is None:
             continue
         items = list(reply.probes)
@@ -200,48 +225,107 @@ register(
         _collect_stock,
         dedupe=False,
         help="RAGAS's own prompt, one call per probe",
+        legacy_prompt="ResponseRelevancePrompt",
     )
 )
 
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
 
 
-def resolve_probe_prompt(spec: Any) -> tuple[ProbeMode, BasePrompt]:
+def resolve_probe_prompt(spec: Any, legacy: bool = False) -> tuple[ProbeMode, BasePrompt]:
     """Turn a mode's name or a prompt object into (mode, prompt).
 
-    A prompt object's mode follows its input and output models, so a subclass of any mode's
-    prompt (new instruction, new examples) works as its parent does.
+    A name gives a new object of the mode's default prompt class for the modern metric, or for
+    the legacy one (``legacy=True``). A prompt object's mode follows its input and output
+    models, so a subclass of any mode's prompt (new instruction, new examples, another
+    language) works as its parent does; TypeError names a combination that fits no mode.
     """
-    from ragas.prompt.metrics.base_prompt import BasePrompt
-
     if isinstance(spec, str):
         if spec not in MODES:
             raise ValueError(
                 f"probe_prompt must be one of {sorted(MODES)} or a prompt object, got {spec!r}"
             )
-        return MODES[spec], MODES[spec].prompt_class()()
-    if not isinstance(spec, BasePrompt):
+        return MODES[spec], MODES[spec].prompt_class(legacy)()
+    if not isinstance(spec, _prompt_families()):
         raise TypeError(
-            f"probe_prompt must be a name or a ragas BasePrompt instance, got {type(spec).__name__}"
+            f"probe_prompt must be a mode name or a ragas prompt object (ragas.prompt."
+            f"PydanticPrompt or ragas.prompt.metrics.base_prompt.BasePrompt), "
+            f"got {type(spec).__name__}"
         )
-    input_model = getattr(spec, "input_model", None)
-    output_model = getattr(spec, "output_model", None)
     for mode in MODES.values():
-        cls = mode.prompt_class()
-        if _is_sub(input_model, cls.input_model) and _is_sub(output_model, cls.output_model):
+        if mode.fits(spec):
             return mode, spec
-    names = ", ".join(mode.prompt for mode in MODES.values())
+    wanted = "; ".join(
+        f"{mode.name}: "
+        + " or ".join(
+            f"{_name(c.input_model)}/{_name(c.output_model)}" for c in mode.prompt_classes()
+        )
+        for mode in MODES.values()
+    )
     raise TypeError(
-        f"{type(spec).__name__} has input/output models "
-        f"{getattr(input_model, '__name__', input_model)}/"
-        f"{getattr(output_model, '__name__', output_model)}; a probe prompt needs those of "
-        f"one of {names}"
+        f"{type(spec).__name__} ({_family(spec)}) has input/output models "
+        f"{_name(getattr(spec, 'input_model', None))}/{_name(getattr(spec, 'output_model', None))}"
+        f", which fit no probe mode; a probe prompt needs the input/output models of one of "
+        f"({wanted})"
     )
 
 
-def prompt_label(spec: Any) -> str:
-    """The name a report shows for a probe prompt: its name, or its class name."""
-    return spec if isinstance(spec, str) else type(spec).__name__
+def prompt_label(mode: ProbeMode, prompt: Any) -> str:
+    """What a report calls the prompt sent: the mode's name for the mode's own prompt unedited,
+    else the prompt's class name; a language other than English is added in brackets."""
+    edited = {"instruction", "examples"} & set(vars(prompt))
+    label = (
+        mode.name if type(prompt) in mode.prompt_classes() and not edited else type(prompt).__name__
+    )
+    language = getattr(prompt, "language", "english")
+    return label if language == "english" else f"{label} ({language})"
+
+
+def render(prompt: Any, data: Any) -> str:
+    """The text ``prompt`` sends for ``data``, as RAGAS renders it.
+
+    A ``PydanticPrompt`` passes the data through its ``process_input`` first, as its own
+    ``generate_multiple`` does; a collections ``BasePrompt`` has no such step.
+    """
+    process = getattr(prompt, "process_input", None)
+    return prompt.to_string(process(data) if process is not None else data)
+
+
+class _PromptStep:
+    """The trace step RAGAS opens for a prompt (``new_group`` of type ``ragas_prompt``).
+
+    Opened at the first judge call with that call's input; closed with every reply (or the
+    error), so ``ragas.evaluate`` traces keep the prompt's input and output as stock's do, and
+    the judge calls' own callbacks nest under it. Without callbacks or a name, nothing is traced.
+    """
+
+    def __init__(self, name: str | None, callbacks: Any):
+        self.name, self.callbacks = name, callbacks
+        self.run: Any = None
+        self.replies: list[Any] = []
+
+    def open(self, data: Any) -> Any:
+        """The callbacks a judge call gets: the step's children once it is open."""
+        if self.name is None or self.callbacks is None:
+            return self.callbacks
+        if self.run is None:
+            from ragas.callbacks import ChainType, new_group
+
+            self.run, self.callbacks = new_group(
+                self.name,
+                inputs={"data": data},
+                callbacks=self.callbacks,
+                metadata={"type": ChainType.RAGAS_PROMPT},
+            )
+        return self.callbacks
+
+    def close(self, error: BaseException | None = None) -> None:
+        if self.run is None:
+            return
+        if error is not None:
+            self.run.on_chain_error(error=error)
+        else:  # RAGAS's trace reader takes the first of a list: no reply, no list
+            self.run.on_chain_end({"output": self.replies} if self.replies else {})
 
 
 async def collect_probes(
@@ -252,18 +336,32 @@ async def collect_probes(
     strictness: int,
     limiter: asyncio.Semaphore | None = None,
     callbacks: Any = None,
+    trace_name: str | None = None,
 ) -> ProbeSet:
-    """Ask ``llm`` for ``strictness`` probes of ``response`` with ``prompt`` in ``mode``."""
+    """Ask ``llm`` for ``strictness`` probes of ``response`` with ``prompt`` in ``mode``.
+
+    With ``callbacks`` and a ``trace_name``, the judge calls run inside one prompt step of that
+    name, as RAGAS's own prompts trace themselves.
+    """
     from .judges import ask_judge
 
     probes = ProbeSet(dedupe=mode.dedupe)
+    step = _PromptStep(trace_name, callbacks)
 
-    async def ask(prompt_text: str) -> Any:
+    async def ask(data: Any) -> Any:
         probes.judge_calls += 1
+        step_callbacks = step.open(data)
         async with limiter if limiter is not None else contextlib.nullcontext():
-            return await ask_judge(llm, prompt_text, prompt.output_model, callbacks)
+            reply = await ask_judge(llm, render(prompt, data), prompt.output_model, step_callbacks)
+        step.replies.append(reply)
+        return reply
 
-    await mode.collect(ask, prompt, response, strictness, probes)
+    try:
+        await mode.collect(ask, prompt, response, strictness, probes)
+    except BaseException as exc:
+        step.close(exc)
+        raise
+    step.close()
     return probes
 
 
@@ -292,3 +390,20 @@ def _note_shortfall(probes: ProbeSet, strictness: int) -> None:
 
 def _is_sub(model: object, base: type) -> bool:
     return isinstance(model, type) and issubclass(model, base)
+
+
+def _prompt_families() -> tuple[type, ...]:
+    """The RAGAS prompt classes a probe prompt may derive from (imports RAGAS)."""
+    from ragas.prompt import PydanticPrompt
+    from ragas.prompt.metrics.base_prompt import BasePrompt
+
+    return (PydanticPrompt, BasePrompt)
+
+
+def _family(prompt: Any) -> str:
+    families = [f"{c.__module__}.{c.__name__}" for c in _prompt_families() if isinstance(prompt, c)]
+    return families[0] if families else type(prompt).__module__
+
+
+def _name(model: Any) -> str:
+    return getattr(model, "__name__", repr(model))

@@ -1,19 +1,27 @@
 """Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one).
 
-Each is a RAGAS ``BasePrompt`` with pydantic input and output models, so users can subclass one,
-change its instruction or examples, and pass the object as ``probe_prompt``. Which mode uses
-which prompt is said once, in :mod:`.probe_modes`.
+Stock has two: the collections ``AnswerRelevancePrompt`` (modern metric) and legacy
+``ResponseRelevancePrompt`` (what ``ragas.evaluate``'s metric sends). Ours are RAGAS
+``PydanticPrompt``s, so RAGAS's prompt tools (``get_prompts``, ``adapt_prompts``,
+``save_prompts``/``load_prompts``) work on them; rendered, they read as the collections prompts
+do. Users can subclass one, change its instruction or examples, and pass the object as
+``probe_prompt``. Which mode uses which prompt is said once, in :mod:`.probe_modes`.
 """
 
 from __future__ import annotations
 
 from pydantic import BaseModel, Field
+from ragas.metrics._answer_relevance import (
+    ResponseRelevanceInput,
+    ResponseRelevanceOutput,
+    ResponseRelevancePrompt,
+)
 from ragas.metrics.collections.answer_relevancy.util import (
     AnswerRelevanceInput,
     AnswerRelevanceOutput,
     AnswerRelevancePrompt,
 )
-from ragas.prompt.metrics.base_prompt import BasePrompt
+from ragas.prompt import PydanticPrompt
 
 __all__ = [
     "AnswerRelevanceInput",
@@ -23,6 +31,9 @@ __all__ = [
     "DiverseProbeOutput",
     "DiverseProbePrompt",
     "ProbeItem",
+    "ResponseRelevanceInput",
+    "ResponseRelevanceOutput",
+    "ResponseRelevancePrompt",
     "SequentialProbeInput",
     "SequentialProbePrompt",
 ]
@@ -46,7 +57,7 @@ class DiverseProbeOutput(BaseModel):
     probes: list[ProbeItem]
 
 
-class DiverseProbePrompt(BasePrompt[DiverseProbeInput, DiverseProbeOutput]):
+class DiverseProbePrompt(PydanticPrompt[DiverseProbeInput, DiverseProbeOutput]):
     """N distinct probes, each a guess at the whole question, in one judge call."""
 
     input_model = DiverseProbeInput
@@ -92,7 +103,7 @@ class SequentialProbeInput(BaseModel):
     previous_questions: list[str] | None = Field(None, description="Questions already written")
 
 
-class SequentialProbePrompt(BasePrompt[SequentialProbeInput, AnswerRelevanceOutput]):
+class SequentialProbePrompt(PydanticPrompt[SequentialProbeInput, AnswerRelevanceOutput]):
     """One probe per call, each asked to differ from the probes so far."""
 
     input_model = SequentialProbeInput

@@ -84,7 +84,7 @@ def explain(report: RelevancyReport) -> str:
         return f"Not scored: {report.error}"
     if not report.probes:
         return (
-            "Score 0: the judge wrote no usable probe question "
+            "Not scored: the judge wrote no usable probe question "
             f"({report.judge_calls} judge call(s)), so there was nothing to compare."
         )
     n = len(report.probes)

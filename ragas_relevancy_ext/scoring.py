@@ -18,11 +18,11 @@ def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) 
 
 
 def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> float:
-    """Mean cosine, times 0 when every probe is noncommittal; 0.0 when there is no probe."""
+    """Mean cosine, times 0 when every probe is noncommittal; NaN (not measured) with no probe."""
     if len(cosines) != len(noncommittal):
         raise ValueError(f"{len(cosines)} cosines but {len(noncommittal)} noncommittal flags")
     if len(cosines) == 0:
-        return 0.0
+        return float("nan")
     mean = float(np.mean(np.asarray(cosines, dtype=float)))
     return mean * int(not all_noncommittal(noncommittal))
 

@@ -89,10 +89,12 @@ def test_every_probe_mode_names_a_prompt_class_that_fits_it():
 
     assert MODE_NAMES == tuple(MODES) and len(MODE_NAMES) >= 3
     for name, mode in MODES.items():
-        resolved, prompt = resolve_probe_prompt(name)
-        assert resolved is mode and type(prompt) is mode.prompt_class()
-        # an object of the mode's own class resolves back to the mode
-        assert resolve_probe_prompt(mode.prompt_class()())[0] is mode
+        for legacy in (False, True):
+            resolved, prompt = resolve_probe_prompt(name, legacy)
+            assert resolved is mode and type(prompt) is mode.prompt_class(legacy)
+            # an object of the mode's own class resolves back to the mode, in either flavour
+            for flavour in (False, True):
+                assert resolve_probe_prompt(mode.prompt_class(legacy)(), flavour)[0] is mode
 
 
 def test_public_names_are_the_literal_all_and_each_resolves():

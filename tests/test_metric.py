@@ -143,7 +143,7 @@ def test_all_noncommittal_scores_zero_with_a_reason():
     assert all(p.cosine == pytest.approx(1.0) for p in result.report.probes)
 
 
-def test_empty_probes_are_dropped_and_none_left_scores_zero():
+def test_empty_probes_are_dropped_and_none_left_is_not_measured():
     judge = ScriptedJudge([("", 0), ("Where is order A17?", 0), ("", 0)])
     result = stock_mode(judge).score(user_input=QUESTION, response="It shipped.")
     assert [p.question for p in result.report.probes] == ["Where is order A17?"]
@@ -151,8 +151,8 @@ def test_empty_probes_are_dropped_and_none_left_scores_zero():
 
     judge = ScriptedJudge([("", 0)] * 3)
     result = stock_mode(judge).score(user_input=QUESTION, response="It shipped.")
-    assert result.value == 0.0 and result.report.probes == []
-    assert "no usable probe" in result.reason
+    assert math.isnan(result.value) and result.report.probes == []
+    assert result.reason.startswith("Not scored") and "no usable probe" in result.reason
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import pytest
 
@@ -127,9 +128,9 @@ def test_a_reply_that_does_not_parse_is_noted_and_asked_again(bad):
     assert result.report.notes[0].startswith("call 1: reply did not parse (ValidationError")
 
 
-def test_nothing_usable_in_any_call_scores_zero_and_says_why():
+def test_nothing_usable_in_any_call_is_not_measured_and_says_why():
     result, judge = run(["garbage", "{}", '{"probes": []}'])
-    assert result.value == 0.0 and result.report.probes == []
+    assert math.isnan(result.value) and result.report.probes == []
     assert judge.calls == 3
     assert "no usable probe" in result.reason
 

@@ -38,8 +38,8 @@ def test_opposite_direction_is_minus_one_and_not_clipped():
     assert relevancy_score(cosines, [0]) == pytest.approx(-1.0)
 
 
-def test_no_probe_scores_zero_and_is_not_all_noncommittal():
-    assert relevancy_score([], []) == 0.0
+def test_no_probe_is_not_measured_and_is_not_all_noncommittal():
+    assert math.isnan(relevancy_score([], []))
     assert all_noncommittal([]) is False
 
 

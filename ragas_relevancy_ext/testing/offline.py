@@ -4,6 +4,8 @@ PretendJudge: the probe is the response's first sentence made into a question; n
 when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
 always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
 PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
+ScriptedChatModel: a LangChain chat model with scripted replies per response, counting the calls
+in flight (what ``ragas.evaluate`` runs concurrently is checked by counting, never timing).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ __all__ = [
     "LookupEmbeddings",
     "PretendChatModel",
     "PretendJudge",
+    "ScriptedChatModel",
     "ScriptedJudge",
     "ScriptedJudgeExhausted",
     "pretend_reply_text",
@@ -240,18 +243,20 @@ def pretend_reply_text(prompt: str) -> str:
     return PretendJudge()._reply(prompt, model).model_dump_json()
 
 
-class PretendChatModel(BaseChatModel):
-    """A LangChain chat model that answers probe prompts as PretendJudge does, in JSON text.
+class _TextChatModel(BaseChatModel):
+    """A LangChain chat model answering each prompt with ``_reply_text``; records and counts.
 
-    Deterministic per prompt, so rows scored concurrently get the same replies in any order;
-    ``prompts`` records every prompt it was sent.
+    ``prompts`` records every prompt; ``peak`` is the most calls in flight at once (each async
+    call waits ``latency`` seconds, so concurrent calls overlap).
     """
 
+    latency: float = 0.0
     prompts: list[str] = Field(default_factory=list)
+    in_flight: int = 0
+    peak: int = 0
 
-    @property
-    def _llm_type(self) -> str:
-        return "pretend-chat"
+    def _reply_text(self, prompt: str) -> str:
+        raise NotImplementedError
 
     def _generate(
         self,
@@ -262,7 +267,7 @@ class PretendChatModel(BaseChatModel):
     ) -> ChatResult:
         prompt = "\n".join(str(message.content) for message in messages)
         self.prompts.append(prompt)
-        reply = AIMessage(content=pretend_reply_text(prompt))
+        reply = AIMessage(content=self._reply_text(prompt))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
     async def _agenerate(
@@ -272,7 +277,66 @@ class PretendChatModel(BaseChatModel):
         run_manager: Any = None,
         **kwargs: Any,
     ) -> ChatResult:
-        return self._generate(messages, stop, **kwargs)
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            result = self._generate(messages, stop, **kwargs)
+            await asyncio.sleep(self.latency)
+            return result
+        finally:
+            self.in_flight -= 1
+
+
+class PretendChatModel(_TextChatModel):
+    """A LangChain chat model that answers probe prompts as PretendJudge does, in JSON text.
+
+    Deterministic per prompt, so rows scored concurrently get the same replies in any order;
+    ``prompts`` records every prompt it was sent.
+    """
+
+    @property
+    def _llm_type(self) -> str:
+        return "pretend-chat"
+
+    def _reply_text(self, prompt: str) -> str:
+        return pretend_reply_text(prompt)
+
+
+class ScriptedChatModel(_TextChatModel):
+    """A LangChain chat model whose replies are scripted per response, sent as JSON text.
+
+    ``replies`` maps a response (read from the prompt's input) to its replies; the n-th prompt
+    about a response gets reply n, cycling. A reply is a ``(question, noncommittal)`` pair (a
+    tuple or, as in JSON fixtures, a two-item list), a list of pairs (for list outputs) or raw
+    text sent as is. Keyed on the response, so rows scored concurrently get their own replies in
+    any order; a prompt about an unknown response gets a reply that names it and does not parse
+    (an exception would be retried by RAGAS for minutes). ``prompts`` records every prompt;
+    ``peak`` is the most calls in flight at once (each call waits ``latency`` seconds).
+    """
+
+    replies: dict[str, list[Any]]
+    asked: dict[str, int] = Field(default_factory=dict)
+
+    @property
+    def _llm_type(self) -> str:
+        return "scripted-chat"
+
+    def _reply_text(self, prompt: str) -> str:
+        try:
+            response = str(prompt_input(prompt).get("response", ""))
+        except ValueError:  # not a probe prompt
+            response = ""
+        if response not in self.replies:
+            return f"no scripted reply for the response {response[:80]!r}"
+        script = self.replies[response]
+        number = self.asked.get(response, 0)
+        self.asked[response] = number + 1
+        reply = script[number % len(script)]
+        if isinstance(reply, str):
+            return reply
+        if isinstance(reply, list) and all(not isinstance(i, (str, int)) for i in reply):
+            return json.dumps({"probes": [_as_dict(item) for item in reply]})
+        return json.dumps(_as_dict(reply))
 
 
 class LangchainHashEmbeddings(Embeddings):
