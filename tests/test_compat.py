@@ -471,7 +471,18 @@ def test_command_line_counts_no_usable_probe_as_nan_with_its_reason(tmp_path, mo
     result = CliRunner().invoke(
         app, ["score", str(data), "--embeddings", "hash", "--out", str(out)]
     )
-    assert "NaN: 1" in result.stdout and "score 0: 0" in result.stdout
+    assert "NaN: 1 (no usable probe 1)" in result.stdout and "score 0: 0" in result.stdout
     assert "Not scored: the judge wrote no usable probe question" in result.stdout
     line = json.loads(out.read_text(encoding="utf-8"))
     assert line["score"] is None and line["error"] is None
+
+
+def test_command_line_summary_counts_nan_by_cause() -> None:
+    from ragas_relevancy_ext.cli.stats import summarise
+
+    items = [(1, math.nan, "a"), (2, math.nan, "b"), (3, 0.0, "c"), (4, math.nan, "d")]
+    causes = {1: "no usable probe", 2: "TimeoutError", 3: "unused", 4: "no usable probe"}
+    summary = summarise(items, causes=causes)
+    assert (summary.zeros, summary.nans) == (1, 3)
+    assert summary.nan_causes == {"no usable probe": 2, "TimeoutError": 1}
+    assert summary.nans_text() == "3 (no usable probe 2, TimeoutError 1)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -22,6 +22,9 @@ from .output.console import (
 )
 from .output.jsonl import JsonlWriter, read_report_lines, report_from_record
 from .setup import DEFAULT_SETTINGS, Scored, Settings, Setup, prepare, score_rows
+
+if TYPE_CHECKING:
+    from ..report import RelevancyReport
 
 __all__ = ["run_score", "score"]
 
@@ -96,7 +99,8 @@ def run_score(
     items = sorted(resumed + fresh, key=lambda s: s.row.number)
     pairs = [(s.row.number, s.report) for s in items]
     console.print(scores_table(pairs, probes=probes))
-    summary = summarise([(n, r.score, r.user_input) for n, r in pairs])
+    causes = {n: _not_scored_cause(r) for n, r in pairs}
+    summary = summarise([(n, r.score, r.user_input) for n, r in pairs], causes=causes)
     print_summary(console, summary)
     if setup.cache_line():
         console.print(setup.cache_line())
@@ -125,3 +129,10 @@ def _warn_if_settings_differ(
             f"warning: {other} row(s) kept from {out} were scored with another judge or "
             "embeddings; give --out a new file to score them all alike"
         )
+
+
+def _not_scored_cause(report: RelevancyReport) -> str:
+    """Why a sample would be NaN: the failure's type, or no usable probe from the judge."""
+    if report.error:
+        return report.error.split(":", 1)[0]
+    return "no usable probe"

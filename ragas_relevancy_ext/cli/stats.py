@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -193,11 +194,23 @@ class Summary:
     zeros: int
     nans: int
     lowest: list[Low] = field(default_factory=list)
+    nan_causes: dict[str, int] = field(default_factory=dict)
+
+    def nans_text(self) -> str:
+        """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""
+        causes = ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
+        return f"{self.nans} ({causes})" if causes else str(self.nans)
 
 
-def summarise(items: Sequence[tuple[int, float, str]], lowest: int = LOWEST) -> Summary:
-    """``items`` are (row number, score, user_input) triples."""
+def summarise(
+    items: Sequence[tuple[int, float, str]],
+    lowest: int = LOWEST,
+    causes: Mapping[int, str] | None = None,
+) -> Summary:
+    """``items`` are (row number, score, user_input) triples; ``causes`` says, by row number,
+    why a row is NaN (counted per cause, most frequent first)."""
     finite = [(n, s, q) for n, s, q in items if s is not None and math.isfinite(s)]
+    not_scored = [n for n, s, _ in items if s is None or not math.isfinite(s)]
     scores = [s for _, s, _ in finite]
     ranked = sorted(finite, key=lambda item: (item[1], item[0]))[:lowest]
     return Summary(
@@ -208,4 +221,7 @@ def summarise(items: Sequence[tuple[int, float, str]], lowest: int = LOWEST) -> 
         zeros=sum(1 for s in scores if s == 0.0),
         nans=len(items) - len(scores),
         lowest=[Low(n, s, q) for n, s, q in ranked],
+        nan_causes=dict(
+            Counter((causes or {}).get(n, "unknown") for n in not_scored).most_common()
+        ),
     )

@@ -101,7 +101,7 @@ def print_summary(console: Console, summary: Summary) -> None:
     console.print(
         Text(
             f"{summary.n} sample(s), {summary.scored} scored | mean {fmt(summary.mean)} | "
-            f"median {fmt(summary.median)} | score 0: {summary.zeros} | NaN: {summary.nans}",
+            f"median {fmt(summary.median)} | score 0: {summary.zeros} | NaN: {summary.nans_text()}",
             style="bold",
         )
     )

@@ -99,7 +99,7 @@ def _summary_table(summary: Summary) -> str:
         ("mean", fmt(summary.mean)),
         ("median", fmt(summary.median)),
         ("score 0", str(summary.zeros)),
-        ("NaN (not scored)", str(summary.nans)),
+        ("NaN (not scored)", summary.nans_text()),
     ]
     body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
     lows = "".join(
