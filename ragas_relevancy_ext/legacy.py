@@ -98,12 +98,20 @@ class ResponseRelevancy(StockAnswerRelevancy):
         self._options()
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
-        """Make ``value`` the prompt sent (None: the dataclass default, nothing given)."""
+        """Make ``value`` the prompt sent (None: the dataclass default, nothing given).
+
+        At construction both ``question_generation`` and ``probe_prompt`` may be given only
+        when they agree (as ``dataclasses.replace`` passes them); otherwise ValueError.
+        """
         if value is None:
             return
-        if not self.__dict__.get("_ready") and "_prompt" in self.__dict__:
+        held = self.__dict__.get("_prompt")
+        if not self.__dict__.get("_ready") and held is not None:
+            if value is held or value == _probe_prompt(self):
+                return
             raise ValueError(
-                "give the prompt once: as probe_prompt or as question_generation, not both"
+                f"question_generation={type(held).__name__} and probe_prompt={value!r} disagree: "
+                "give the prompt once, as probe_prompt or as question_generation"
             )
         self.__dict__["_prompt"] = resolve_probe_prompt(value, legacy=True)[1]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 import math
 from typing import Any
@@ -415,8 +416,11 @@ def test_legacy_probe_prompt_set_on_a_ready_instance() -> None:
     assert chat.prompts == [legacy_stock_text()] * 3
     assert report_for(result, 0).probe_prompt == "stock" == metric.probe_prompt
     assert type(metric.question_generation) is ResponseRelevancePrompt
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="TerseLegacy and probe_prompt='stock' disagree"):
         ResponseRelevancy(probe_prompt="stock", question_generation=TerseLegacy())
+    # dataclasses.replace passes both, in agreement: the prompt object is kept
+    again = dataclasses.replace(metric, strictness=5)
+    assert again.question_generation is metric.question_generation and again.strictness == 5
 
 
 # --- 8. no usable probe is NaN with its cause; 0 only when every probe is noncommittal -------
