@@ -11,14 +11,15 @@ import re
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 
 from pydantic import BaseModel
-from ragas.llms.base import InstructorBaseRagasLLM
+from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
 
 from . import aio
 from .errors import JudgeReplyError
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from langchain_core.language_models import BaseLanguageModel
-    from ragas.llms.base import BaseRagasLLM
 
 __all__ = ["Judge", "JudgeKind", "JudgeWrapper", "Reply", "ask_judge", "judge_kind", "parse_reply"]
 
@@ -28,12 +29,13 @@ Judge: TypeAlias = "InstructorBaseRagasLLM | BaseRagasLLM | BaseLanguageModel"
 JudgeKind = Literal["instructor", "ragas", "langchain"]
 
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
+# What RAGAS's PydanticPrompt gives its parser: repair requests allowed for one reply.
+RAGAS_REPAIRS = 3
 
 
 def judge_kind(llm: Any) -> JudgeKind:
     """``"instructor"``, ``"ragas"`` or ``"langchain"``; TypeError for anything else."""
     from langchain_core.language_models import BaseLanguageModel
-    from ragas.llms.base import BaseRagasLLM
 
     if isinstance(llm, InstructorBaseRagasLLM):
         return "instructor"
@@ -48,13 +50,20 @@ def judge_kind(llm: Any) -> JudgeKind:
 
 
 async def ask_judge(
-    llm: Judge, prompt: str, output_model: type[Reply], callbacks: Any = None
+    llm: Judge,
+    prompt: str,
+    output_model: type[Reply],
+    callbacks: Any = None,
+    repairs: Callable[[int], None] | None = None,
 ) -> Reply:
     """Send ``prompt`` to ``llm`` and return its reply as ``output_model``.
 
     ``callbacks`` go to RAGAS and LangChain judges (instructor judges take none).
     Replies that do not parse raise :class:`JudgeReplyError` (or instructor's own error);
-    transport errors propagate unchanged.
+    transport errors propagate unchanged. With ``repairs``, a RAGAS judge's reply is read as
+    RAGAS's ``PydanticPrompt`` reads it (stock legacy): the first JSON in the text, and RAGAS's
+    repair requests (``fix_output_format``) to the judge when it does not parse;
+    ``repairs`` is told how many were sent.
     """
     kind = judge_kind(llm)
     if kind == "instructor":
@@ -65,9 +74,62 @@ async def ask_judge(
     value = StringPromptValue(text=prompt)
     if kind == "ragas":
         result = await llm.generate(value, n=1, callbacks=callbacks)
+        if repairs is not None:
+            text = result.generations[0][0].text
+            return await _read_as_ragas(llm, value, text, output_model, callbacks, repairs)
     else:
         result = await llm.agenerate_prompt([value], callbacks=callbacks)
     return parse_reply(result.generations[0][0].text, output_model)
+
+
+async def _read_as_ragas(
+    llm: BaseRagasLLM,
+    value: Any,
+    text: str,
+    output_model: type[Reply],
+    callbacks: Any,
+    repairs: Callable[[int], None],
+) -> Reply:
+    from langchain_core.exceptions import OutputParserException
+    from ragas.exceptions import RagasOutputParserException
+    from ragas.prompt.pydantic_prompt import RagasOutputParser
+
+    counting = _CountingLLM(llm)
+    try:
+        return await RagasOutputParser(pydantic_object=output_model).parse_output_string(
+            output_string=text,
+            prompt_value=value,
+            llm=counting,
+            callbacks=callbacks,
+            retries_left=RAGAS_REPAIRS,
+        )
+    except (OutputParserException, RagasOutputParserException) as exc:
+        raise JudgeReplyError(
+            f"judge reply did not parse, nor after {counting.calls} RAGAS repair request(s): "
+            f"{text[:120]!r}"
+        ) from exc
+    finally:
+        repairs(counting.calls)
+
+
+class _CountingLLM(BaseRagasLLM):
+    """A RAGAS judge that counts the requests RAGAS's parser sends it (its repair requests)."""
+
+    def __init__(self, inner: BaseRagasLLM):
+        self.inner, self.calls = inner, 0
+
+    async def generate(self, *args: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        return await self.inner.generate(*args, **kwargs)
+
+    def generate_text(self, *args: Any, **kwargs: Any) -> Any:
+        return self.inner.generate_text(*args, **kwargs)
+
+    async def agenerate_text(self, *args: Any, **kwargs: Any) -> Any:
+        return await self.inner.agenerate_text(*args, **kwargs)
+
+    def is_finished(self, response: Any) -> bool:
+        return self.inner.is_finished(response)
 
 
 def parse_reply(text: str, output_model: type[Reply]) -> Reply:

@@ -105,7 +105,8 @@ class ProbeMode:
     ``prompt`` is the default of the modern metric; ``legacy_prompt`` that of the
     ``ragas.evaluate`` metric when it differs (stock legacy sends another prompt than stock
     collections). A prompt object fits the mode when its input and output models are (or
-    subclass) those of one of these classes.
+    subclass) those of one of these classes. ``ragas_replies``: a RAGAS judge's replies are
+    read as RAGAS's own prompts read them, repair requests included (as stock legacy does).
     """
 
     name: str
@@ -114,6 +115,7 @@ class ProbeMode:
     dedupe: bool
     help: str
     legacy_prompt: str = ""
+    ragas_replies: bool = False
 
     def prompt_class(self, legacy: bool = False) -> type[BasePrompt]:
         """The mode's default prompt class for the modern or the legacy metric (imports RAGAS)."""
@@ -226,6 +228,7 @@ register(
         dedupe=False,
         help="RAGAS's own prompt, one call per probe",
         legacy_prompt="ResponseRelevancePrompt",
+        ragas_replies=True,
     )
 )
 
@@ -348,11 +351,23 @@ async def collect_probes(
     probes = ProbeSet(dedupe=mode.dedupe)
     step = _PromptStep(trace_name, callbacks)
 
+    def repaired(requests: int) -> None:
+        if requests:
+            probes.judge_calls += requests
+            probes.notes.append(f"a reply did not parse: {requests} RAGAS repair request(s) sent")
+
     async def ask(data: Any) -> Any:
         probes.judge_calls += 1
         step_callbacks = step.open(data)
+        text = render(prompt, data)
         async with limiter if limiter is not None else contextlib.nullcontext():
-            reply = await ask_judge(llm, render(prompt, data), prompt.output_model, step_callbacks)
+            reply = await ask_judge(
+                llm,
+                text,
+                prompt.output_model,
+                step_callbacks,
+                repaired if mode.ragas_replies else None,
+            )
         step.replies.append(reply)
         return reply
 

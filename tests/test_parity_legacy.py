@@ -8,6 +8,7 @@ response, and the same embeddings.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from typing import Any
 
@@ -18,6 +19,7 @@ from ragas import EvaluationDataset, evaluate
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
 from ragas.llms.base import LangchainLLMWrapper
 from ragas.metrics import AnswerRelevancy as StockLegacy
+from ragas.prompt.pydantic_prompt import FixOutputFormat
 
 from ragas_relevancy_ext import ResponseRelevancy, reports_for
 from ragas_relevancy_ext.prompts import ResponseRelevanceInput, ResponseRelevancePrompt
@@ -102,3 +104,33 @@ def test_evasive_fixtures_score_zero_on_both_in_evaluate() -> None:
     assert evasive
     runs = run_both(evasive, 3, LangchainHashEmbeddings())
     assert runs["stock"][0] == runs["ours"][0] == [0.0] * len(evasive)
+
+
+def test_a_reply_that_does_not_parse_is_repaired_as_stock_legacy_repairs_it() -> None:
+    # stock legacy sends RAGAS's fix_output_format request to the judge; so does ours ("stock")
+    case = next(c for c in CASES if c["id"] == "technest-return-policy")
+    (first, flag), *rest = case["replies"]
+    broken = dict(case, replies=[f"Sure! question: {first}", *rest])
+    fixed = json.dumps({"text": json.dumps({"question": first, "noncommittal": flag})})
+    runs = {}
+    for name, metric in (
+        ("stock", StockLegacy(strictness=3)),
+        ("ours", ResponseRelevancy(strictness=3, probe_prompt="stock")),
+    ):
+        # a repair prompt holds no response: its reply is scripted under ""
+        chat = ScriptedChatModel(replies={broken["response"]: broken["replies"], "": [fixed]})
+        result = evaluate(
+            EvaluationDataset.from_list([{k: case[k] for k in ("user_input", "response")}]),
+            metrics=[metric],
+            llm=LangchainLLMWrapper(chat),
+            embeddings=LangchainEmbeddingsWrapper(LangchainHashEmbeddings()),
+            show_progress=False,
+        )
+        runs[name] = (result["answer_relevancy"][0], chat.prompts, result)
+    stock, ours = runs["stock"], runs["ours"]
+    assert abs(stock[0] - ours[0]) <= 1e-9
+    assert Counter(ours[1]) == Counter(stock[1]) and len(ours[1]) == 4
+    assert sum(p.startswith(FixOutputFormat.instruction) for p in ours[1]) == 1
+    report = reports_for(ours[2])[0]
+    assert report.judge_calls == 4 and len(report.probes) == 3
+    assert any("1 RAGAS repair request(s)" in note for note in report.notes)
