@@ -29,3 +29,7 @@ def load_toy() -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def cases() -> list[dict[str, Any]]:
     return load_cases()
+
+
+# real pytest sessions for the pytest plugin's tests (tests/test_pytest_plugin.py)
+pytest_plugins = ("pytester",)

@@ -12,7 +12,7 @@ import ragas_relevancy_ext
 from ragas_relevancy_ext.probe_modes import MODE_NAMES, MODES
 
 PACKAGE = Path(ragas_relevancy_ext.__file__).parent
-ROOMS = ("cli", "testing")
+ROOMS = ("cli", "testing", "pytest_plugin")
 # doors, not rooms: `python -m ragas_relevancy_ext`, and the old name of the offline stand-ins
 DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.offline"}
 
@@ -60,8 +60,9 @@ def test_the_core_never_imports_the_command_line_or_the_test_instruments():
 
 
 def test_the_command_line_never_imports_the_test_instruments_except_the_offline_default():
+    engines = ("ragas_relevancy_ext.cli", "ragas_relevancy_ext.pytest_plugin")
     for module, targets in graph().items():
-        if module.startswith("ragas_relevancy_ext.cli"):
+        if module.startswith(engines):
             testing = {t for t in targets if t.startswith("ragas_relevancy_ext.testing")}
             assert testing <= {"ragas_relevancy_ext.testing.offline"}, module
 

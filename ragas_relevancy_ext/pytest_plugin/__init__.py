@@ -1,0 +1,306 @@
+"""Answer relevancy as a test: the pytest plugin (entry point ``relevancy`` in ``pytest11``).
+
+Installing the package is enough::
+
+    def test_refund_answer(relevancy):
+        relevancy(question, bot.answer(question), min_score=0.75)
+
+    @pytest.mark.relevancy(min_score=0.8)
+    def test_returns():
+        assert_relevant(question, bot.answer(question))
+
+A failing check shows the probe table (question, noncommittal flag, cosine), the reason and the
+threshold; a NaN score (judge or embeddings failed) is never a pass and says so. Checks of tests
+that use the fixture or the marker are collected while a module's tests run and scored together
+in one ``abatch_score`` before their reports are written; ``--relevancy-batch off`` scores each
+check when it is made. Loading the plugin imports pytest and the standard library only; the
+judge, embeddings and RAGAS load when the first check runs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from ..report import RelevancyReport
+from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
+from .engine import Engine
+from .options import Values, add_options, check_min_score
+
+__all__ = [
+    "Relevancy",
+    "RelevancyFailure",
+    "RelevancyNotMeasured",
+    "assert_relevant",
+    "pytest_addoption",
+    "pytest_collection_finish",
+    "pytest_configure",
+    "pytest_runtest_protocol",
+    "pytest_sessionfinish",
+    "pytest_terminal_summary",
+    "pytest_unconfigure",
+    "relevancy",
+]
+
+MARKER = "relevancy"
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass
+class _State:
+    """The plugin's state for one pytest session (kept in ``config.stash``)."""
+
+    config: pytest.Config
+    values: Values
+    engine: Engine
+    checks: list[Check] = field(default_factory=list)
+    current: pytest.Item | None = None  # the test running now
+    batching: pytest.Item | None = None  # the test whose checks wait for the module's batch
+    held: list[tuple[pytest.Item, list[pytest.TestReport]]] = field(default_factory=list)
+    pending: dict[str, list[Check]] = field(default_factory=dict)
+
+    def check(self, user_input: Any, response: Any, min_score: float | None) -> Exception | None:
+        """Record a check of the running test; score it now, or with the module's batch.
+
+        Returns what the caller raises: the failure of a check scored now, else None.
+        """
+        item = self.current
+        threshold, source = self.threshold(item, min_score)
+        check = Check(
+            nodeid=item.nodeid if item is not None else "(outside a test)",
+            location=_caller(self.config),
+            user_input=user_input,
+            response=response,
+            min_score=threshold,
+            min_source=source,
+        )
+        self.checks.append(check)
+        if item is not None and self.batching is item:
+            self.pending.setdefault(item.nodeid, []).append(check)
+            return None
+        check.report = self.engine.score([(user_input, response)])[0]
+        if item is not None:
+            item.user_properties.extend(check.properties())
+        return None if check.verdict == "passed" else check.exception()
+
+    def threshold(self, item: pytest.Item | None, given: float | None) -> tuple[float, str]:
+        """The threshold and where it came from: argument, marker, option, default."""
+        if given is not None:
+            return check_min_score(given), "min_score argument"
+        marker = item.get_closest_marker(MARKER) if item is not None else None
+        if marker is not None:
+            value = marker.kwargs.get("min_score", marker.args[0] if marker.args else None)
+            if value is not None:
+                return check_min_score(value), f"@pytest.mark.{MARKER}"
+        source = self.values.sources.get("min_score", "default")
+        return self.values.min_score, source
+
+    def flush(self) -> None:
+        """Score the held tests' checks in one batch, then write their reports in order."""
+        held, self.held = self.held, []
+        checks = [c for item, _ in held for c in self.pending.pop(item.nodeid, [])]
+        reports = self.engine.score([(c.user_input, c.response) for c in checks])
+        for check, report in zip(checks, reports, strict=True):
+            check.report = report
+        for item, test_reports in held:
+            mine = [c for c in checks if c.nodeid == item.nodeid]
+            _apply(item, test_reports, mine)
+            item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
+            for report in test_reports:
+                item.ihook.pytest_runtest_logreport(report=report)
+            item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+
+
+_STATE = pytest.StashKey[_State]()
+_ACTIVE: list[_State] = []  # innermost session last (pytester runs sessions inside sessions)
+
+
+def _caller(config: pytest.Config) -> str:
+    """``path:line`` of the test code that made the check (the first frame outside the plugin)."""
+    frame = sys._getframe(1)
+    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == _HERE:
+        frame = frame.f_back
+    path = frame.f_code.co_filename
+    try:
+        path = os.path.relpath(path, config.rootpath)
+    except ValueError:  # another drive
+        pass
+    return f"{path}:{frame.f_lineno}"
+
+
+def _apply(item: pytest.Item, reports: list[pytest.TestReport], checks: list[Check]) -> None:
+    """Put the checks' scores into the reports (JUnit properties) and fail the call if due."""
+    properties = [p for check in checks for p in check.properties()]
+    item.user_properties.extend(properties)
+    for report in reports:
+        report.user_properties.extend(properties)
+    failed = [check for check in checks if check.verdict != "passed"]
+    call = next((r for r in reports if r.when == "call"), None)
+    if not failed or call is None:
+        return
+    text = "\n\n".join(check.message() for check in failed)
+    if call.passed:
+        call.outcome = "failed"
+        call.longrepr = text
+    else:  # the test failed on its own as well: keep its traceback, add ours below
+        call.sections.append(("answer relevancy", text))
+
+
+def _state(config: pytest.Config) -> _State | None:
+    return config.stash.get(_STATE, None)
+
+
+def _batched(item: pytest.Item) -> bool:
+    """Tests that use the fixture or carry the marker have their checks batched."""
+    return item.get_closest_marker(MARKER) is not None or "relevancy" in getattr(
+        item, "fixturenames", ()
+    )
+
+
+def _same_batch(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
+    if nextitem is None or not _batched(nextitem):
+        return False
+    return item.getparent(pytest.Module) is nextitem.getparent(pytest.Module)
+
+
+# -- public API ----------------------------------------------------------------------------
+
+
+class Relevancy:
+    """The ``relevancy`` fixture: ``relevancy(user_input, response, min_score=None)`` checks;
+    ``relevancy.score(user_input, response)`` returns the report at once, for tests that need
+    the number."""
+
+    def __init__(self, state: _State):
+        self._state = state
+
+    def __call__(self, user_input: str, response: str, min_score: float | None = None) -> None:
+        """Check that ``response`` is relevant to ``user_input`` (see :func:`assert_relevant`)."""
+        __tracebackhide__ = True
+        failure = self._state.check(user_input, response, min_score)
+        if failure is not None:
+            raise failure
+
+    def score(self, user_input: str, response: str) -> RelevancyReport:
+        """Score now and return the report (``.score``, ``.probes``, ``.reason``); no verdict."""
+        return self._state.engine.score([(user_input, response)])[0]
+
+
+def assert_relevant(user_input: str, response: str, min_score: float | None = None) -> None:
+    """Fail the running test unless ``response`` scores at least ``min_score`` for ``user_input``.
+
+    ``min_score`` defaults to the test's ``@pytest.mark.relevancy(min_score=...)``, else
+    ``--relevancy-min-score``, else 0.7. In a test with the marker or the fixture the check
+    is scored with its module's batch and the test fails then; elsewhere it is scored now and
+    raises :class:`RelevancyFailure` (low score) or :class:`RelevancyNotMeasured` (NaN).
+    """
+    __tracebackhide__ = True
+    if not _ACTIVE:
+        raise RuntimeError(
+            "assert_relevant runs inside pytest with the relevancy plugin "
+            "(installed with ragas-relevancy-ext; not disabled by -p no:relevancy)"
+        )
+    failure = _ACTIVE[-1].check(user_input, response, min_score)
+    if failure is not None:
+        raise failure
+
+
+@pytest.fixture
+def relevancy(request: pytest.FixtureRequest) -> Relevancy:
+    """Check answers for relevancy: ``relevancy(user_input, response, min_score=0.7)``."""
+    state = _state(request.config)
+    assert state is not None, "the relevancy plugin is not configured"
+    return Relevancy(state)
+
+
+# -- hooks ---------------------------------------------------------------------------------
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{MARKER}(min_score=None): threshold for this test's relevancy checks; its checks "
+        "are scored with the module's batch",
+    )
+    values = Values.read(config)
+    state = _State(config, values, Engine(values.settings()))
+    config.stash[_STATE] = state
+    _ACTIVE.append(state)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    state = _state(config)
+    if state is None:
+        return
+    del config.stash[_STATE]
+    if state in _ACTIVE:
+        _ACTIVE.remove(state)
+    state.engine.close()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Build judge and embeddings before the first test when relevancy tests were selected,
+    so a bad spec or a missing key is one usage error, not a failure per check."""
+    state = _state(session.config)
+    if state is None or session.config.option.collectonly:
+        return
+    if not any(_batched(item) for item in session.items):
+        return
+    from ..cli.errors import UsageError
+
+    try:
+        state.engine.prepare()
+    except UsageError as exc:
+        raise pytest.UsageError(f"relevancy: {exc}") from None
+    except Exception:
+        pass  # kept by the engine: every check then fails as not measured, with the cause
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
+    """Run a relevancy test without writing its reports; write them after the module's batch."""
+    state = _state(item.config)
+    if state is None:
+        return None
+    state.current = item
+    if state.values.batch == "off" or not _batched(item):
+        return None  # pytest's own protocol
+    from _pytest.runner import runtestprotocol
+
+    state.batching = item
+    try:
+        reports = runtestprotocol(item, log=False, nextitem=nextitem)
+    finally:
+        state.batching = None
+    state.held.append((item, reports))
+    if not _same_batch(item, nextitem):
+        state.flush()
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Write any held reports (a session stopped inside a batch)."""
+    state = _state(session.config)
+    if state is not None and state.held:
+        state.flush()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """One line per check, worst first, the counts, and what judged and embedded."""
+    state = _state(config)
+    if state is None or not state.checks:
+        return
+    terminalreporter.write_sep("=", summary_title(state.checks))
+    for line in summary_lines(state.checks):
+        terminalreporter.write_line(line)
+    for line in state.engine.labels():
+        terminalreporter.write_line(line)

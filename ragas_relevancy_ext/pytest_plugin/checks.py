@@ -1,0 +1,126 @@
+"""One relevancy check of a test: its threshold, its report, its verdict and how it reads.
+
+A check passes when its score is a number at or above its threshold. A NaN score is never a
+pass: the check is "not measured" (the judge or embeddings failed), which is reported apart from
+a low score. Standard library only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ..report import RelevancyReport, clip, fmt, format_report
+
+__all__ = [
+    "Check",
+    "RelevancyFailure",
+    "RelevancyNotMeasured",
+    "Verdict",
+    "summary_lines",
+    "summary_title",
+]
+
+Verdict = Literal["passed", "below", "not measured"]
+
+
+class RelevancyFailure(AssertionError):
+    """The response scored below the threshold; the message is the probe table."""
+
+    __module__ = "ragas_relevancy_ext.pytest_plugin"
+
+
+class RelevancyNotMeasured(Exception):
+    """The check could not be scored (judge or embeddings failed): not a low score, no pass."""
+
+    __module__ = "ragas_relevancy_ext.pytest_plugin"
+
+
+@dataclass
+class Check:
+    """A ``(user_input, response)`` pair checked against ``min_score`` by the test ``nodeid``."""
+
+    nodeid: str
+    location: str
+    user_input: Any
+    response: Any
+    min_score: float
+    min_source: str
+    report: RelevancyReport | None = None
+
+    @property
+    def score(self) -> float:
+        return math.nan if self.report is None else self.report.score
+
+    @property
+    def verdict(self) -> Verdict:
+        if self.report is None or not math.isfinite(self.report.score):
+            return "not measured"
+        return "passed" if self.report.score >= self.min_score else "below"
+
+    def error(self) -> str:
+        """Why the check has no score."""
+        if self.report is None:
+            return "not scored"
+        return self.report.error or "the score is NaN"
+
+    def message(self) -> str:
+        """The failure text: a headline, the probe table with the reason, the threshold."""
+        threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
+        if self.verdict == "not measured":
+            head = (
+                f"{self.location}: answer relevancy NOT MEASURED (judge or embeddings failed; "
+                f"NaN is never a pass): {self.error()}"
+            )
+        else:
+            score, least = fmt(self.score), fmt(self.min_score)
+            head = f"{self.location}: answer relevancy {score} is below {least}"
+        body = format_report(self.report) if self.report is not None else ""
+        return "\n".join(part for part in (head, body, threshold) if part)
+
+    def exception(self) -> Exception:
+        """What a check made outside a batch raises when it does not pass."""
+        if self.verdict == "not measured":
+            return RelevancyNotMeasured(self.message())
+        return RelevancyFailure(self.message())
+
+    def properties(self) -> list[tuple[str, str]]:
+        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict."""
+        found = [
+            ("relevancy_score", fmt(self.score).lower()),
+            ("relevancy_min_score", fmt(self.min_score)),
+            ("relevancy_verdict", self.verdict),
+        ]
+        if self.verdict == "not measured":
+            found.append(("relevancy_error", self.error()))
+        return found
+
+
+def _order(check: Check) -> tuple[int, float]:
+    """Worst first: not measured, then by score from the lowest."""
+    if check.verdict == "not measured":
+        return (0, 0.0)
+    return (1, check.score)
+
+
+def summary_title(checks: list[Check]) -> str:
+    """``answer relevancy: 40 checks, 2 below threshold, 1 not measured``."""
+    below = sum(c.verdict == "below" for c in checks)
+    missing = sum(c.verdict == "not measured" for c in checks)
+    return (
+        f"answer relevancy: {len(checks)} check(s), {below} below threshold, {missing} not measured"
+    )
+
+
+def summary_lines(checks: list[Check], width: int = 60) -> list[str]:
+    """One line per check, worst first: score, threshold, verdict, test, question or error."""
+    lines = []
+    for check in sorted(checks, key=_order):
+        mark = {"passed": "ok", "below": "BELOW", "not measured": "NOT MEASURED"}[check.verdict]
+        what = check.error() if check.verdict == "not measured" else str(check.user_input)
+        lines.append(
+            f"{fmt(check.score):>7}  min {fmt(check.min_score)}  {mark:<12}  {check.nodeid}  "
+            f"{clip(what, width)}"
+        )
+    return lines

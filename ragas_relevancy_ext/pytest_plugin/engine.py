@@ -1,0 +1,111 @@
+"""Scoring for the plugin: the command line's judge, embeddings and cache, one event loop.
+
+Nothing heavy loads until the first check: then :func:`..cli.setup.prepare` builds the judge
+and embeddings exactly as ``ragas-relevancy`` does from the same specs. Every batch runs on one
+event loop in a background thread for the whole test session, so an async client's pooled
+connections stay on the loop that opened them, and a check made inside a running loop
+(``pytest-asyncio``) does not block it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from ..report import RelevancyReport
+
+__all__ = ["Engine"]
+
+
+class Engine:
+    """Scores ``(user_input, response)`` pairs with the configured metric, many at once."""
+
+    def __init__(self, settings: dict[str, Any]):
+        self.settings_given = dict(settings)
+        self._lock = threading.Lock()
+        self._setup: Any = None
+        self._metric: Any = None
+        self._failure: BaseException | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def started(self) -> bool:
+        """True once the judge and embeddings were built (or failed to build)."""
+        return self._setup is not None or self._failure is not None
+
+    def prepare(self) -> None:
+        """Build judge, embeddings and metric; a bad spec or a missing key is kept and raised."""
+        with self._lock:
+            if self._failure is not None:
+                raise self._failure
+            if self._setup is not None:
+                return
+            from ..cli.setup import Settings, prepare
+
+            try:
+                self._setup = prepare(Settings(**self.settings_given))
+                self._metric = self._setup.metric()
+            except Exception as exc:
+                self._failure = exc
+                raise
+
+    def labels(self) -> list[str]:
+        """What judged and embedded, and the cache line: for the session summary."""
+        if self._setup is None:
+            return [f"not set up: {self._failure}"] if self._failure else []
+        lines = [
+            f"judge: {self._setup.judge_label}",
+            f"embeddings: {self._setup.embeddings.label}",
+        ]
+        cache = self._setup.cache_line()
+        return lines + ([cache] if cache else [])
+
+    def score(self, pairs: Sequence[tuple[Any, Any]]) -> list[RelevancyReport]:
+        """One report per pair, in order, from one ``abatch_score``; failures are NaN reports."""
+        if not pairs:
+            return []
+        try:
+            self.prepare()
+        except Exception as exc:
+            return [self._failed(pair, exc) for pair in pairs]
+        inputs = [{"user_input": q, "response": r} for q, r in pairs]
+        try:
+            results = self._run(self._metric.abatch_score(inputs))
+        except Exception as exc:  # abatch_score keeps per-sample failures; this is the loop
+            return [self._failed(pair, exc) for pair in pairs]
+        return [result.report for result in results]
+
+    def _failed(self, pair: tuple[Any, Any], exc: BaseException) -> RelevancyReport:
+        from ..cli.setup import DEFAULT_SETTINGS
+        from ..pipeline import failed_report
+
+        strictness = self.settings_given.get("strictness", DEFAULT_SETTINGS.strictness)
+        prompt = self.settings_given.get("probe_prompt", DEFAULT_SETTINGS.probe_prompt)
+        return failed_report(pair[0], pair[1], strictness, prompt, exc)
+
+    def _run(self, coro: Any) -> Any:
+        """Run ``coro`` on the session's loop and wait for it."""
+        with self._lock:
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="ragas-relevancy-pytest", daemon=True
+                )
+                self._thread.start()
+            loop = self._loop
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, loop)
+        return future.result()
+
+    def close(self) -> None:
+        """Stop the loop and its thread (end of the test session)."""
+        loop, thread = self._loop, self._thread
+        self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()

@@ -1,0 +1,200 @@
+"""The plugin's options, declared once: each is a command-line flag, an ini key and a variable.
+
+``judge`` -> ``--relevancy-judge``, ini ``relevancy_judge``, environment
+``RAGAS_RELEVANCY_JUDGE``. The command line wins over the environment, the environment over the
+ini file. Unset provider options fall back to the ``ragas-relevancy`` command's own defaults
+(:class:`..cli.setup.Settings`), read only when a check runs, so loading the plugin stays cheap.
+Standard library and pytest only.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+__all__ = [
+    "BATCH_MODES",
+    "DEFAULT_MIN_SCORE",
+    "OPTIONS",
+    "Option",
+    "Values",
+    "add_options",
+    "check_min_score",
+]
+
+DEFAULT_MIN_SCORE = 0.7
+BATCH_MODES = ("module", "off")
+ENV_PREFIX = "RAGAS_RELEVANCY_"
+
+
+def check_min_score(value: Any) -> float:
+    """A threshold is a number from -1 to 1 (cosines are raw, so a score can be negative)."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not number or not math.isfinite(value) or not -1.0 <= value <= 1.0:
+        raise ValueError(f"min_score must be a number from -1 to 1, got {value!r}")
+    return float(value)
+
+
+def _min_score(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = text  # type: ignore[assignment]  (check_min_score names it)
+    return check_min_score(value)
+
+
+def _batch(text: str) -> str:
+    value = text.strip().lower()
+    if value not in BATCH_MODES:
+        raise ValueError(f"must be one of {', '.join(BATCH_MODES)}, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting; ``setting`` names the :class:`..cli.setup.Settings` field it fills, if any."""
+
+    name: str
+    help: str
+    metavar: str
+    parse: Callable[[str], Any] = str
+    setting: str | None = None
+    path: bool = False
+
+    @property
+    def flag(self) -> str:
+        return "--relevancy-" + self.name.replace("_", "-")
+
+    @property
+    def ini(self) -> str:
+        return "relevancy_" + self.name
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "judge",
+        "Judge as the ragas-relevancy command takes it: offline | openai:MODEL | gemini:MODEL "
+        "(default: offline; keys from the environment).",
+        "SPEC",
+        setting="judge",
+    ),
+    Option(
+        "embeddings",
+        "Embeddings: auto | hash | local | openai:MODEL | gemini:MODEL (default: auto, "
+        "local when the 'local' extra is installed, else hash).",
+        "SPEC",
+        setting="embeddings",
+    ),
+    Option(
+        "base_url",
+        "Judge server URL, for any OpenAI-compatible server (also used for openai embeddings).",
+        "URL",
+        setting="base_url",
+    ),
+    Option(
+        "cache",
+        "Keep judge replies in DIR; a re-run of unchanged checks makes no judge call.",
+        "DIR",
+        setting="cache",
+        path=True,
+    ),
+    Option(
+        "min_score",
+        f"Threshold for checks that set none (default: {DEFAULT_MIN_SCORE}).",
+        "SCORE",
+        parse=_min_score,
+    ),
+    Option(
+        "batch",
+        "module (default): score the checks of consecutive relevancy tests of a module "
+        "together, report per test; off: score each check when it is made.",
+        "MODE",
+        parse=_batch,
+    ),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    """Declare every option as a flag and an ini key."""
+    group = parser.getgroup("relevancy", "answer relevancy checks (ragas-relevancy-ext)")
+    for option in OPTIONS:
+        group.addoption(
+            option.flag,
+            dest=f"relevancy_{option.name}",
+            metavar=option.metavar,
+            default=None,
+            help=f"{option.help} ini: {option.ini}; environment: {option.env}.",
+        )
+        parser.addini(option.ini, f"{option.help} (also {option.flag}, {option.env})")
+
+
+@dataclass(frozen=True)
+class Values:
+    """The options set on the command line, in the environment or the ini file, and where."""
+
+    given: Mapping[str, Any]
+    sources: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, config: pytest.Config, environ: Mapping[str, str] | None = None) -> Values:
+        """Every option from ``config`` and ``environ``; a bad value is a ``pytest.UsageError``."""
+        environ = os.environ if environ is None else environ
+        given: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for option in OPTIONS:
+            found = _raw(config, option, environ)
+            if found is None:
+                continue
+            text, source, base = found
+            try:
+                value = option.parse(text)
+            except ValueError as exc:
+                raise pytest.UsageError(f"{source}: {exc}") from None
+            if option.path:
+                value = Path(base, os.path.expanduser(value))
+            given[option.name] = value
+            sources[option.name] = source
+        return cls(given, sources)
+
+    @property
+    def min_score(self) -> float:
+        return self.given.get("min_score", DEFAULT_MIN_SCORE)
+
+    @property
+    def batch(self) -> str:
+        return self.given.get("batch", BATCH_MODES[0])
+
+    def settings(self) -> dict[str, Any]:
+        """Keyword arguments for :class:`..cli.setup.Settings`: only what was set."""
+        return {
+            option.setting: self.given[option.name]
+            for option in OPTIONS
+            if option.setting and option.name in self.given
+        }
+
+
+def _raw(
+    config: pytest.Config, option: Option, environ: Mapping[str, str]
+) -> tuple[str, str, Path] | None:
+    """``(text, where it came from, folder a relative path is read from)`` or None."""
+    flag = config.getoption(f"relevancy_{option.name}")
+    if flag is not None:
+        return str(flag), option.flag, config.invocation_params.dir
+    env = environ.get(option.env, "").strip()
+    if env:
+        return env, option.env, Path.cwd()
+    ini = config.getini(option.ini)
+    if isinstance(ini, str) and ini.strip():
+        base = config.inipath.parent if config.inipath else config.rootpath
+        return ini.strip(), f"ini {option.ini}", base
+    return None

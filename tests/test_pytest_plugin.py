@@ -1,0 +1,323 @@
+"""The pytest plugin, in real pytest sessions (``pytester``) that load it through its entry point.
+
+Expected scores come from the metric itself (PretendJudge and HashEmbeddings, the plugin's
+``offline``/``hash`` specs), so the plugin is checked against the number it must report. Judge
+calls are counted on the loopback server.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import shutil
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from ragas_relevancy_ext import AnswerRelevancy
+from ragas_relevancy_ext.report import RelevancyReport
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+QUESTION = "How do I get a refund for a damaged blender?"
+GOOD = (
+    "Refunds for damaged blenders are issued once we receive a photo of the damage. Reply "
+    "with a picture of the blender and the refund goes back to your card within 5 days."
+)
+BAD = "Our blenders come in three colours: red, black and white."
+OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
+
+
+PLUGIN = "ragas_relevancy_ext.pytest_plugin"
+ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]
+
+
+@pytest.fixture(autouse=True)
+def plugin_loaded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions load the plugin through its entry point. Where the installed metadata predates
+    it (an editable install made before), the entry-point test below fails and names that,
+    and the other sessions load the module by name, so they still test the plugin."""
+    if not ENTRY_POINTS:
+        monkeypatch.setenv("PYTEST_PLUGINS", PLUGIN)
+
+
+def expected(user_input: str, response: str) -> RelevancyReport:
+    """What the plugin's offline judge and hash embeddings must report for this pair."""
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
+    return metric.score(user_input=user_input, response=response).report
+
+
+@pytest.fixture(scope="module")
+def good() -> RelevancyReport:
+    return expected(QUESTION, GOOD)
+
+
+@pytest.fixture(scope="module")
+def bad() -> RelevancyReport:
+    return expected(QUESTION, BAD)
+
+
+def suite(pytester: pytest.Pytester, body: str, **files: str) -> None:
+    """A test module with the question and both answers in scope, plus other files."""
+    header = f"""
+        import pytest
+        from ragas_relevancy_ext.pytest_plugin import assert_relevant
+        QUESTION, GOOD, BAD = {QUESTION!r}, {GOOD!r}, {BAD!r}
+    """
+    pytester.makepyfile(test_bot=textwrap.dedent(header) + textwrap.dedent(body), **files)
+
+
+def summary(output: str) -> list[str]:
+    """The relevancy summary's check lines, in printed order."""
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if "answer relevancy:" in line and "==" in line)
+    found = []
+    for line in lines[start + 1 :]:
+        if not re.match(r"\s*(NaN|-?\d\.\d{4})\s+min ", line):
+            break
+        found.append(line)
+    return found
+
+
+def test_the_entry_point_is_declared_in_the_installed_metadata():
+    assert [p.name for p in ENTRY_POINTS] == ["relevancy"], "reinstall: pip install -e ."
+    dist = ENTRY_POINTS[0].dist
+    assert dist is not None and dist.name == "ragas-relevancy-ext"
+
+
+def test_loading_the_plugin_imports_neither_ragas_nor_the_command_line(pytester):
+    pytester.makeconftest(
+        f"""
+        import sys
+        PLUGIN = {PLUGIN!r}
+        def pytest_sessionfinish(session):
+            heavy = ("ragas", "numpy", "openai", "torch", "typer", "ragas_relevancy_ext.cli")
+            loaded = sorted(m for m in heavy if m in sys.modules)
+            manager = session.config.pluginmanager
+            plugin = manager.get_plugin("relevancy") or manager.get_plugin(PLUGIN)
+            print("PLUGIN", getattr(plugin, "__name__", None), "HEAVY", loaded)
+        """
+    )
+    pytester.makepyfile("def test_plain():\n    assert True\n")
+    # langsmith's plugin alone takes seconds to import; not ours to measure
+    result = pytester.runpytest_subprocess(
+        "-s", "-p", "no:cacheprovider", "-p", "no:langsmith_plugin"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*PLUGIN ragas_relevancy_ext.pytest_plugin HEAVY []*"])
+
+
+@pytest.mark.parametrize("batch", ["module", "off"])
+def test_a_failing_check_shows_its_probe_table_reason_and_threshold(pytester, good, bad, batch):
+    pass_at = good.score - 0.01
+    fail_at = bad.score + 0.01
+    suite(
+        pytester,
+        f"""
+        def test_good(relevancy):
+            relevancy(QUESTION, GOOD, min_score={pass_at})
+
+        @pytest.mark.relevancy(min_score={fail_at})
+        def test_bad():
+            assert_relevant(QUESTION, BAD)
+
+        def test_bad_and_broken(relevancy):
+            relevancy(QUESTION, BAD, min_score={fail_at})
+            assert 1 == 2, "the test's own failure"
+        """,
+    )
+    result = pytester.runpytest(*OFFLINE, "--relevancy-batch", batch)
+    result.assert_outcomes(passed=1, failed=2)
+    out = result.stdout.str()
+    assert f"answer relevancy {bad.score:.4f} is below {fail_at:.4f}" in out
+    for probe in bad.probes:  # the table: cosine, noncommittal flag, question
+        assert f"{probe.cosine:.4f}   {probe.noncommittal}  {probe.question}" in out
+    assert f"reason: {bad.reason}" in out
+    assert f"threshold: {fail_at:.4f} (@pytest.mark.relevancy)" in out
+    assert f"threshold: {fail_at:.4f} (min_score argument)" in out
+    if batch == "module":  # a test failing on its own keeps its message, ours below it
+        assert "the test's own failure" in out
+    # the summary: one line per check, worst first, and the count below threshold
+    lines = summary(out)
+    assert [line.split()[0] for line in lines] == [
+        f"{bad.score:.4f}",
+        f"{bad.score:.4f}",
+        f"{good.score:.4f}",
+    ]
+    assert "test_bot.py::test_good" in lines[-1] and "ok" in lines[-1]
+    assert "answer relevancy: 3 check(s), 2 below threshold, 0 not measured" in out
+
+
+@pytest.mark.parametrize("batch", ["module", "off"])
+def test_a_check_whose_judge_failed_fails_as_not_measured_never_as_a_low_score(
+    pytester, monkeypatch, batch
+):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    suite(
+        pytester,
+        """
+        @pytest.mark.relevancy(min_score=-1.0)
+        def test_any_score_passes():
+            assert_relevant(QUESTION, GOOD)
+        """,
+    )
+    with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
+        result = pytester.runpytest(
+            "--relevancy-judge",
+            "openai:gpt-4o-mini",
+            "--relevancy-base-url",
+            server.openai_base_url,
+            "--relevancy-embeddings",
+            "hash",
+            "--relevancy-batch",
+            batch,
+        )
+    result.assert_outcomes(failed=1)  # even with a threshold every score meets
+    out = result.stdout.str()
+    assert "answer relevancy NOT MEASURED" in out and "AuthenticationError" in out
+    assert "is below" not in out
+    assert "answer relevancy: 1 check(s), 0 below threshold, 1 not measured" in out
+    assert summary(out)[0].split()[:4] == ["NaN", "min", "-1.0000", "NOT"]
+    if batch == "off":
+        assert "RelevancyNotMeasured" in out
+
+
+def test_a_missing_key_is_one_usage_error_before_any_test_runs(pytester, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    suite(pytester, "def test_a(relevancy):\n    relevancy(QUESTION, GOOD)\n")
+    result = pytester.runpytest("--relevancy-judge", "openai:gpt-4o-mini")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*relevancy: openai needs an API key: set OPENAI_API_KEY*"])
+
+
+def test_a_bad_threshold_option_is_a_usage_error(pytester):
+    suite(pytester, "def test_a():\n    pass\n")
+    result = pytester.runpytest("--relevancy-min-score", "1.5")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*--relevancy-min-score: min_score must be a number from -1 to 1, *"]
+    )
+
+
+@pytest.mark.parametrize("where", ["command line", "environment", "ini"])
+def test_options_come_from_the_command_line_the_environment_and_the_ini_file(
+    pytester, monkeypatch, good, where
+):
+    """The command line wins over the environment, the environment over the ini file."""
+    monkeypatch.delenv("RAGAS_RELEVANCY_MIN_SCORE", raising=False)
+    monkeypatch.delenv("RAGAS_RELEVANCY_EMBEDDINGS", raising=False)
+    below = good.score + 0.01  # this threshold fails the check; the overridden ones would pass
+    ini, env, args = "-1.0", "-1.0", ["--relevancy-judge", "offline"]
+    if where == "ini":
+        ini = f"{below:.4f}"
+    elif where == "environment":
+        env = f"{below:.4f}"
+    pytester.makeini(
+        f"[pytest]\nrelevancy_min_score = {ini}\nrelevancy_embeddings = hash\n"
+        "relevancy_cache = judge-replies\n"
+    )
+    if where != "ini":
+        monkeypatch.setenv("RAGAS_RELEVANCY_MIN_SCORE", env)
+    if where == "command line":
+        args += ["--relevancy-min-score", f"{below:.4f}"]
+    suite(pytester, "def test_good(relevancy):\n    relevancy(QUESTION, GOOD)\n")
+    result = pytester.runpytest(*args)
+    result.assert_outcomes(failed=1)
+    source = {
+        "command line": "--relevancy-min-score",
+        "environment": "RAGAS_RELEVANCY_MIN_SCORE",
+        "ini": "ini relevancy_min_score",
+    }[where]
+    result.stdout.fnmatch_lines([f"threshold: {below:.4f} ({source})", "embeddings: hash*"])
+    # a relative cache folder in the ini file is read from the ini file's folder
+    result.stdout.fnmatch_lines([f"judge cache {pytester.path / 'judge-replies'}: *"])
+
+
+@pytest.mark.parametrize("batch", ["module", "off"])
+def test_scores_go_into_the_junit_xml(pytester, good, bad, batch):
+    suite(
+        pytester,
+        """
+        def test_good(relevancy):
+            relevancy(QUESTION, GOOD, min_score=-1.0)
+
+        @pytest.mark.relevancy(min_score=1.0)
+        def test_bad():
+            assert_relevant(QUESTION, BAD)
+        """,
+    )
+    pytester.runpytest(*OFFLINE, "--relevancy-batch", batch, "--junitxml=junit.xml")
+    tree = ET.parse(pytester.path / "junit.xml")
+    found = {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in tree.iter("testcase")
+    }
+    assert found["test_good"] == {
+        "relevancy_score": f"{good.score:.4f}",
+        "relevancy_min_score": "-1.0000",
+        "relevancy_verdict": "passed",
+    }
+    assert found["test_bad"] == {
+        "relevancy_score": f"{bad.score:.4f}",
+        "relevancy_min_score": "1.0000",
+        "relevancy_verdict": "below",
+    }
+    failure = next(c for c in tree.iter("testcase") if c.get("name") == "test_bad").find("failure")
+    assert failure is not None
+
+
+def many_checks(pytester: pytest.Pytester, count: int) -> None:
+    suite(
+        pytester,
+        f"""
+        @pytest.mark.relevancy(min_score=-1.0)
+        @pytest.mark.parametrize("n", range({count}))
+        def test_answer(n):
+            assert_relevant(f"{{QUESTION}} (case {{n}})", GOOD)
+        """,
+    )
+
+
+def loopback_args(server: LoopbackServer, *more: str) -> list[str]:
+    judge = ["--relevancy-judge", "openai:gpt-4o-mini"]
+    return [*judge, "--relevancy-base-url", server.openai_base_url, *OFFLINE[2:], *more]
+
+
+@pytest.mark.parametrize(("batch", "many_in_flight"), [("module", True), ("off", False)])
+def test_batched_checks_are_judged_concurrently(pytester, monkeypatch, batch, many_in_flight):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    many_checks(pytester, 8)
+    with LoopbackServer(endpoint_latency={"chat": 0.2}) as server:
+        result = pytester.runpytest(*loopback_args(server, "--relevancy-batch", batch))
+        result.assert_outcomes(passed=8)
+        assert server.count("chat") == 8  # one diverse-probe call per check
+        peak = server.peak_in_flight
+    # module: one abatch_score, up to the command line's 8 calls at once; off: one by one
+    assert (peak > 1) is many_in_flight, peak
+
+
+def test_a_rerun_with_the_cache_makes_no_judge_call(pytester, monkeypatch, tmp_path):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    many_checks(pytester, 5)
+    cache = tmp_path / "replies"
+    with LoopbackServer() as server:
+        first = pytester.runpytest(*loopback_args(server, "--relevancy-cache", str(cache)))
+        first.assert_outcomes(passed=5)
+        assert server.count("chat") == 5
+        again = pytester.runpytest(*loopback_args(server, "--relevancy-cache", str(cache)))
+        again.assert_outcomes(passed=5)
+        assert server.count("chat") == 5  # nothing new reached the judge
+    again.stdout.fnmatch_lines([f"judge cache {cache}: 5 replies reused, 0 judge calls"])
+    scores = [summary(run.stdout.str()) for run in (first, again)]
+    assert [line.split()[0] for line in scores[0]] == [line.split()[0] for line in scores[1]]
+
+
+def test_the_example_suite_passes_offline(pytester):
+    for name in ("test_support_bot.py", "support_qa.jsonl"):
+        shutil.copy(EXAMPLES / name, pytester.path / name)
+    result = pytester.runpytest("--relevancy-embeddings", "hash")
+    result.assert_outcomes(passed=13)
+    assert "answer relevancy: 6 check(s), 0 below threshold, 0 not measured" in result.stdout.str()
