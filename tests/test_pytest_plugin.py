@@ -127,10 +127,14 @@ def test_a_failing_check_shows_its_probe_table_reason_and_threshold(pytester, go
         def test_bad_and_broken(relevancy):
             relevancy(QUESTION, BAD, min_score={fail_at})
             assert 1 == 2, "the test's own failure"
+
+        @pytest.mark.xfail(reason="a known drift")
+        def test_bad_but_expected(relevancy):
+            relevancy(QUESTION, BAD, min_score={fail_at})
         """,
     )
     result = pytester.runpytest(*OFFLINE, "--relevancy-batch", batch)
-    result.assert_outcomes(passed=1, failed=2)
+    result.assert_outcomes(passed=1, failed=2, xfailed=1)
     out = result.stdout.str()
     assert f"answer relevancy {bad.score:.4f} is below {fail_at:.4f}" in out
     for probe in bad.probes:  # the table: cosine, noncommittal flag, question
@@ -142,13 +146,9 @@ def test_a_failing_check_shows_its_probe_table_reason_and_threshold(pytester, go
         assert "the test's own failure" in out
     # the summary: one line per check, worst first, and the count below threshold
     lines = summary(out)
-    assert [line.split()[0] for line in lines] == [
-        f"{bad.score:.4f}",
-        f"{bad.score:.4f}",
-        f"{good.score:.4f}",
-    ]
+    assert [line.split()[0] for line in lines] == [f"{bad.score:.4f}"] * 3 + [f"{good.score:.4f}"]
     assert "test_bot.py::test_good" in lines[-1] and "ok" in lines[-1]
-    assert "answer relevancy: 3 check(s), 2 below threshold, 0 not measured" in out
+    assert "answer relevancy: 4 check(s), 3 below threshold, 0 not measured" in out
 
 
 @pytest.mark.parametrize("batch", ["module", "off"])
