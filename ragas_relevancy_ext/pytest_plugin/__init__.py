@@ -288,10 +288,10 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Write any held reports (a session stopped inside a batch)."""
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Score and write held reports of a session stopped inside a batch (not after Ctrl-C)."""
     state = _state(session.config)
-    if state is not None and state.held:
+    if state is not None and state.held and exitstatus != pytest.ExitCode.INTERRUPTED:
         state.flush()
 
 
