@@ -83,21 +83,22 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "judge",
-        "Judge as the ragas-relevancy command takes it: offline | openai:MODEL | gemini:MODEL "
-        "(default: offline; keys from the environment).",
+        "Judge, as 'ragas-relevancy score --judge' takes it, e.g. openai:gpt-4o-mini "
+        "(default: the command's, offline; keys from the environment).",
         "SPEC",
         setting="judge",
     ),
     Option(
         "embeddings",
-        "Embeddings: auto | hash | local | openai:MODEL | gemini:MODEL (default: auto, "
-        "local when the 'local' extra is installed, else hash).",
+        "Embeddings, as 'ragas-relevancy score --embeddings' takes them (default: the "
+        "command's, auto: local when the 'local' extra is installed, else hash).",
         "SPEC",
         setting="embeddings",
     ),
     Option(
         "base_url",
-        "Judge server URL, for any OpenAI-compatible server (also used for openai embeddings).",
+        "Judge server URL, for any OpenAI-compatible server (and for embeddings of the same "
+        "provider).",
         "URL",
         setting="base_url",
     ),
