@@ -66,18 +66,21 @@ class Check:
         return self.report.error or "the score is NaN"
 
     def message(self) -> str:
-        """The failure text: a headline, the probe table with the reason, the threshold."""
+        """The failure text: a headline, the probe table with the reason (or, not measured, the
+        cause and the inputs), the threshold."""
         threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
         if self.verdict == "not measured":
             head = (
                 f"{self.location}: answer relevancy NOT MEASURED (judge or embeddings failed; "
                 f"NaN is never a pass): {self.error()}"
             )
-        else:
-            score, least = fmt(self.score), fmt(self.min_score)
-            head = f"{self.location}: answer relevancy {score} is below {least}"
-        body = format_report(self.report) if self.report is not None else ""
-        return "\n".join(part for part in (head, body, threshold) if part)
+            asked = f"question: {clip(str(self.user_input), 160)}"
+            answered = f"response: {clip(str(self.response), 160)}"
+            return "\n".join((head, asked, answered, threshold))
+        score, least = fmt(self.score), fmt(self.min_score)
+        head = f"{self.location}: answer relevancy {score} is below {least}"
+        assert self.report is not None  # a scored check has its report
+        return "\n".join((head, format_report(self.report), threshold))
 
     def exception(self) -> Exception:
         """What a check made outside a batch raises when it does not pass."""
