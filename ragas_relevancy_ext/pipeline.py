@@ -192,7 +192,7 @@ async def score_sample(
             for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
         ],
         distinct_probes=len({normalise_question(q) for q in probes.questions}),
-        probe_diversity=mean_pairwise_cosine(probe_vectors),
+        probe_similarity=mean_pairwise_cosine(probe_vectors),
         **common,
     )
 

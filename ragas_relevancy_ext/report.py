@@ -3,14 +3,31 @@
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+import re
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-__all__ = ["DRIFT_GAP", "Probe", "RelevancyReport", "clip", "explain", "fmt", "format_report"]
+__all__ = [
+    "DRIFT_GAP",
+    "LOW_SCORE",
+    "Probe",
+    "RelevancyReport",
+    "clip",
+    "explain",
+    "fmt",
+    "format_report",
+    "neutralise_bidi",
+    "plural",
+    "pull_downs",
+]
 
 # A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
-# sentence uses it; the score never does.
+# sentence and the displays use it; the score never does.
 DRIFT_GAP = 0.15
+# Below this a score is "low" in the reason sentence and the displays (colours, filters).
+LOW_SCORE = 0.5
+# A probe question quoted in a reason sentence is cut to this many characters.
+QUOTE_WIDTH = 80
 
 
 @dataclass(frozen=True)
@@ -24,7 +41,11 @@ class Probe:
 
 @dataclass
 class RelevancyReport:
-    """Everything behind one score: inputs, probes, judge calls and a one-line reason."""
+    """Everything behind one score: inputs, probes, judge calls and a one-line reason.
+
+    ``probe_similarity`` is the mean cosine between pairs of probes: 1.0 when the judge wrote
+    the same question N times, lower when the probes differ (None under two probes).
+    """
 
     user_input: str
     response: str
@@ -36,7 +57,7 @@ class RelevancyReport:
     judge_calls: int = 0
     duplicates_dropped: int = 0
     distinct_probes: int = 0
-    probe_diversity: float | None = None
+    probe_similarity: float | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     reason: str = ""
@@ -49,14 +70,20 @@ class RelevancyReport:
         """A JSON-serialisable dict (NaN becomes None)."""
         data = asdict(self)
         data["score"] = _finite_or_none(self.score)
-        data["probe_diversity"] = _finite_or_none(self.probe_diversity)
+        data["probe_similarity"] = _finite_or_none(self.probe_similarity)
         data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RelevancyReport:
-        """Rebuild a report written by :meth:`to_dict`."""
-        values = dict(data)
+        """Rebuild a report written by :meth:`to_dict`; keys it does not know are left out.
+
+        Files written before the rename carry the same figure as ``probe_diversity``.
+        """
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        if "probe_similarity" not in data and "probe_diversity" in data:
+            values["probe_similarity"] = data["probe_diversity"]
         values["probes"] = [
             Probe(p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]))
             for p in data.get("probes", [])
@@ -78,67 +105,188 @@ def _nan_if_none(value: float | None) -> float:
     return math.nan if value is None else float(value)
 
 
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """``"1 probe"``, ``"3 probes"``: the count and the word in the right number."""
+    return f"{count} {word if count == 1 else many or word + 's'}"
+
+
+def pull_downs(report: RelevancyReport) -> list[tuple[Probe, float]]:
+    """The drifted probes that lower the score, lowest first, each with how much it lowers it.
+
+    A probe drifted when its cosine sits more than :data:`DRIFT_GAP` below the closest probe's;
+    it lowers the score when it is also below the mean. Its pull is the mean of the other
+    probes' cosines minus the mean of all (leave one out).
+    Empty under two probes, when every probe is noncommittal, or when a cosine is not finite.
+    """
+    cosines = [p.cosine for p in report.probes]
+    if len(cosines) < 2 or report.all_noncommittal or not all(map(math.isfinite, cosines)):
+        return []
+    best, total, n = max(cosines), sum(cosines), len(cosines)
+    low = min(best - DRIFT_GAP, total / n)  # below the mean too, or leaving it out lowers the score
+    drifted = sorted((p for p in report.probes if p.cosine < low), key=_by_cosine)
+    return [(p, (total - p.cosine) / (n - 1) - total / n) for p in drifted]
+
+
+def _by_cosine(probe: Probe) -> float:
+    return probe.cosine
+
+
 def explain(report: RelevancyReport) -> str:
-    """One or two sentences on why the score is what it is."""
+    """Why the score is what it is, for someone who has never read the metric's paper.
+
+    Says what the number is, which probes pulled it down and by how much, whether the judge
+    repeated itself, and what to look at next.
+    """
     if report.error:
         return f"Not scored: {report.error}"
-    if not report.probes:
-        return (
-            "Not scored: the judge wrote no usable probe question "
-            f"({report.judge_calls} judge call(s)), so there was nothing to compare."
-        )
     n = len(report.probes)
-    if report.all_noncommittal:
-        return (
-            f"Score 0: all {n} probe(s) were flagged noncommittal, so the response "
-            "is treated as evading the question whatever the cosines."
-        )
-    best = max(p.cosine for p in report.probes)
-    drifted = [p for p in report.probes if p.cosine < best - DRIFT_GAP]
-    text = f"Score {report.score:.4f} is the mean cosine of {n} probe(s) with the question"
-    if drifted:
-        listed = "; ".join(f'"{p.question}" ({p.cosine:.2f})' for p in drifted[:3])
-        text += f"; {len(drifted)} drifted from it: {listed}."
+    finite = math.isfinite(report.score)
+    if not finite:
+        lead = "Not scored"
+    elif report.score == 0:
+        lead = "Score 0"
     else:
-        text += f"; all probes sit within {DRIFT_GAP} of the closest ({best:.2f})."
+        lead = f"Score {report.score:.2f}"
+    if n == 0:
+        return (
+            f"{lead}: the judge wrote no usable probe question in "
+            f"{plural(report.judge_calls, 'call')}, so there was nothing to compare with the "
+            "question. Next: read the judge's replies in the notes; a judge that cannot follow "
+            "the probe prompt may do better with another one."
+        )
+    if report.all_noncommittal:
+        which = {1: "its only probe question", 2: "both probe questions"}.get(
+            n, f"all {n} probe questions"
+        )
+        return (
+            f"Score 0: the judge flagged {which} as noncommittal, which means the answer dodges "
+            'the question ("I don\'t know", "it depends"), and that rule sets the score to 0 '
+            "whatever the similarities. Next: read the answer and check whether it answers."
+        )
+    if not finite or not all(math.isfinite(p.cosine) for p in report.probes):
+        return (
+            f"{lead}: a similarity came out as {report.score}, not a number, so the score means "
+            "nothing. Next: check the embeddings' vectors for this row (infinite, tiny or "
+            "wrong-sized values)."
+        )
+    sentences = [_what_the_score_is(report)]
+    pulls = pull_downs(report)
+    if pulls:
+        sentences.append(_pulled_down(pulls))
+    elif n > 1:
+        best = max(p.cosine for p in report.probes)
+        every = "Both probes are" if n == 2 else f"All {n} probes are"
+        sentences.append(
+            f"{every} within {DRIFT_GAP} of the closest one ({best:.2f}), so no single probe "
+            "pulled the score down."
+        )
+    sentences.extend(_repeats(report))
+    sentences.extend(_next_step(report, pulls))
+    return " ".join(sentences)
+
+
+def _what_the_score_is(report: RelevancyReport) -> str:
+    n = len(report.probes)
+    if n == 1:
+        quoted = clip(report.probes[0].question, QUOTE_WIDTH)
+        return (
+            f"Score {report.score:.2f} is the similarity (1 = same meaning) between the question "
+            f'and the one question the judge wrote from the answer: "{quoted}".'
+        )
+    return (
+        f"Score {report.score:.2f} is the average similarity (1 = same meaning) between the "
+        f"question and {n} questions the judge wrote from the answer (the probes)."
+    )
+
+
+def _pulled_down(pulls: list[tuple[Probe, float]]) -> str:
+    if len(pulls) == 1:
+        probe, pull = pulls[0]
+        return (
+            f'The probe "{clip(probe.question, QUOTE_WIDTH)}" (similarity {probe.cosine:.2f}) '
+            f"pulled it down by {pull:.2f}."
+        )
+    first, second = (
+        f'"{clip(p.question, QUOTE_WIDTH)}" ({p.cosine:.2f}) by {pull:.2f}' for p, pull in pulls[:2]
+    )
+    if len(pulls) == 2:
+        return f"Two probes pulled it down: {first} and {second}."
+    more = plural(len(pulls) - 2, "more")
+    return f"{len(pulls)} probes pulled it down: {first}, {second} and {more}."
+
+
+def _repeats(report: RelevancyReport) -> list[str]:
+    n = len(report.probes)
     if report.duplicates_dropped:
-        text += (
-            f" The judge repeated itself {report.duplicates_dropped} time(s); "
-            f"{report.distinct_probes} distinct probe(s) were kept."
-        )
-    elif report.distinct_probes < n:
-        text += (
-            f" Only {report.distinct_probes} of the {n} probes are distinct: the judge "
-            "repeated itself, so strictness bought less evidence."
-        )
-    elif n < report.strictness:
-        text += f" Only {n} of {report.strictness} probes were usable."
-    return text
+        dropped = report.duplicates_dropped
+        return [
+            f"The judge repeated itself: {plural(dropped, 'duplicate')} "
+            f"{'was' if dropped == 1 else 'were'} dropped, leaving "
+            f"{plural(report.distinct_probes, 'distinct probe')}."
+        ]
+    if report.distinct_probes and report.distinct_probes < n:
+        verb = "is" if report.distinct_probes == 1 else "are"
+        return [
+            f"The judge repeated itself: only {report.distinct_probes} of the {n} probes {verb} "
+            "distinct, so the score rests on less evidence than it seems."
+        ]
+    if n < report.strictness:
+        verb = "was" if n == 1 else "were"
+        return [
+            f"Only {n} of the {report.strictness} probes asked for {verb} usable; "
+            "the notes say why."
+        ]
+    return []
+
+
+def _next_step(report: RelevancyReport, pulls: list[tuple[Probe, float]]) -> list[str]:
+    if pulls:
+        return [
+            "Next: read the part of the answer behind the lowest probe; it may answer something "
+            "the user did not ask."
+        ]
+    if report.score < LOW_SCORE:
+        return [
+            "Next: every probe is far from the question, so the answer may address another "
+            "question; read the two side by side."
+        ]
+    if len(report.probes) == 1 and report.strictness == 1:
+        return ["A higher strictness (more probes) gives a steadier score."]
+    return []
 
 
 def format_report(report: RelevancyReport) -> str:
     """A plain-text table: one line per probe, then the score and the reason."""
     lines = [
-        f"question: {report.user_input}",
+        f"question: {clip(report.user_input, 300)}",
         f"response: {clip(report.response, 160)}",
         f"{'cosine':>8}  {'nc':>2}  probe",
     ]
     for probe in report.probes:
-        lines.append(f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {probe.question}")
-    diversity = "-" if report.probe_diversity is None else f"{report.probe_diversity:.3f}"
+        lines.append(f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {clip(probe.question, 300)}")
+    similarity = fmt(report.probe_similarity, 3) if report.probe_similarity is not None else "-"
     lines.append(
-        f"score {report.score:.4f} | prompt {report.probe_prompt} | judge calls "
+        f"score {fmt(report.score)} | prompt {report.probe_prompt} | judge calls "
         f"{report.judge_calls} | distinct {report.distinct_probes}/{report.strictness} | "
-        f"diversity {diversity}"
+        f"probe similarity {similarity}"
     )
     lines.extend(f"note: {note}" for note in report.notes)
     lines.append(f"reason: {report.reason}")
     return "\n".join(lines)
 
 
+_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+
+
+def neutralise_bidi(text: str) -> str:
+    """``text`` with Unicode bidi controls (U+202A-U+202E, U+2066-U+2069) shown as ``<U+202E>``,
+    so a response cannot reorder what a page or terminal shows around it."""
+    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
 def clip(text: str, width: int) -> str:
-    """``text`` on one line, cut to ``width`` characters with an ellipsis."""
-    flat = " ".join(text.split())
+    """``text`` on one line, bidi controls shown as codes, cut to ``width`` with an ellipsis."""
+    flat = " ".join(neutralise_bidi(text).split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

@@ -33,7 +33,8 @@ def all_noncommittal(noncommittal: Sequence[int]) -> bool:
 
 
 def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
-    """Mean cosine over all pairs of probe vectors (1.0 = all alike); None under two probes."""
+    """Mean cosine over all pairs of probe vectors (1.0 = all alike: `probe_similarity`); None
+    under two probes."""
     matrix = np.asarray(vectors, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] < 2:
         return None

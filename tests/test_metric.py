@@ -115,8 +115,10 @@ def test_score_returns_a_metric_result_with_a_report():
     assert report.score == result.value
     assert (report.user_input, report.strictness, report.probe_prompt) == (QUESTION, 3, "stock")
     assert report.judge_calls == 3 and report.all_noncommittal is False
-    # the probe about cats drifted from the question, and the reason says so
-    assert '"Cats?"' in result.reason and "drifted" in result.reason
+    # the probe about cats pulled the score down, and the reason says so
+    assert (
+        'The probe "Cats?" (similarity ' in result.reason and "pulled it down by" in result.reason
+    )
 
 
 def test_report_to_dict_is_json_and_round_trips():

@@ -52,9 +52,9 @@ def test_diverse_is_the_default_and_makes_one_call_for_n_probes():
     assert judge.calls == report.judge_calls == 1
     assert [p.question for p in report.probes] == [P1, P2, P3]
     assert (report.distinct_probes, report.duplicates_dropped) == (3, 0)
-    # question and probes embedded once each; diversity comes from those same vectors
+    # question and probes embedded once each; probe similarity comes from those same vectors
     assert embeddings.batches == [[Q], [P1, P2, P3]]
-    assert report.probe_diversity is not None and -1.0 <= report.probe_diversity <= 1.0
+    assert report.probe_similarity is not None and -1.0 <= report.probe_similarity <= 1.0
     assert prompt_input(judge.prompts[0]) == {"response": A, "n": 3}
 
 
@@ -69,7 +69,7 @@ def test_diverse_duplicates_are_dropped_and_the_missing_asked_again():
     assert report.duplicates_dropped == 2 and report.judge_calls == 2
     second = prompt_input(judge.prompts[1])
     assert second == {"response": A, "n": 2, "avoid": [P1]}
-    assert "repeated itself 2 time(s)" in result.reason
+    assert "repeated itself: 2 duplicates were dropped, leaving 3 distinct probes" in result.reason
 
 
 def test_at_most_two_extra_calls_then_scores_what_it_has():
@@ -182,7 +182,7 @@ def test_stock_mode_keeps_duplicates_and_never_asks_again():
     assert judge.calls == 3
     assert [p.question for p in result.report.probes] == [P1, P1]
     assert result.report.distinct_probes == 1 and result.report.duplicates_dropped == 0
-    assert "Only 1 of the 2 probes are distinct" in result.reason
+    assert "only 1 of the 2 probes is distinct" in result.reason
     assert result.report.notes[0].startswith("call 3: reply did not parse")
 
 
