@@ -10,8 +10,12 @@ The judge goes through Gemini's OpenAI-compatible endpoint, as ``--judge gemini:
 
 from __future__ import annotations
 
+import math
 import os
 import sys
+from typing import Any
+
+from ragas_relevancy_ext.cli.errors import exit_code  # the command line's rule; no RAGAS
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
@@ -29,7 +33,33 @@ def api_key() -> str:
     return key
 
 
-def main() -> None:
+SAMPLES = [
+    {
+        "user_input": "How do I authenticate requests to the REST API?",
+        "response": "Every request needs an API key in the Authorization header as "
+        "'Bearer <key>'. Create keys under Settings > API keys.",
+    },
+    {
+        "user_input": "What does error code E42 mean on the dishwasher?",
+        "response": "I'm unable to find that in the documentation, sorry.",
+    },
+]
+
+
+def score_and_print(metric: Any, samples: list[dict[str, str]]) -> int:
+    """Print every sample's report; the exit code as ``ragas-relevancy`` gives it: 0 all scored,
+    1 none, 3 some NaN (the reason says why)."""
+    results = metric.batch_score(samples)
+    for result in results:
+        print(result.report)
+        print()
+    scored = sum(1 for r in results if math.isfinite(r.value))
+    if scored < len(results):
+        print(f"{len(results) - scored} of {len(results)} samples not scored", file=sys.stderr)
+    return exit_code(scored, len(results))
+
+
+def main() -> int:
     """Score two samples with Gemini and print every probe."""
     key = api_key()
     from google import genai
@@ -44,23 +74,8 @@ def main() -> None:
         client=AsyncOpenAI(base_url=GEMINI_OPENAI_BASE_URL, api_key=key),
     )
     embeddings = gemini_embeddings(EMBEDDING_MODEL, client=genai.Client(api_key=key))
-    metric = AnswerRelevancy(llm=judge, embeddings=embeddings, strictness=3)
-
-    samples = [
-        {
-            "user_input": "How do I authenticate requests to the REST API?",
-            "response": "Every request needs an API key in the Authorization header as "
-            "'Bearer <key>'. Create keys under Settings > API keys.",
-        },
-        {
-            "user_input": "What does error code E42 mean on the dishwasher?",
-            "response": "I'm unable to find that in the documentation, sorry.",
-        },
-    ]
-    for result in metric.batch_score(samples):
-        print(result.report)
-        print()
+    return score_and_print(AnswerRelevancy(llm=judge, embeddings=embeddings, strictness=3), SAMPLES)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -9,7 +9,11 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["call", "is_sync_client", "run_sync"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "run_sync"]
+
+# Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
+# line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
+DEFAULT_MAX_CONCURRENCY = 16
 
 
 def is_sync_client(obj: Any) -> bool:

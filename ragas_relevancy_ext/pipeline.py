@@ -12,6 +12,7 @@ import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .aio import DEFAULT_MAX_CONCURRENCY
 from .embeddings import embed_question_and_probes
 from .probe_modes import (
     ProbeMode,
@@ -45,9 +46,6 @@ __all__ = [
     "failed_report",
     "score_sample",
 ]
-
-# Judge and embedding calls in flight at once, per scoring call.
-DEFAULT_MAX_CONCURRENCY = 16
 
 
 def check_inputs(user_input: Any, response: Any) -> None:

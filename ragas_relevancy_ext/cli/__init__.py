@@ -2,8 +2,9 @@
 
 One module per command (:mod:`.score`, :mod:`.compare`, :mod:`.calibrate`); the options they
 share are declared once in :mod:`.options`. Only typer and the standard library load before a
-command runs, so ``ragas-relevancy --help`` answers at once. Exit codes: 0 done, 1 a check failed
-(compare beyond ``--tol``, nothing scored), 2 bad input or settings (:class:`.errors.UsageError`).
+command runs, so ``ragas-relevancy --help`` answers at once. Exit codes (one rule, in
+:mod:`.errors`): 0 every row scored, 1 none scored or a check failed, 2 bad input or settings,
+3 some rows skipped or NaN.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
@@ -21,8 +22,9 @@ from .calibrate import calibrate
 from .compare import compare
 from .errors import UsageError
 from .score import score
+from .show import show
 
-__all__ = ["COMMANDS", "app", "handled", "main"]
+__all__ = ["COMMANDS", "app", "handled", "main", "version_line"]
 
 app = typer.Typer(
     name="ragas-relevancy",
@@ -33,10 +35,43 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-COMMANDS: tuple[Callable[..., int], ...] = (score, compare, calibrate)
+COMMANDS: tuple[Callable[..., int], ...] = (score, show, compare, calibrate)
+
+
+def version_line() -> str:
+    """``ragas-relevancy-ext 0.1.0 (ragas 0.4.3, Python 3.11.2)``, read without importing RAGAS."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+
+    try:
+        ragas = version("ragas")
+    except PackageNotFoundError:
+        ragas = "not installed"
+    python = ".".join(map(str, sys.version_info[:3]))
+    return f"ragas-relevancy-ext {__version__} (ragas {ragas}, Python {python})"
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        print(version_line())
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Answer relevancy (RAGAS) with every probe shown. Runs offline by default."""
 
 
 @contextlib.contextmanager

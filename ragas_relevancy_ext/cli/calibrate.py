@@ -14,8 +14,10 @@ import typer
 from rich.text import Text
 
 from .datafile import DataFile, read_file
+from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
+    is_offline,
     make_console,
     print_agreement,
     print_bad_rows,
@@ -34,18 +36,28 @@ FEW_PAIRS = 20
 def calibrate(
     file: FileArg,
     ratings: Annotated[
-        str, typer.Option(help="Column with human relevance ratings (any numeric scale).")
+        str,
+        typer.Option(
+            metavar="COLUMN", help="Column with human relevance ratings (any numeric scale)."
+        ),
     ],
     map_: MapOpt = None,
     settings: Settings = DEFAULT_SETTINGS,
     repeats: Annotated[
         int,
-        typer.Option(min=1, help="Score each sample K times (cache off) and report the spread."),
+        typer.Option(
+            min=1, metavar="K", help="Score each sample K times (cache off) and report the spread."
+        ),
     ] = 1,
-    resamples: Annotated[int, typer.Option(min=100, help="Bootstrap resamples.")] = 2000,
-    seed: Annotated[int, typer.Option(help="Bootstrap seed.")] = 20240611,
+    resamples: Annotated[
+        int, typer.Option(min=100, metavar="N", help="Bootstrap resamples.")
+    ] = 2000,
+    seed: Annotated[int, typer.Option(metavar="N", help="Bootstrap seed.")] = 20240611,
 ) -> int:
-    """Pearson and Spearman correlation of scores with human ratings, with 95% intervals."""
+    """Agreement of scores with human ratings.
+
+    Pearson and Spearman correlation with 95% bootstrap intervals. Exit codes as score's.
+    """
     return run_calibrate(
         read_file(file, map_, numeric=ratings),
         settings,
@@ -65,7 +77,7 @@ def run_calibrate(
     resamples: int = 2000,
     seed: int = 20240611,
 ) -> int:
-    """Score, correlate with ``ratings`` and print; the exit code (1 when nothing scored)."""
+    """Score, correlate with ``ratings`` and print; the exit code as :func:`.errors.exit_code`."""
     from .stats import agreement, repeat_spread
 
     console = make_console()
@@ -96,10 +108,10 @@ def run_calibrate(
             Text(f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide", style="yellow")
         )
     if repeats > 1:
-        print_spread(
-            console, [r.number for r in data.rows], [r.user_input for r in data.rows], spread
-        )
+        numbers = [r.number for r in data.rows]
+        questions = [r.user_input for r in data.rows]
+        print_spread(console, numbers, questions, spread, deterministic=is_offline(setup))
     if setup.cache_line():
         console.print(setup.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
-    return 1 if result.n == 0 else 0
+    return exit_code(result.n, len(data.rows) + len(data.bad))

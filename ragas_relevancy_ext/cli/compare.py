@@ -12,6 +12,7 @@ from rich.text import Text
 
 from ..redaction import redact
 from .datafile import DataFile, Row, read_file
+from .errors import EXIT_FAILED, exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
     compare_table,
@@ -31,12 +32,16 @@ def compare(
     map_: MapOpt = None,
     settings: Settings = DEFAULT_SETTINGS,
     tol: Annotated[
-        float, typer.Option(min=0.0, help="Largest |stock - ours| that still counts as equal.")
+        float,
+        typer.Option(
+            min=0.0, metavar="X", help="Largest |stock - ours| that still counts as equal."
+        ),
     ] = 1e-9,
 ) -> int:
-    """Stock AnswerRelevancy and ours (stock mode) on the same judge replies, side by side.
+    """Stock RAGAS and ours on the same judge replies.
 
-    Exits 1 when any score differs by more than --tol or the prompts differ.
+    Stock AnswerRelevancy and ours (stock mode), side by side. Exits 1 when any score differs by
+    more than --tol or the prompts differ; otherwise as score does.
     """
     return run_compare(read_file(file, map_), settings, tol=tol)
 
@@ -89,7 +94,8 @@ async def compare_rows(setup: Setup, rows: list[Row]) -> list[Comparison]:
 
 
 def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
-    """Compare every row and print the table; exit code 1 when any row breaks parity."""
+    """Compare every row and print the table; exit code 1 when any row breaks parity, else as
+    :func:`.errors.exit_code` says."""
     console = make_console()
     setup = prepare(settings)
     print_header(console, run_fields(data, setup, tolerance=f"{tol:g}"))
@@ -123,4 +129,7 @@ def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
     if setup.cache_line():
         console.print(setup.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
-    return 1 if failing else 0
+    if failing:
+        return EXIT_FAILED
+    scored = sum(1 for c in results if c.error is None and math.isfinite(c.ours))
+    return exit_code(scored, len(data.rows) + len(data.bad))

@@ -32,7 +32,8 @@ ProbePrompt = Enum("ProbePrompt", {name: name for name in MODES}, type=str)  # t
 ProbePrompt.__doc__ = "How probe questions are asked for."
 
 FileArg = Annotated[
-    Path, typer.Argument(help="JSONL, CSV or JSON rows with user_input and response.")
+    Path,
+    typer.Argument(metavar="FILE", help="JSONL, CSV or JSON rows with user_input and response."),
 ]
 MapOpt = Annotated[
     list[str] | None,
@@ -46,15 +47,22 @@ MapOpt = Annotated[
 
 # One option per Settings field, in the order --help shows them.
 SETTING_OPTIONS: dict[str, Any] = {
-    "judge": Annotated[str, typer.Option(help=f"{choices(JUDGES)} (keys from the environment).")],
+    "judge": Annotated[
+        str,
+        typer.Option(metavar="SPEC", help=f"{choices(JUDGES)} (keys from the environment)."),
+    ],
     "base_url": Annotated[
         str | None,
         typer.Option(
-            help="Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama)."
+            metavar="URL",
+            help="Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama).",
         ),
     ],
     "max_retries": Annotated[
-        int, typer.Option(min=0, help="Judge (and openai embeddings) client retries per call.")
+        int,
+        typer.Option(
+            min=0, metavar="N", help="Judge (and openai embeddings) client retries per call."
+        ),
     ],
     "timeout": Annotated[
         float | None,
@@ -67,13 +75,17 @@ SETTING_OPTIONS: dict[str, Any] = {
     "embeddings": Annotated[
         str,
         typer.Option(
+            metavar="SPEC",
             help=f"{choices(EMBEDDINGS)}. auto: local when the 'local' extra is installed, "
-            "else hash."
+            "else hash.",
         ),
     ],
     "embeddings_base_url": Annotated[
         str | None,
-        typer.Option(help="Embeddings server URL (default: --base-url when the provider matches)."),
+        typer.Option(
+            metavar="URL",
+            help="Embeddings server URL (default: --base-url when the provider matches).",
+        ),
     ],
     "one_text_per_call": Annotated[
         bool,
@@ -82,16 +94,25 @@ SETTING_OPTIONS: dict[str, Any] = {
             help="Send one text per embeddings call (providers that merge a list).",
         ),
     ],
-    "strictness": Annotated[int, typer.Option(min=1, help="Probes per sample.")],
+    "strictness": Annotated[int, typer.Option(min=1, metavar="N", help="Probes per sample.")],
     "probe_prompt": Annotated[
         ProbePrompt,
         typer.Option(
+            metavar="MODE",
             help="How probes are asked for: "
             + "; ".join(f"{mode.name}: {mode.help}" for mode in MODES.values())
-            + "."
+            + ".",
         ),
     ],
-    "concurrency": Annotated[int, typer.Option(min=1, help="Judge and embedding calls in flight.")],
+    "concurrency": Annotated[
+        int,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Judge and embedding calls in flight (the same default as the API's "
+            "max_concurrency).",
+        ),
+    ],
     "cache": Annotated[
         Path | None,
         typer.Option(metavar="DIR", help="Keep judge replies in DIR; a re-run reuses them."),

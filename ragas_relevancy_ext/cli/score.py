@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from .datafile import DataFile, read_file
+from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
     make_console,
     print_bad_rows,
+    print_caution,
     print_header,
     print_summary,
     progress_bar,
@@ -36,13 +38,18 @@ def score(
     settings: Settings = DEFAULT_SETTINGS,
     out: Annotated[
         Path | None,
-        typer.Option(help="Write one JSON line per sample as it finishes; re-runs resume it."),
+        typer.Option(
+            metavar="PATH", help="Write one JSON line per sample as it finishes; re-runs resume it."
+        ),
     ] = None,
     outputs: dict[str, Path] | None = None,
     probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
 ) -> int:
-    """Score every row and show each probe, a summary and the lowest scores."""
+    """Score every row; show each probe, a summary and the lowest.
+
+    Exit codes: 0 every row scored, 1 none, 2 bad input or settings, 3 some rows skipped or NaN.
+    """
     return run_score(
         read_file(file, map_), settings, out=out, outputs=outputs, probes=probes, progress=progress
     )
@@ -57,7 +64,7 @@ def run_score(
     probes: bool = True,
     progress: bool = True,
 ) -> int:
-    """Score ``data``'s rows and print the results; the exit code (1 when nothing scored)."""
+    """Score ``data``'s rows and print the results; the exit code as :func:`.errors.exit_code`."""
     from .output import FORMATS
     from .stats import summarise
 
@@ -102,6 +109,7 @@ def run_score(
     causes = {n: _not_scored_cause(r) for n, r in pairs}
     summary = summarise([(n, r.score, r.user_input) for n, r in pairs], causes=causes)
     print_summary(console, summary)
+    print_caution(console, run_fields(data, setup))
     if setup.cache_line():
         console.print(setup.cache_line())
     if out is not None:
@@ -113,8 +121,7 @@ def run_score(
     if pairs and summary.scored == 0:
         first = next(r.reason for _, r in pairs)
         make_console(stderr=True).print(f"no sample could be scored; first: {first}")
-        return 1
-    return 0
+    return exit_code(summary.scored, len(data.rows) + len(data.bad))
 
 
 def _warn_if_settings_differ(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..aio import DEFAULT_MAX_CONCURRENCY
 from ..report import RelevancyReport
 from .datafile import Row
 from .providers import Built, build_embeddings, build_judge
@@ -30,7 +31,7 @@ class Settings:
     one_text_per_call: bool = False
     strictness: int = 3
     probe_prompt: str = "diverse"
-    concurrency: int = 8
+    concurrency: int = DEFAULT_MAX_CONCURRENCY
     cache: Path | None = None
 
 

@@ -195,11 +195,19 @@ class Summary:
     nans: int
     lowest: list[Low] = field(default_factory=list)
     nan_causes: dict[str, int] = field(default_factory=dict)
+    tied: int = 0  # rows not listed in ``lowest`` whose score equals its last one
 
     def nans_text(self) -> str:
         """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""
         causes = ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
         return f"{self.nans} ({causes})" if causes else str(self.nans)
+
+    def lowest_title(self) -> str:
+        """``"lowest 5"``, or ``"lowest 5 (2 more tied at 0.0000 not shown)"``."""
+        title = f"lowest {len(self.lowest)}"
+        if self.tied:
+            title += f" ({self.tied} more tied at {self.lowest[-1].score:.4f} not shown)"
+        return title
 
 
 def summarise(
@@ -212,7 +220,10 @@ def summarise(
     finite = [(n, s, q) for n, s, q in items if s is not None and math.isfinite(s)]
     not_scored = [n for n, s, _ in items if s is None or not math.isfinite(s)]
     scores = [s for _, s, _ in finite]
-    ranked = sorted(finite, key=lambda item: (item[1], item[0]))[:lowest]
+    ranked = sorted(finite, key=lambda item: (item[1], item[0]))
+    cut = ranked[lowest - 1][1] if 0 < lowest <= len(ranked) else None
+    tied = sum(1 for _, s, _ in ranked[lowest:] if s == cut)
+    ranked = ranked[:lowest]
     return Summary(
         n=len(items),
         scored=len(scores),
@@ -224,4 +235,5 @@ def summarise(
         nan_causes=dict(
             Counter((causes or {}).get(n, "unknown") for n in not_scored).most_common()
         ),
+        tied=tied,
     )

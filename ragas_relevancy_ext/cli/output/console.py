@@ -7,11 +7,12 @@ in a response print as they are.
 from __future__ import annotations
 
 import contextlib
+import io
 import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
@@ -28,14 +29,40 @@ PIPED_WIDTH = 120
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A console on stdout (or stderr) that reads no markup, 120 columns wide when piped."""
+    """A console on stdout (or stderr) that reads no markup; piped, 120 columns wide at most,
+    with no trailing spaces on any line."""
     stream = sys.stderr if stderr else sys.stdout
     console = Console(file=stream, highlight=False, markup=False, soft_wrap=True)
-    if not console.is_terminal and "COLUMNS" not in os.environ:
+    if not console.is_terminal:
+        width = None if "COLUMNS" in os.environ else PIPED_WIDTH
         console = Console(
-            file=stream, highlight=False, markup=False, soft_wrap=True, width=PIPED_WIDTH
+            file=TrimmedLines(stream), highlight=False, markup=False, soft_wrap=True, width=width
         )
     return console
+
+
+class TrimmedLines(io.TextIOBase):
+    """Writes through to ``stream`` with the spaces at the end of every line cut off, so piped
+    tables are not padded out to the console's width."""
+
+    def __init__(self, stream: IO[str]):
+        self._stream = stream
+        self._pending = ""
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        head, newline, self._pending = (self._pending + text).rpartition("\n")
+        if newline:
+            self._stream.write("\n".join(line.rstrip(" ") for line in head.split("\n")) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        if self._pending:
+            self._stream.write(self._pending)
+            self._pending = ""
+        self._stream.flush()
 
 
 def print_header(console: Console, fields: Mapping[str, str]) -> None:
@@ -47,19 +74,43 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
 
 
 def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
-    """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``)."""
+    """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
+    ``caution`` when the scores do not measure the answers (the offline judge)."""
     settings = setup.settings
-    return {
+    fields = {
         "file": f"{data.path} ({len(data.rows)} row(s), {len(data.bad)} bad)",
         "judge": setup.judge_label,
         "embeddings": setup.embeddings.label,
         "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}",
         **extra,
     }
+    if is_offline(setup):
+        fields["caution"] = OFFLINE_CAUTION
+    return fields
 
 
-def scores_table(items: Sequence[tuple[int, RelevancyReport]], probes: bool = True) -> Table:
-    """One line per sample (row, score, question), its response and probes beneath it."""
+OFFLINE_CAUTION = (
+    "the offline judge makes each probe from the answer's first sentence, so these scores show "
+    "how the metric works, not how good the answers are; use --judge openai:MODEL for real scores"
+)
+
+
+def is_offline(setup: Any) -> bool:
+    """True when the judge is the offline stand-in (scores show mechanics, not quality)."""
+    return setup.judge.spec.provider == "offline"
+
+
+def print_caution(console: Console, fields: Mapping[str, str]) -> None:
+    """The run's caution (see :func:`run_fields`), if any, on one highlighted line."""
+    if "caution" in fields:
+        console.print(Text(f"caution: {fields['caution']}", style="bold yellow"))
+
+
+def scores_table(
+    items: Sequence[tuple[int, RelevancyReport]], probes: bool = True, reasons: bool = False
+) -> Table:
+    """One line per sample (row, score, question), its response and probes beneath it; the
+    reason beneath every sample when ``reasons``, else only beneath those not scored or 0."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim", no_wrap=True)
     table.add_column("score", justify="right", no_wrap=True)
@@ -86,6 +137,8 @@ def scores_table(items: Sequence[tuple[int, RelevancyReport]], probes: bool = Tr
                 table.add_row("", "", "", Text(f"note: {note}", style="yellow"))
         if report.error or not report.probes or report.all_noncommittal:
             table.add_row("", "", "", Text(report.reason, style="red"))
+        elif reasons:
+            table.add_row("", "", "", Text(report.reason, style="italic"))
         table.add_section()
     return table
 
@@ -106,7 +159,7 @@ def print_summary(console: Console, summary: Summary) -> None:
         )
     )
     if summary.lowest:
-        console.print(Text(f"lowest {len(summary.lowest)}:", style="dim"))
+        console.print(Text(f"{summary.lowest_title()}:", style="dim"))
         for low in summary.lowest:
             console.print(
                 Text(f"  row {low.number:>4}  {fmt(low.score)}  {clip(low.user_input, 90)}")
@@ -189,9 +242,14 @@ def print_agreement(console: Console, agreement: Agreement, ratings: str) -> Non
 
 
 def print_spread(
-    console: Console, numbers: Sequence[int], questions: Sequence[str], spread: Spread
+    console: Console,
+    numbers: Sequence[int],
+    questions: Sequence[str],
+    spread: Spread,
+    deterministic: bool = False,
 ) -> None:
-    """Per-sample mean and standard deviation over repeats, largest first, then the mean."""
+    """Per-sample mean and standard deviation over repeats, largest first, then the mean; says
+    why when every deviation is 0 (``deterministic``: the judge is the offline one)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim")
     table.add_column("mean", justify="right")
@@ -215,3 +273,11 @@ def print_spread(
             style="bold",
         )
     )
+    finite = [d for d in spread.deviations if math.isfinite(d)]
+    if finite and all(d == 0.0 for d in finite):
+        why = (
+            "the offline judge is deterministic: it writes the same probes every time"
+            if deterministic
+            else "the judge wrote the same probes every time (a temperature of 0, or a cache?)"
+        )
+        console.print(Text(f"std is 0 for every sample because {why}", style="yellow"))

@@ -1,0 +1,187 @@
+"""What a person reads after a run: ``show`` on a saved report, exit codes, ties, piped text."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragas_relevancy_ext.cli import app
+from ragas_relevancy_ext.cli.errors import exit_code
+from ragas_relevancy_ext.cli.output.console import TrimmedLines
+from ragas_relevancy_ext.cli.stats import summarise
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE = ["--embeddings", "hash"]
+
+
+def invoke(*args: str | Path):
+    return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def rows(n: int) -> list[dict[str, str]]:
+    return [
+        {
+            "user_input": f"Where is order A{i}?",
+            "response": f"Order A{i} shipped on {i} March. It arrives in two days.",
+        }
+        for i in range(1, n + 1)
+    ]
+
+
+def write_jsonl(path: Path, items: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in items), encoding="utf-8")
+    return path
+
+
+class FailsOnRefunds(PretendJudge):
+    """The offline judge, except that it fails on answers about refunds."""
+
+    async def agenerate(self, prompt, response_model):
+        if "Refunds take" in str(prompt):
+            raise ConnectionError("judge unreachable")
+        return await super().agenerate(prompt, response_model)
+
+
+@pytest.fixture
+def saved(tmp_path) -> Path:
+    """A report of four rows from ``score --out``: one scores 0, one is NaN."""
+    data = rows(2) + [
+        {"user_input": "Can I get a refund?", "response": "Refunds take 5 days."},
+        {"user_input": "Is it waterproof?", "response": "I don't know, it depends."},
+    ]
+    path = write_jsonl(tmp_path / "rows.jsonl", data)
+    out = tmp_path / "report.jsonl"
+    from ragas_relevancy_ext.cli import setup as runner
+    from ragas_relevancy_ext.cli.providers import Built, Spec
+
+    patch = pytest.MonkeyPatch()
+    patch.setattr(
+        runner, "build_judge", lambda *a, **k: Built(FailsOnRefunds(), "offline", Spec("offline"))
+    )
+    try:
+        result = invoke("score", path, *OFFLINE, "--out", out)
+    finally:
+        patch.undo()
+    assert result.exit_code == 3, result.output  # some rows NaN: exit 3, not 0
+    return out
+
+
+def test_show_prints_the_saved_table_and_summary(saved):
+    result = invoke("show", saved)
+    assert result.exit_code == 3  # as the run's: one row not scored
+    out = result.stdout
+    assert f"report: {saved} (4 row(s))" in out and "judge: offline" in out
+    assert "showing: all 4 row(s)" in out
+    assert "Where is order A1?" in out and "Order A1 shipped on 1 March?" in out
+    assert "4 sample(s), 3 scored" in out and "NaN: 1" in out
+    assert "Not scored: ConnectionError: judge unreachable" in out
+
+
+def test_show_one_row_with_its_reason(saved):
+    result = invoke("show", saved, "--row", "2")
+    assert result.exit_code == 3
+    words = " ".join(result.stdout.split())
+    assert "showing: row 2" in words and "Where is order A2?" in words
+    assert "Where is order A1?" not in words
+    assert "Score 1.00 is the average similarity (1 = same meaning)" in words
+    missing = invoke("show", saved, "--row", "9")
+    assert missing.exit_code == 2 and "no row 9 (rows 1-4)" in missing.stderr
+
+
+def test_show_worst_lists_nan_first_then_lowest(saved):
+    result = invoke("show", saved, "--worst", "2")
+    out = result.stdout
+    assert "showing: the 2 lowest of 4 row(s), NaN first" in out
+    assert out.index("Can I get a refund?") < out.index("Is it waterproof?")
+    assert "Where is order A1?" not in out.split("sample(s)")[0]
+    assert "Score 0: the judge flagged all 3 probe questions as noncommittal" in " ".join(
+        out.split()
+    )
+
+
+def test_show_rejects_a_file_that_is_not_a_report(tmp_path):
+    path = tmp_path / "notes.jsonl"
+    path.write_text('{"row": 1, "user_input": "Q?", "score": 0.5}\nhello\n', encoding="utf-8")
+    result = invoke("show", path)
+    assert result.exit_code == 2 and "line 2 is not a report line" in result.stderr
+    assert invoke("show", tmp_path / "none.jsonl").exit_code == 2
+
+
+def test_show_never_imports_ragas(saved):
+    command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "show", saved]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert done.returncode == 3, done.stderr
+    assert "4 sample(s), 3 scored" in done.stdout
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert sorted(m for m in imported if m.split(".")[0] in {"ragas", "openai", "torch"}) == []
+
+
+# -- one exit-code rule ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scored", "total", "code"), [(4, 4, 0), (0, 4, 1), (0, 0, 1), (3, 4, 3), (1, 4, 3)]
+)
+def test_exit_code_rule(scored, total, code):
+    assert exit_code(scored, total) == code
+
+
+def test_gemini_example_follows_the_same_rule(capsys):
+    from ragas_relevancy_ext import AnswerRelevancy
+
+    example = runpy.run_path(str(ROOT / "examples" / "gemini_adapter.py"))
+    run = example["score_and_print"]
+    samples = example["SAMPLES"]
+
+    def metric(judge):
+        return AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), strictness=2)
+
+    class Down(PretendJudge):
+        async def agenerate(self, prompt, response_model):
+            raise ConnectionError("judge unreachable")
+
+    class DownOnE42(PretendJudge):
+        async def agenerate(self, prompt, response_model):
+            if "unable to find" in str(prompt):
+                raise ConnectionError("judge unreachable")
+            return await super().agenerate(prompt, response_model)
+
+    assert run(metric(PretendJudge()), samples) == 0
+    assert run(metric(Down()), samples) == 1  # every sample failed: not 0
+    assert run(metric(DownOnE42()), samples) == 3
+    assert "1 of 2 samples not scored" in capsys.readouterr().err
+
+
+# -- the lowest rows and their ties ------------------------------------------------------------
+
+
+def test_lowest_says_how_many_more_are_tied():
+    items = [(n, 0.0 if n <= 7 else n / 10, f"q{n}") for n in range(1, 10)]
+    summary = summarise(items)
+    assert [low.number for low in summary.lowest] == [1, 2, 3, 4, 5]
+    assert summary.tied == 2
+    assert summary.lowest_title() == "lowest 5 (2 more tied at 0.0000 not shown)"
+    plain = summarise([(n, n / 10, "q") for n in range(1, 9)])
+    assert plain.tied == 0 and plain.lowest_title() == "lowest 5"
+    assert summarise([(1, math.nan, "q")]).lowest_title() == "lowest 0"
+
+
+def test_piped_lines_carry_no_trailing_spaces():
+    sink = io.StringIO()
+    stream = TrimmedLines(sink)
+    stream.write("a   \nb  ")
+    stream.write("c   \n")
+    stream.write("tail")
+    stream.flush()
+    assert sink.getvalue() == "a\nb  c\ntail"  # only the ends of lines
