@@ -93,7 +93,9 @@ def test_show_one_row_with_its_reason(saved):
     words = " ".join(result.stdout.split())
     assert "showing: row 2" in words and "Where is order A2?" in words
     assert "Where is order A1?" not in words
-    assert "Score 1.00 is the average similarity (1 = same meaning)" in words
+    records = [json.loads(line) for line in saved.read_text(encoding="utf-8").splitlines()]
+    score = next(r["score"] for r in records if r["row"] == 2)
+    assert f"Score {score:.2f} is the average similarity (1 = same meaning) between" in words
     missing = invoke("show", saved, "--row", "9")
     assert missing.exit_code == 2 and "no row 9 (rows 1-4)" in missing.stderr
 
