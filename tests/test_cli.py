@@ -208,7 +208,7 @@ def test_html_report_keeps_hostile_text_inert(tmp_path):
     page = page_path.read_text(encoding="utf-8")
     assert "<script" not in page and "<img" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
-    assert "<svg" in page and page.count('class="card"') == 3
+    assert "<svg" in page and page.count('<article class="card') == 3
 
 
 def test_cache_makes_a_rerun_ask_the_judge_nothing(tmp_path):

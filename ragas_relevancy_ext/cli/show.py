@@ -17,7 +17,14 @@ import typer
 
 from ..report import RelevancyReport
 from .errors import UsageError, exit_code
-from .output.console import make_console, print_header, print_summary, scores_table
+from .output.console import (
+    OFFLINE_CAUTION,
+    make_console,
+    print_caution,
+    print_header,
+    print_summary,
+    scores_table,
+)
 
 __all__ = ["read_saved", "show", "worst_first"]
 
@@ -46,7 +53,7 @@ def show(
     ] = None,
     probes: Annotated[bool, typer.Option(help="Show each row's probes.")] = True,
     html: Annotated[
-        Path | None, typer.Option(metavar="PATH", help="Also write the HTML page for these rows.")
+        Path | None, typer.Option(metavar="PATH", help="Also write an HTML page of the rows shown.")
     ] = None,
 ) -> int:
     """Print a saved report again, without scoring.
@@ -67,15 +74,18 @@ def show(
     elif worst is not None:
         chosen = worst_first(items)[:worst]
     console = make_console()
-    print_header(console, {**meta, "showing": _showing(row, worst, len(chosen), len(items))})
+    fields = {k: v for k, v in meta.items() if k != "caution"}
+    print_header(console, {**fields, "showing": _showing(row, worst, len(chosen), len(items))})
     console.print(scores_table(chosen, probes=probes, reasons=row is not None or worst is not None))
     summary = summarise([(n, r.score, r.user_input) for n, r in items])
     if row is None:
         print_summary(console, summary)
+    print_caution(console, meta)
     if html is not None:
         from .output import FORMATS
 
-        FORMATS["html"].writer()(html, items, summary, meta)
+        shown = summarise([(n, r.score, r.user_input) for n, r in chosen])
+        FORMATS["html"].writer()(html, chosen, shown, meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)
 
@@ -145,4 +155,6 @@ def _meta(path: Path, records: list[dict[str, Any]]) -> dict[str, str]:
         seen = sorted({str(r[field]) for r in records if r.get(field)})
         if seen:
             meta[field] = seen[0] if len(seen) == 1 else "mixed: " + "; ".join(seen)
+    if any(str(r.get("judge", "")).startswith("offline") for r in records):
+        meta["caution"] = OFFLINE_CAUTION
     return meta

@@ -1,7 +1,13 @@
-"""One self-contained HTML page for a run: summary, score histogram and a card per sample.
+"""One self-contained HTML page for a run: what a person wants first, then every row.
 
-No network loads (inline CSS and SVG, no scripts, no fonts). Every text that comes from the data
-or the run goes through :func:`html.escape`, so a response holding ``<script>`` stays text.
+The page opens with the distribution of scores and the worst rows (each with the probe that
+pulled it down), then a card per row that can be sorted by score and filtered to NaN, 0,
+noncommittal or low rows. Sorting and filtering are CSS only (radio buttons and flex ``order``),
+so the page holds no script, loads nothing (no fonts, no images) and works offline.
+
+Every text from the data or the run is escaped, and its bidi controls are shown as codes.
+Long texts show their first :data:`CLIP` characters; the rest, up to :data:`FULL_CAP`, sits in a
+collapsed ``<details>``, so a 1 MB response makes a page of a few tens of KB.
 """
 
 from __future__ import annotations
@@ -12,38 +18,80 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...report import DRIFT_GAP, RelevancyReport, clip, fmt
+from ...report import LOW_SCORE, RelevancyReport, clip, fmt, neutralise_bidi, pull_downs
 
 if TYPE_CHECKING:
     from ..stats import Summary
 
-__all__ = ["histogram_svg", "render_html", "write"]
+__all__ = ["CLIP", "FULL_CAP", "WORST", "histogram_svg", "long_text", "render_html", "write"]
 
 BINS = 10
+CLIP = 500  # characters of a long text shown at once
+FULL_CAP = 5_000  # characters of a long text behind "show the full text"
+WORST = 10  # rows in the "worst rows" table
+TITLE = "Answer relevancy report"
+
+# (id, label, CSS selector of the cards it keeps) for each filter button
+FILTERS = (
+    ("all", "all", ""),
+    ("nan", "NaN", ".nan"),
+    ("zero", "0", ".zero"),
+    ("nc", "noncommittal", ".nc"),
+    ("low", f"below {LOW_SCORE}", ".low"),
+)
+SORTS = (("row", "row order"), ("up", "score, lowest first"), ("down", "score, highest first"))
 
 CSS = """
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2rem auto;
-max-width:60rem;padding:0 1rem;color:#1d232a;background:#fafafa}
-h1{font-size:1.4rem}h2{font-size:1.1rem;margin-top:2rem}
-table{border-collapse:collapse}td,th{padding:.2rem .6rem;text-align:left;vertical-align:top}
-.meta td:first-child,.sum td:first-child{color:#5b6570}
-.card{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.8rem 1rem;
+*{box-sizing:border-box}
+body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
+max-width:64rem;padding:1rem;color:#1d232a;background:#f6f7f9}
+h1{font-size:1.45rem;margin:.4rem 0}h2{font-size:1.1rem;margin:1.8rem 0 .6rem}
+a{color:#1a5fd0}
+.caution{background:#fff4d6;border:1px solid #e8c66a;border-radius:6px;padding:.6rem .8rem;
 margin:.8rem 0}
-.card h3{margin:0 0 .4rem;font-size:1rem;display:flex;gap:.6rem;align-items:baseline}
+.stats{display:flex;flex-wrap:wrap;gap:.5rem;margin:.8rem 0;padding:0;list-style:none}
+.stats li{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.35rem .7rem}
+.stats b{display:block;font-size:1.15rem;font-variant-numeric:tabular-nums}
+.stats span{color:#5b6570;font-size:.8rem}
+.panel{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.8rem 1rem}
+.hist{width:100%;max-width:40rem;height:auto;display:block}
+svg text{font:11px system-ui,sans-serif;fill:#5b6570;paint-order:stroke;stroke:#fff;
+stroke-width:3px}
+table{border-collapse:collapse;width:100%}
+td,th{padding:.3rem .5rem;text-align:left;vertical-align:top}
+th{font-weight:600;color:#5b6570;font-size:.85rem;border-bottom:1px solid #dde1e5}
+.worst td{border-top:1px solid #f0f1f3}
+.num{font-variant-numeric:tabular-nums;text-align:right;white-space:nowrap}
+.muted,.note{color:#5b6570;font-size:.85rem}
 .score{font-variant-numeric:tabular-nums;padding:.05rem .45rem;border-radius:4px;
-background:#e6f4ea}
-.score.low{background:#fdecea}.score.mid{background:#fff4d6}.score.nan{background:#eee}
-.q{font-weight:600}.text{white-space:pre-wrap;color:#333;margin:.2rem 0 .5rem}
-.reason{color:#5b6570;font-style:italic}
-.probes{width:100%}.probes td{border-top:1px solid #f0f1f3}
-.probes th:nth-child(2){width:12rem}.probes th:nth-child(3){width:4rem}
-.num{font-variant-numeric:tabular-nums;text-align:right}
-.bar{width:10rem;height:.7rem;background:#eef0f2;border-radius:3px;overflow:hidden}
+background:#e6f4ea;white-space:nowrap}
+.score.low{background:#fdecea}.score.mid{background:#fff4d6}.score.nan{background:#e9ebee}
+.vh{position:absolute;opacity:0;width:1px;height:1px;overflow:hidden}
+.controls{display:flex;flex-wrap:wrap;gap:.3rem .8rem;align-items:center;margin:.4rem 0 .8rem}
+.controls div{display:flex;flex-wrap:wrap;gap:.3rem;align-items:center}
+.controls label{border:1px solid #c9ced4;border-radius:999px;padding:.1rem .65rem;
+cursor:pointer;background:#fff;font-size:.85rem}
+.cards{display:flex;flex-direction:column;gap:.7rem}
+.card{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.7rem .9rem;
+overflow-wrap:anywhere}
+.card h3{margin:0 0 .35rem;font-size:1rem;display:flex;flex-wrap:wrap;gap:.5rem;
+align-items:baseline}
+.q{font-weight:600}.probe{display:inline}.text{white-space:pre-wrap;color:#333;margin:.2rem 0 .5rem}
+details summary{cursor:pointer;color:#1a5fd0;font-size:.85rem}
+.full{white-space:pre-wrap;background:#f6f7f9;border-radius:4px;padding:.4rem;margin-top:.3rem;
+max-height:24rem;overflow:auto}
+.reason{color:#3d4650;background:#f6f7f9;border-left:3px solid #c9ced4;padding:.35rem .6rem;
+margin:.5rem 0 0}
+.probes td{border-top:1px solid #f0f1f3}
+.bar{width:8rem;height:.6rem;background:#eef0f2;border-radius:3px;overflow:hidden;margin-top:.45rem}
 .bar span{display:block;height:100%;background:#4c8bf5}
 .flag{font-size:.75rem;padding:0 .35rem;border-radius:3px;margin-left:.3rem;
-background:#fdecea;color:#8a1c12}
-.note{font-size:.85rem;color:#8a5a00}
-svg text{font:11px system-ui,sans-serif;fill:#5b6570}
+background:#fdecea;color:#8a1c12;white-space:nowrap}
+.flag.pull{background:#f3e8fd;color:#5b1a8a}
+th{white-space:nowrap}.why-m{display:none}
+@media (max-width:600px){body{padding:.6rem;font-size:14px}.bar{display:none}
+.worst .why{display:none}.why-m{display:block;color:#5b1a8a;font-size:.85rem}
+.stats li{padding:.25rem .5rem}}
 """
 
 
@@ -52,7 +100,7 @@ def write(
     items: Sequence[tuple[int, RelevancyReport]],
     summary: Summary,
     meta: Mapping[str, str],
-    title: str = "Answer relevancy report",
+    title: str = TITLE,
 ) -> None:
     """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made)."""
     path = Path(path)
@@ -64,92 +112,279 @@ def render_html(
     items: Sequence[tuple[int, RelevancyReport]],
     summary: Summary,
     meta: Mapping[str, str],
-    title: str = "Answer relevancy report",
+    title: str = TITLE,
 ) -> str:
     """The page as a string."""
+    caution = meta.get("caution")
+    details = {k: v for k, v in meta.items() if k != "caution"}
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{escape(title)}</title><style>{CSS}</style></head><body>",
-        f"<h1>{escape(title)}</h1>",
-        _meta_table(meta),
-        "<h2>Summary</h2>",
-        _summary_table(summary),
-        "<h2>Scores</h2>",
-        histogram_svg([r.score for _, r in items]),
-        f"<h2>Samples ({len(items)})</h2>",
-        *(_card(number, report) for number, report in items),
-        "</body></html>",
+        f"<title>{_text(title)}</title><style>{CSS}{_control_css()}</style></head><body>",
+        f"<h1>{_text(title)}</h1>",
+        f'<p class="caution"><b>Caution:</b> {_text(caution)}</p>' if caution else "",
+        _stats(items, summary),
+        "<h2>Distribution</h2>",
+        f'<div class="panel">{histogram_svg([r.score for _, r in items])}</div>',
+        _worst_table(items),
+        f"<details><summary>What this run used</summary>{_meta_table(details)}</details>",
+        f"<h2>All rows ({len(items)})</h2>",
+        _controls(items),
+        '<div class="cards">',
+        *(
+            _card(number, report, ranks)
+            for (number, report), ranks in zip(items, _ranks(items), strict=True)
+        ),
+        "</div></body></html>",
     ]
-    return "\n".join(parts) + "\n"
+    return "\n".join(p for p in parts if p) + "\n"
 
 
-def _meta_table(meta: Mapping[str, str]) -> str:
-    rows = "".join(
-        f"<tr><td>{escape(k)}</td><td>{escape(str(v))}</td></tr>" for k, v in meta.items()
+def _text(value: object) -> str:
+    """Data as inert text: bidi controls shown as codes, then HTML-escaped."""
+    return escape(neutralise_bidi(str(value)))
+
+
+def long_text(text: str, css_class: str = "text") -> str:
+    """``text`` clipped to :data:`CLIP` characters, the rest (up to :data:`FULL_CAP`) collapsed."""
+    shown = neutralise_bidi(text)
+    if len(shown) <= CLIP:
+        return f'<div class="{css_class}">{escape(shown)}</div>'
+    if len(shown) > FULL_CAP:
+        label = f"show more (first {FULL_CAP:,} of {len(shown):,} characters)"
+    else:
+        label = f"show the full text ({len(shown):,} characters)"
+    return (
+        f'<div class="{css_class}">{escape(shown[:CLIP])}…<details><summary>{label}</summary>'
+        f'<div class="full">{escape(shown[:FULL_CAP])}</div></details></div>'
     )
-    return f'<table class="meta">{rows}</table>'
 
 
-def _summary_table(summary: Summary) -> str:
-    rows = [
-        ("samples", str(summary.n)),
-        ("scored", str(summary.scored)),
-        ("mean", fmt(summary.mean)),
-        ("median", fmt(summary.median)),
-        ("score 0", str(summary.zeros)),
-        ("NaN (not scored)", summary.nans_text()),
+def _kinds(report: RelevancyReport) -> list[str]:
+    """The filter classes a row belongs to: nan, zero, nc, low."""
+    kinds = []
+    if not _finite(report.score):
+        kinds.append("nan")
+    else:
+        if report.score == 0:
+            kinds.append("zero")
+        if report.score < LOW_SCORE:
+            kinds.append("low")
+    if any(p.noncommittal for p in report.probes):
+        kinds.append("nc")
+    return kinds
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> str:
+    nc = sum(1 for _, r in items if "nc" in _kinds(r))
+    low = sum(1 for _, r in items if "low" in _kinds(r))
+    figures = [
+        (str(summary.n), "rows"),
+        (str(summary.scored), "scored"),
+        (fmt(summary.mean), "mean"),
+        (fmt(summary.median), "median"),
+        (str(low), f"below {LOW_SCORE}"),
+        (str(summary.zeros), "score 0"),
+        (str(summary.nans), "NaN (not scored)"),
+        (str(nc), "with noncommittal probes"),
     ]
-    body = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in rows)
-    lows = "".join(
-        f"<tr><td>#{low.number}</td><td class=num>{fmt(low.score)}</td>"
-        f"<td>{escape(clip(low.user_input, 100))}</td></tr>"
-        for low in summary.lowest
-    )
-    lowest = f"<h2>Lowest {len(summary.lowest)}</h2><table>{lows}</table>" if lows else ""
-    return f'<table class="sum">{body}</table>{lowest}'
+    cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
+    return f'<ul class="stats">{cells}</ul>'
 
 
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
-    """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1] (NaN counted apart)."""
-    finite = [s for s in scores if s is not None and math.isfinite(s)]
+    """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1], then a NaN bar."""
+    finite = [s for s in scores if _finite(s)]
     counts = [0] * bins
     for score in finite:
         counts[min(bins - 1, max(0, int(score * bins)))] += 1
     nans = len(scores) - len(finite)
-    width, height, pad, bar = 420, 150, 24, 36
-    top = max(counts, default=0) or 1
+    bar, pad, height, headroom = 36, 24, 170, 34
+    width = pad * 2 + (bins + 1) * bar + 12
+    top = max([*counts, nans, 1])
     shapes = []
-    for i, count in enumerate(counts):
-        h = (height - 2 * pad) * count / top
-        x = pad + i * bar
+
+    def column(x: float, count: int, colour: str, title: str) -> None:
+        h = (height - pad - headroom) * count / top
         y = height - pad - h
         shapes.append(
-            f'<rect x="{x + 2}" y="{y:.1f}" width="{bar - 4}" height="{h:.1f}" fill="#4c8bf5">'
-            f"<title>{i / bins:.1f}-{(i + 1) / bins:.1f}: {count}</title></rect>"
+            f'<rect x="{x + 2}" y="{y:.1f}" width="{bar - 4}" height="{h:.1f}" fill="{colour}">'
+            f"<title>{title}: {count}</title></rect>"
         )
         if count:
             shapes.append(
                 f'<text x="{x + bar / 2}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
             )
+
+    for i, count in enumerate(counts):
+        low = i / bins
+        colour = "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
+        column(pad + i * bar, count, colour, f"{low:.1f}-{(i + 1) / bins:.1f}")
+    nan_x = pad + bins * bar + 12
+    column(nan_x, nans, "#9aa3ab", "not scored (NaN)")
     for i in range(0, bins + 1, 2):
         x = pad + i * bar
         shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{i / bins:.1f}</text>')
     shapes.append(
+        f'<text x="{nan_x + bar / 2}" y="{height - 6}" text-anchor="middle">NaN</text>'
         f'<line x1="{pad}" y1="{height - pad}" x2="{pad + bins * bar}" y2="{height - pad}" '
         'stroke="#9aa3ab"/>'
     )
-    caption = f"{len(finite)} score(s); not scored (NaN): {nans}; scores below 0 count in 0.0-0.1"
+    if finite:
+        mean = sum(finite) / len(finite)
+        x = pad + min(1.0, max(0.0, mean)) * bins * bar
+        shapes.append(
+            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height - pad}" '
+            f'stroke="#1d232a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
+            f'<text x="{x:.1f}" y="10" text-anchor="middle">mean {mean:.2f}</text>'
+        )
+    caption = (
+        f"{len(finite)} score(s) in tenths of [0, 1] (scores below 0 count in 0.0-0.1); "
+        f"not scored (NaN): {nans}"
+    )
     return (
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-        f'role="img" aria-label="histogram of scores">{"".join(shapes)}</svg>'
-        f"<p class=note>{escape(caption)}</p>"
+        f'<svg class="hist" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" '
+        f'width="{width}" height="{height}" role="img" aria-label="histogram of scores">'
+        f'{"".join(shapes)}</svg><p class="note">{escape(caption)}</p>'
     )
 
 
-def _card(number: int, report: RelevancyReport) -> str:
-    score_class = _score_class(report.score)
+def worst_rows(
+    items: Sequence[tuple[int, RelevancyReport]], k: int = WORST
+) -> tuple[list[tuple[int, RelevancyReport]], int]:
+    """The ``k`` worst rows (NaN first, then lowest score) and how many more tie with the last."""
+    ranked = sorted(items, key=_worst_key)
+    shown = ranked[:k]
+    if not shown:
+        return [], 0
+    last = _worst_key(shown[-1])[:2]
+    return shown, sum(1 for item in ranked[k:] if _worst_key(item)[:2] == last)
+
+
+def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+    score = item[1].score
+    return (_finite(score), score if _finite(score) else 0.0, item[0])
+
+
+def _why_low(report: RelevancyReport) -> str:
+    """A short cell: what pulled this row down."""
+    if not _finite(report.score):
+        return "not scored: " + clip(report.error or report.reason, 90)
+    if report.all_noncommittal:
+        return "every probe flagged noncommittal"
+    if not report.probes:
+        return "no usable probe"
+    pulls = pull_downs(report)
+    if pulls:
+        probe, pull = pulls[0]
+        return f"“{clip(probe.question, 70)}” ({probe.cosine:.2f}) pulled it down by {pull:.2f}"
+    if report.score < LOW_SCORE:
+        return "every probe far from the question"
+    return "no probe stands out"
+
+
+def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
+    shown, tied = worst_rows(items)
+    if not shown:
+        return ""
+    rows = "".join(
+        f'<tr><td class="num"><a href="#row-{n}">#{n}</a></td>'
+        f'<td class="num"><span class="score {_score_class(r.score)}">{fmt(r.score)}</span></td>'
+        f'<td>{_text(clip(r.user_input, 110))}<div class="why-m">{_text(_why_low(r))}</div></td>'
+        f'<td class="why">{_text(_why_low(r))}</td></tr>'
+        for n, r in shown
+    )
+    more = (
+        f'<p class="note">{tied} more row(s) tied with the last one are not listed.</p>'
+        if tied
+        else ""
+    )
+    head = (
+        "<tr><th>row</th><th>score</th><th>question</th>"
+        '<th class="why">what pulled it down</th></tr>'
+    )
+    return (
+        f"<h2>Worst {'row' if len(shown) == 1 else f'{len(shown)} rows'}</h2>"
+        f'<div class="panel"><table class="worst">{head}{rows}</table>{more}</div>'
+    )
+
+
+def _meta_table(meta: Mapping[str, str]) -> str:
+    rows = "".join(f"<tr><th>{_text(k)}</th><td>{_text(v)}</td></tr>" for k, v in meta.items())
+    return f'<table class="meta">{rows}</table>'
+
+
+def _control_css() -> str:
+    """Checked sort radio -> card order; checked filter radio -> other cards hidden."""
+    rules = [
+        "#sort-up:checked~.cards .card{order:var(--up)}",
+        "#sort-down:checked~.cards .card{order:var(--down)}",
+    ]
+    for key, _, selector in FILTERS:
+        if selector:
+            rules.append(f"#show-{key}:checked~.cards .card:not({selector}){{display:none}}")
+    for key, _ in SORTS:
+        rules.append(f"#sort-{key}:checked~.controls label[for=sort-{key}]")
+    for key, _, _ in FILTERS:
+        rules.append(f"#show-{key}:checked~.controls label[for=show-{key}]")
+    selected = ",".join(r for r in rules if r.endswith("]"))
+    plain = "".join(r for r in rules if not r.endswith("]"))
+    focus = ",".join(
+        f"#{name}:focus-visible~.controls label[for={name}]"
+        for name in [f"sort-{k}" for k, _ in SORTS] + [f"show-{k}" for k, _, _ in FILTERS]
+    )
+    return (
+        f"{plain}{selected}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
+        f"{focus}{{outline:2px solid #4c8bf5}}"
+    )
+
+
+def _controls(items: Sequence[tuple[int, RelevancyReport]]) -> str:
+    counts = {key: 0 for key, _, _ in FILTERS}
+    counts["all"] = len(items)
+    for _, report in items:
+        for kind in _kinds(report):
+            counts[kind] += 1
+    radios = [
+        f'<input class="vh" type="radio" name="sort" id="sort-{key}"{" checked" if i == 0 else ""}>'
+        for i, (key, _) in enumerate(SORTS)
+    ] + [
+        f'<input class="vh" type="radio" name="show" id="show-{key}"{" checked" if i == 0 else ""}>'
+        for i, (key, _, _) in enumerate(FILTERS)
+    ]
+    sorts = "".join(f'<label for="sort-{key}">{escape(label)}</label>' for key, label in SORTS)
+    shows = "".join(
+        f'<label for="show-{key}">{escape(label)} ({counts[key]})</label>'
+        for key, label, _ in FILTERS
+    )
+    return "".join(radios) + (
+        f'<div class="controls"><div><span class="muted">sort</span>{sorts}</div>'
+        f'<div><span class="muted">show</span>{shows}</div></div>'
+    )
+
+
+def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]]:
+    """Each row's place (ascending, descending) by score; NaN rows first going up, last down."""
+    up_order = sorted(range(len(items)), key=lambda i: _worst_key(items[i]))
+    down_order = sorted(
+        range(len(items)),
+        key=lambda i: (
+            not _finite(items[i][1].score),
+            -items[i][1].score if _finite(items[i][1].score) else 0.0,
+            items[i][0],
+        ),
+    )
+    up = {index: place for place, index in enumerate(up_order)}
+    down = {index: place for place, index in enumerate(down_order)}
+    return [(up[i], down[i]) for i in range(len(items))]
+
+
+def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
     flags = []
     if report.error:
         flags.append("not scored")
@@ -157,17 +392,19 @@ def _card(number: int, report: RelevancyReport) -> str:
         flags.append("all noncommittal")
     if report.probes and report.distinct_probes < len(report.probes):
         flags.append("repeated probes")
-    flag_html = "".join(f"<span class=flag>{escape(f)}</span>" for f in flags)
+    flag_html = "".join(f'<span class="flag">{escape(f)}</span>' for f in flags)
+    classes = " ".join(["card", *_kinds(report)])
     parts = [
-        f'<div class="card" id="row-{number}">',
-        f'<h3><span>#{number}</span><span class="score {score_class}">{fmt(report.score)}</span>'
+        f'<article class="{classes}" id="row-{number}" style="--up:{ranks[0]};--down:{ranks[1]}">',
+        f'<h3><a href="#row-{number}">#{number}</a>'
+        f'<span class="score {_score_class(report.score)}">{fmt(report.score)}</span>'
         f"{flag_html}</h3>",
-        f"<div class=q>{escape(report.user_input)}</div>",
-        f"<div class=text>{escape(report.response)}</div>",
+        long_text(report.user_input, "q"),
+        long_text(report.response, "text"),
         _probe_table(report),
-        f"<p class=reason>{escape(report.reason)}</p>",
-        *(f"<div class=note>note: {escape(note)}</div>" for note in report.notes),
-        "</div>",
+        f'<p class="reason">{_text(clip(report.reason, 1_000))}</p>',
+        *(f'<div class="note">note: {_text(clip(note, 500))}</div>' for note in report.notes),
+        "</article>",
     ]
     return "\n".join(p for p in parts if p)
 
@@ -175,26 +412,29 @@ def _card(number: int, report: RelevancyReport) -> str:
 def _probe_table(report: RelevancyReport) -> str:
     if not report.probes:
         return ""
-    best = max(p.cosine for p in report.probes)
+    pulls = {id(probe): pull for probe, pull in pull_downs(report)}
     rows = []
     for probe in report.probes:
         flags = []
         if probe.noncommittal:
-            flags.append("noncommittal")
-        if probe.cosine < best - DRIFT_GAP:
-            flags.append("drifted")
-        width = max(0.0, min(1.0, probe.cosine)) * 100 if math.isfinite(probe.cosine) else 0.0
-        flag_html = "".join(f"<span class=flag>{escape(f)}</span>" for f in flags)
+            flags.append(("flag", "noncommittal"))
+        if id(probe) in pulls:
+            flags.append(("flag pull", f"pulled the score down by {pulls[id(probe)]:.2f}"))
+        width = max(0.0, min(1.0, probe.cosine)) * 100 if _finite(probe.cosine) else 0.0
+        flag_html = "".join(f'<span class="{c}">{escape(f)}</span>' for c, f in flags)
         rows.append(
-            f"<tr><td>{escape(probe.question)}{flag_html}</td>"
-            f'<td><div class=bar><span style="width:{width:.1f}%"></span></div></td>'
-            f"<td class=num>{fmt(probe.cosine)}</td></tr>"
+            f"<tr><td>{long_text(probe.question, 'probe')}{flag_html}</td>"
+            f'<td><div class="bar"><span style="width:{width:.1f}%"></span></div></td>'
+            f'<td class="num">{fmt(probe.cosine)}</td></tr>'
         )
-    head = "<tr><th>probe</th><th>cosine with question</th><th></th></tr>"
-    return f"<table class=probes>{head}{''.join(rows)}</table>"
+    head = (
+        "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
+        "<th>similarity</th></tr>"
+    )
+    return f'<table class="probes">{head}{"".join(rows)}</table>'
 
 
 def _score_class(score: float) -> str:
-    if score is None or not math.isfinite(score):
+    if not _finite(score):
         return "nan"
-    return "low" if score < 0.5 else "mid" if score < 0.75 else ""
+    return "low" if score < LOW_SCORE else "mid" if score < 0.75 else ""
