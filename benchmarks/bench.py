@@ -32,6 +32,7 @@ import multiprocessing
 import os
 import pstats
 import statistics
+import sys
 import time
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
@@ -41,7 +42,9 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+print("bench: loading RAGAS (10-30 s on a busy machine)...", file=sys.stderr, flush=True)
 
+from benchsteps import Steps  # noqa: E402  (benchmarks/benchsteps.py, beside this script)
 from openai import AsyncOpenAI  # noqa: E402
 from ragas.embeddings import OpenAIEmbeddings  # noqa: E402
 from ragas.llms import llm_factory  # noqa: E402
@@ -197,13 +200,55 @@ async def wall_cell(
     return statistics.mean(seconds), chat["requests"] / len(rows), chat["prompt_tokens"] / len(rows)
 
 
-def run_wall(server: RemoteServer, samples: int) -> list[WallRow]:
+WALL_LATENCIES = (0.05, 0.2)
+WALL_STRICTNESS = (3, 10)
+REQUEST_S = 0.02  # a loopback request's own cost (client and server), roughly
+CPU_SAMPLE_S = 0.003  # one stand-in sample through a metric, roughly
+
+
+def round_trips(variant: str, strictness: int) -> float:
+    """Judge round trips per sample, one after another: stock asks N times in turn."""
+    return strictness if variant == "stock" else 1.2
+
+
+def wall_estimates(samples: int) -> list[tuple[str, float]]:
+    return [
+        (
+            f"wall time, judge {latency * 1000:.0f} ms, N={strictness}, {variant}",
+            (samples + 1) * (round_trips(variant, strictness) * (latency + REQUEST_S) + REQUEST_S),
+        )
+        for latency in WALL_LATENCIES
+        for strictness in WALL_STRICTNESS
+        for variant in VARIANTS
+    ]
+
+
+def throughput_estimates(samples: int, concurrency: int, latency: float) -> list[tuple[str, float]]:
+    steps = []
+    paths = (("abatch_score", VARIANTS), ("ragas.evaluate", ("stock", "ours diverse")))
+    for path, variants in paths:
+        for variant in variants:
+            requests = samples * (3 if variant != "ours diverse" else 1.2) + 2 * samples
+            waiting = samples / concurrency * round_trips(variant, 3) * latency
+            steps.append((f"throughput, {path}, {variant}", max(waiting, requests * REQUEST_S)))
+    return steps
+
+
+def cpu_estimates(samples: int, repeats: int) -> list[tuple[str, float]]:
+    return [
+        (f"CPU time, {variant}", (samples * (2 * repeats) + 50) * CPU_SAMPLE_S)
+        for variant in VARIANTS
+    ]
+
+
+def run_wall(server: RemoteServer, samples: int, steps: Steps) -> list[WallRow]:
     rows = load_rows(samples + 1)
     results = []
-    for latency in (0.05, 0.2):
+    for latency in WALL_LATENCIES:
         server.judge_latency(latency)
-        for strictness in (3, 10):
+        for strictness in WALL_STRICTNESS:
             for variant in VARIANTS:
+                steps.start()
                 wall, requests, tokens = asyncio.run(
                     wall_cell(server, variant, rows[1:], strictness)
                 )
@@ -305,16 +350,18 @@ def evaluate_run(
 
 
 def run_throughput(
-    server: RemoteServer, samples: int, concurrency: int, latency: float
+    server: RemoteServer, samples: int, concurrency: int, latency: float, steps: Steps
 ) -> list[ThroughputRow]:
     rows = load_rows(samples)
     server.judge_latency(latency)
     results = []
     for variant in VARIANTS:
+        steps.start()
         seconds, nan = asyncio.run(batch_run(server, variant, rows, concurrency))
         chat = server.usage()["chat"]["requests"]
         results.append(ThroughputRow("abatch_score", variant, samples, seconds, chat, nan))
     for variant in ("stock", "ours diverse"):
+        steps.start()
         seconds, nan = evaluate_run(server, variant, rows, concurrency)
         chat = server.usage()["chat"]["requests"]
         results.append(ThroughputRow("ragas.evaluate", variant, samples, seconds, chat, nan))
@@ -423,10 +470,11 @@ def metric_loop(variant: str, rows: list[dict[str, str]]) -> Callable[[], Awaita
     return lambda: ours.abatch_score(rows)
 
 
-def run_cpu(samples: int, repeats: int) -> list[CpuRow]:
+def run_cpu(samples: int, repeats: int, steps: Steps) -> list[CpuRow]:
     rows = load_rows(samples)
     results = []
     for variant in VARIANTS:
+        steps.start()
         asyncio.run(metric_loop(variant, rows[:50])())  # warm-up
         metric_s = cpu_seconds(metric_loop(variant, rows), repeats)
         bare_s = cpu_seconds(stand_in_loop(variant, rows), repeats)
@@ -534,24 +582,34 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: under a minute")
     parser.add_argument("--profile", action="store_true", help="cProfile our metric's CPU time")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # tables as they come, even into a pipe
     if args.quick:
-        args.samples, args.throughput_samples, args.cpu_samples, args.repeats = 3, 160, 400, 1
+        args.samples, args.throughput_samples, args.cpu_samples, args.repeats = 2, 64, 200, 1
     for name in ("samples", "throughput_samples", "cpu_samples", "concurrency", "repeats"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
 
     started = time.perf_counter()
+    steps = Steps(
+        "bench",
+        wall_estimates(args.samples)
+        + throughput_estimates(args.throughput_samples, args.concurrency, args.latency)
+        + cpu_estimates(args.cpu_samples, args.repeats),
+    )
     with quiet_ragas(), RemoteServer() as server:
-        wall = run_wall(server, args.samples)
+        wall = run_wall(server, args.samples, steps)
         print_wall(wall, args.samples)
-        throughput = run_throughput(server, args.throughput_samples, args.concurrency, args.latency)
+        throughput = run_throughput(
+            server, args.throughput_samples, args.concurrency, args.latency, steps
+        )
         print_throughput(throughput, args.throughput_samples, args.concurrency, args.latency)
     with quiet_ragas():
-        cpu = run_cpu(args.cpu_samples, args.repeats)
+        cpu = run_cpu(args.cpu_samples, args.repeats, steps)
     print_cpu(cpu, args.cpu_samples, args.repeats)
     print_targets(wall, cpu)
     if args.profile:
         print_profile(args.cpu_samples)
+    steps.finish()
     print(f"\n(total {time.perf_counter() - started:.0f} s, {os.cpu_count()} CPU(s))")
 
 

@@ -4,7 +4,10 @@ Runs the shared fixtures one sample at a time with an offline judge that waits `
 seconds per call, and prints one table. Usage::
 
     python benchmarks/probe_modes.py                 # 20 fixtures, strictness 3 5 10, 0.2 s judge
+    python benchmarks/probe_modes.py --quick         # 5 fixtures, strictness 3 10, 0.05 s: < 60 s
     python benchmarks/probe_modes.py --samples 35 --strictness 3 --latency 0.05
+
+It says up front how long it should take and prints a line per step on stderr.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+print("probe_modes: loading RAGAS (10-30 s on a busy machine)...", file=sys.stderr, flush=True)
 
+from benchsteps import Steps  # noqa: E402  (benchmarks/benchsteps.py, beside this script)
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
@@ -56,13 +62,39 @@ async def measure(mode: str, cases: list[dict], strictness: int, latency: float)
     }
 
 
+# Judge round trips per sample, one after another: stock RAGAS and the sequential prompt ask N
+# times in turn; ours in stock mode asks N times at once; diverse asks once (rarely up to 3).
+ROUND_TRIPS = {"stock RAGAS": None, "ours stock": 1, "ours sequential": None, "ours diverse": 1.2}
+CPU_PER_SAMPLE = 0.01  # seconds of our own work per sample on these machines, roughly
+
+
+def estimate(mode: str, strictness: int, samples: int, latency: float) -> float:
+    """Rough seconds for one table row: samples x (round trips x latency + CPU)."""
+    trips = ROUND_TRIPS[mode] or strictness
+    return samples * (trips * latency + CPU_PER_SAMPLE * strictness)
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20, help="fixtures to run (from the top)")
     parser.add_argument("--strictness", type=int, nargs="+", default=[3, 5, 10])
     parser.add_argument("--latency", type=float, default=0.2, help="judge seconds per call")
+    parser.add_argument(
+        "--quick", action="store_true", help="5 fixtures, strictness 3 and 10, 0.05 s judge"
+    )
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # table rows as they come, even into a pipe
+    if args.quick:
+        args.samples, args.strictness, args.latency = 5, [3, 10], 0.05
     cases = json.loads(FIXTURES.read_text(encoding="utf-8"))[: args.samples]
+    steps = Steps(
+        "probe_modes",
+        [
+            (f"strictness {n}, {mode}", estimate(mode, n, len(cases), args.latency))
+            for n in args.strictness
+            for mode in MODES
+        ],
+    )
 
     print(
         f"{len(cases)} fixtures, one sample at a time, judge latency {args.latency:.2f} s/call, "
@@ -77,6 +109,7 @@ async def main() -> None:
     for strictness in args.strictness:
         base: dict | None = None
         for mode in MODES:
+            steps.start()
             row = await measure(mode, cases, strictness, args.latency)
             base = base or row
             print(
@@ -84,6 +117,7 @@ async def main() -> None:
                 f"{row['chars'] / base['chars']:>8.2f} {row['wall']:>14.3f} "
                 f"{row['wall'] / base['wall']:>8.2f}"
             )
+    steps.finish()
 
 
 if __name__ == "__main__":
