@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import re
 
+from test_writers import make_report  # one report maker for both files
+
 from ragas_relevancy_ext.cli.output.html import (
     CLIP,
     FULL_CAP,
@@ -19,22 +21,6 @@ from ragas_relevancy_ext.cli.stats import summarise
 from ragas_relevancy_ext.report import Probe, RelevancyReport
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
-
-
-def make_report(score: float = 0.8, **changes) -> RelevancyReport:
-    values = dict(
-        user_input="Where is order A17?",
-        response="It shipped on 3 March.",
-        score=score,
-        strictness=2,
-        probe_prompt="diverse",
-        all_noncommittal=False,
-        probes=[Probe("When did A17 ship?", 0, 0.9), Probe("What shipped?", 1, 0.6)],
-        judge_calls=1,
-        distinct_probes=2,
-    )
-    values.update(changes)
-    return RelevancyReport(**values)
 
 
 def page_for(*reports: RelevancyReport, meta: dict[str, str] | None = None) -> str:
