@@ -12,6 +12,7 @@ import ragas_relevancy_ext
 from ragas_relevancy_ext.probe_modes import MODE_NAMES, MODES
 
 PACKAGE = Path(ragas_relevancy_ext.__file__).parent
+ROOT = Path(__file__).resolve().parents[1]
 ROOMS = ("cli", "testing", "pytest_plugin")
 # doors, not rooms: `python -m ragas_relevancy_ext`, and the old name of the offline stand-ins
 DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.offline"}
@@ -111,3 +112,35 @@ def test_the_old_offline_module_is_the_testing_one():
 
     for name in testing_offline.__all__:
         assert getattr(offline, name) is getattr(testing_offline, name)
+
+
+CLOCKS = {"perf_counter", "monotonic", "time", "process_time"}
+
+
+def _reads_a_clock(node: ast.AST) -> bool:
+    return any(
+        isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Attribute)
+        and n.func.attr in CLOCKS
+        and isinstance(n.func.value, ast.Name)
+        and n.func.value.id == "time"
+        or isinstance(n, ast.Name)
+        and n.id in {"elapsed", "seconds", "took"}
+        for n in ast.walk(node)
+    )
+
+
+def test_no_test_puts_an_upper_bound_on_wall_time():
+    """On a loaded machine any run can be slow: a test may never assert that time stayed short."""
+    found = []
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Assert):
+                continue
+            for compare in (n for n in ast.walk(node.test) if isinstance(n, ast.Compare)):
+                sides = [compare.left, *compare.comparators]
+                upper = any(isinstance(op, (ast.Lt, ast.LtE)) for op in compare.ops)
+                lower = any(isinstance(op, (ast.Gt, ast.GtE)) for op in compare.ops)
+                if (upper and _reads_a_clock(sides[0])) or (lower and _reads_a_clock(sides[-1])):
+                    found.append(f"{path.name}:{node.lineno}")
+    assert found == []
