@@ -76,16 +76,18 @@ def estimate(mode: str, strictness: int, samples: int, latency: float) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=20, help="fixtures to run (from the top)")
-    parser.add_argument("--strictness", type=int, nargs="+", default=[3, 5, 10])
-    parser.add_argument("--latency", type=float, default=0.2, help="judge seconds per call")
+    parser.add_argument("--samples", type=int, help="fixtures to run (from the top); 20")
+    parser.add_argument("--strictness", type=int, nargs="+", help="probes per sample; 3 5 10")
+    parser.add_argument("--latency", type=float, help="judge seconds per call; 0.2")
     parser.add_argument(
         "--quick", action="store_true", help="5 fixtures, strictness 3 and 10, 0.05 s judge"
     )
     args = parser.parse_args()
     sys.stdout.reconfigure(line_buffering=True)  # table rows as they come, even into a pipe
-    if args.quick:
-        args.samples, args.strictness, args.latency = 5, [3, 10], 0.05
+    defaults = (5, [3, 10], 0.05) if args.quick else (20, [3, 5, 10], 0.2)
+    for name, default in zip(("samples", "strictness", "latency"), defaults, strict=True):
+        if getattr(args, name) is None:  # what is given explicitly wins over --quick
+            setattr(args, name, default)
     cases = json.loads(FIXTURES.read_text(encoding="utf-8"))[: args.samples]
     steps = Steps(
         "probe_modes",
