@@ -19,6 +19,7 @@ __all__ = [
     "neutralise_bidi",
     "plural",
     "pull_downs",
+    "weak_point",
 ]
 
 # A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
@@ -253,6 +254,23 @@ def _next_step(report: RelevancyReport, pulls: list[tuple[Probe, float]]) -> lis
     if len(report.probes) == 1 and report.strictness == 1:
         return ["A higher strictness (more probes) gives a steadier score."]
     return []
+
+
+def weak_point(report: RelevancyReport) -> str:
+    """A short phrase for lists of low rows: what pulled this score down."""
+    if not math.isfinite(report.score):
+        return "not scored: " + clip(report.error or report.reason, 90)
+    if report.all_noncommittal:
+        return "every probe flagged noncommittal"
+    if not report.probes:
+        return "no usable probe"
+    pulls = pull_downs(report)
+    if pulls:
+        probe, pull = pulls[0]
+        return f"“{clip(probe.question, 70)}” ({probe.cosine:.2f}) pulled it down by {pull:.2f}"
+    if report.score < LOW_SCORE:
+        return "every probe far from the question"
+    return "no probe stands out"
 
 
 def format_report(report: RelevancyReport) -> str:

@@ -14,6 +14,7 @@ from ragas_relevancy_ext.report import (
     neutralise_bidi,
     plural,
     pull_downs,
+    weak_point,
 )
 
 
@@ -231,3 +232,12 @@ def test_old_report_lines_still_load():
     data["probe_diversity"] = data.pop("probe_similarity") or 0.75
     data["row_written_by_a_newer_version"] = 1
     assert RelevancyReport.from_dict(data).probe_similarity == 0.75
+
+
+def test_weak_point_names_what_pulled_a_row_down():
+    assert weak_point(report(0.9, 0.3, 0.85)) == "“Probe 1?” (0.30) pulled it down by 0.19"
+    assert weak_point(report(0.5, 0.4, flags=[1, 1])) == "every probe flagged noncommittal"
+    assert weak_point(report(0.3, 0.35, 0.32)) == "every probe far from the question"
+    assert weak_point(report(0.9, 0.85, 0.8)) == "no probe stands out"
+    assert weak_point(report(judge_calls=2)) == "no usable probe"
+    assert weak_point(report(error="boom", score=math.nan)) == "not scored: boom"

@@ -85,6 +85,7 @@ def test_show_prints_the_saved_table_and_summary(saved):
     assert "Where is order A1?" in out and "Order A1 shipped on 1 March?" in out
     assert "4 sample(s), 3 scored" in out and "NaN: 1" in out
     assert "Not scored: ConnectionError: judge unreachable" in out
+    assert "row    4  0.0000  Is it waterproof?  (every probe flagged noncommittal)" in out
 
 
 def test_show_one_row_with_its_reason(saved):

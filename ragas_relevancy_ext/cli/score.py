@@ -108,7 +108,7 @@ def run_score(
     console.print(scores_table(pairs, probes=probes))
     causes = {n: _not_scored_cause(r) for n, r in pairs}
     summary = summarise([(n, r.score, r.user_input) for n, r in pairs], causes=causes)
-    print_summary(console, summary)
+    print_summary(console, summary, dict(pairs))
     print_caution(console, run_fields(data, setup))
     if setup.cache_line():
         console.print(setup.cache_line())

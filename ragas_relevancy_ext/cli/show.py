@@ -79,7 +79,7 @@ def show(
     console.print(scores_table(chosen, probes=probes, reasons=row is not None or worst is not None))
     summary = summarise([(n, r.score, r.user_input) for n, r in items])
     if row is None:
-        print_summary(console, summary)
+        print_summary(console, summary, dict(items))
     print_caution(console, meta)
     if html is not None:
         from .output import FORMATS

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ...report import DRIFT_GAP, RelevancyReport, clip, fmt
+from ...report import DRIFT_GAP, RelevancyReport, clip, fmt, weak_point
 
 if TYPE_CHECKING:
     from ..stats import Agreement, Spread, Summary
@@ -70,7 +70,7 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
     for name, value in fields.items():
         line = Text(f"{name}: ", style="dim")
         line.append(value)
-        console.print(line)
+        console.print(line, soft_wrap=not console.is_terminal)  # words kept whole on a terminal
 
 
 def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
@@ -103,7 +103,8 @@ def is_offline(setup: Any) -> bool:
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
     """The run's caution (see :func:`run_fields`), if any, on one highlighted line."""
     if "caution" in fields:
-        console.print(Text(f"caution: {fields['caution']}", style="bold yellow"))
+        line = Text(f"caution: {fields['caution']}", style="bold yellow")
+        console.print(line, soft_wrap=not console.is_terminal)
 
 
 def scores_table(
@@ -149,8 +150,11 @@ def _score_style(score: float) -> str:
     return "red" if score < 0.5 else "yellow" if score < 0.75 else "green"
 
 
-def print_summary(console: Console, summary: Summary) -> None:
-    """Mean, median, zeros, NaNs and the lowest scores."""
+def print_summary(
+    console: Console, summary: Summary, reports: Mapping[int, RelevancyReport] | None = None
+) -> None:
+    """Mean, median, zeros, NaNs and the lowest scores (with what pulled each down, given the
+    ``reports`` by row number)."""
     console.print(
         Text(
             f"{summary.n} sample(s), {summary.scored} scored | mean {fmt(summary.mean)} | "
@@ -161,9 +165,11 @@ def print_summary(console: Console, summary: Summary) -> None:
     if summary.lowest:
         console.print(Text(f"{summary.lowest_title()}:", style="dim"))
         for low in summary.lowest:
-            console.print(
-                Text(f"  row {low.number:>4}  {fmt(low.score)}  {clip(low.user_input, 90)}")
-            )
+            line = Text(f"  row {low.number:>4}  {fmt(low.score)}  {clip(low.user_input, 60)}")
+            report = (reports or {}).get(low.number)
+            if report is not None:
+                line.append(f"  ({weak_point(report)})", style="dim")
+            console.print(line)
 
 
 def print_bad_rows(console: Console, lines: Sequence[str], skipped: int) -> None:

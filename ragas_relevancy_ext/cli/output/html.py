@@ -18,7 +18,15 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...report import LOW_SCORE, RelevancyReport, clip, fmt, neutralise_bidi, pull_downs
+from ...report import (
+    LOW_SCORE,
+    RelevancyReport,
+    clip,
+    fmt,
+    neutralise_bidi,
+    pull_downs,
+    weak_point,
+)
 
 if TYPE_CHECKING:
     from ..stats import Summary
@@ -271,23 +279,6 @@ def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
     return (_finite(score), score if _finite(score) else 0.0, item[0])
 
 
-def _why_low(report: RelevancyReport) -> str:
-    """A short cell: what pulled this row down."""
-    if not _finite(report.score):
-        return "not scored: " + clip(report.error or report.reason, 90)
-    if report.all_noncommittal:
-        return "every probe flagged noncommittal"
-    if not report.probes:
-        return "no usable probe"
-    pulls = pull_downs(report)
-    if pulls:
-        probe, pull = pulls[0]
-        return f"“{clip(probe.question, 70)}” ({probe.cosine:.2f}) pulled it down by {pull:.2f}"
-    if report.score < LOW_SCORE:
-        return "every probe far from the question"
-    return "no probe stands out"
-
-
 def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
     shown, tied = worst_rows(items)
     if not shown:
@@ -295,8 +286,8 @@ def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
     rows = "".join(
         f'<tr><td class="num"><a href="#row-{n}">#{n}</a></td>'
         f'<td class="num"><span class="score {_score_class(r.score)}">{fmt(r.score)}</span></td>'
-        f'<td>{_text(clip(r.user_input, 110))}<div class="why-m">{_text(_why_low(r))}</div></td>'
-        f'<td class="why">{_text(_why_low(r))}</td></tr>'
+        f'<td>{_text(clip(r.user_input, 110))}<div class="why-m">{_text(weak_point(r))}</div></td>'
+        f'<td class="why">{_text(weak_point(r))}</td></tr>'
         for n, r in shown
     )
     more = (
