@@ -99,7 +99,8 @@ background:#fdecea;color:#8a1c12;white-space:nowrap}
 th{white-space:nowrap}.why-m{display:none}
 @media (max-width:600px){body{padding:.6rem;font-size:14px}.bar{display:none}
 .worst .why{display:none}.why-m{display:block;color:#5b1a8a;font-size:.85rem}
-.stats li{padding:.25rem .5rem}}
+.stats{display:grid;grid-template-columns:repeat(4,1fr);gap:.35rem}
+.stats li{padding:.25rem .45rem}.stats b{font-size:1rem}.stats span{font-size:.72rem}}
 """
 
 
@@ -198,8 +199,8 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
         (fmt(summary.median), "median"),
         (str(low), f"below {LOW_SCORE}"),
         (str(summary.zeros), "score 0"),
-        (str(summary.nans), "NaN (not scored)"),
-        (str(nc), "with noncommittal probes"),
+        (str(summary.nans), "NaN, not scored"),
+        (str(nc), "noncommittal"),
     ]
     cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
     return f'<ul class="stats">{cells}</ul>'
