@@ -254,8 +254,9 @@ def killed_and_resumed(tmp_path_factory) -> Iterator[dict[str, Any]]:
 def test_killed_command_line_leaves_whole_lines_and_resume_finishes(killed_and_resumed) -> None:
     run = killed_and_resumed
     assert 8 <= len(run["written"]) < N_ROWS
-    assert run["second"].exit_code == 0, run["second"].output
     assert sorted(run["final"]) == list(range(1, N_ROWS + 1))
+    some_nan = any(r["score"] is None for r in run["final"].values())
+    assert run["second"].exit_code == (3 if some_nan else 0), run["second"].output
 
 
 def test_resume_asks_the_judge_nothing_for_finished_rows(killed_and_resumed) -> None:

@@ -1,8 +1,9 @@
-"""The ``ragas-relevancy`` command: score a file, compare with stock RAGAS, calibrate.
+"""The ``ragas-relevancy`` command: score a file, show a saved report, compare with stock RAGAS,
+calibrate.
 
-One module per command (:mod:`.score`, :mod:`.compare`, :mod:`.calibrate`); the options they
-share are declared once in :mod:`.options`. Only typer and the standard library load before a
-command runs, so ``ragas-relevancy --help`` answers at once. Exit codes (one rule, in
+One module per command (:mod:`.score`, :mod:`.show`, :mod:`.compare`, :mod:`.calibrate`); the
+options they share are declared once in :mod:`.options`. Only typer and the standard library
+load before a command runs, so ``ragas-relevancy --help`` answers at once. Exit codes (one rule, in
 :mod:`.errors`): 0 every row scored, 1 none scored or a check failed, 2 bad input or settings,
 3 some rows skipped or NaN.
 """
