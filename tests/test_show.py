@@ -188,3 +188,29 @@ def test_piped_lines_carry_no_trailing_spaces():
     stream.write("tail")
     stream.flush()
     assert sink.getvalue() == "a\nb  c\ntail"  # only the ends of lines
+
+
+def test_the_terminal_table_marks_the_probe_that_pulled_the_score_down():
+    from rich.console import Console
+
+    from ragas_relevancy_ext.cli.output.console import scores_table
+    from ragas_relevancy_ext.report import Probe, RelevancyReport
+
+    report = RelevancyReport(
+        "Where is A17?",
+        "It shipped.",
+        0.55,
+        2,
+        "diverse",
+        False,
+        [Probe("Where is A17?", 0, 0.9), Probe("Do you sell cats?", 1, 0.2)],
+        distinct_probes=2,
+    )
+    sink = io.StringIO()
+    Console(file=sink, width=160).print(scores_table([(7, report)], reasons=True))
+    lines = [line.rstrip() for line in sink.getvalue().splitlines()]
+    assert "0.90   Where is A17?" in lines[4]
+    assert lines[5].endswith("0.20   Do you sell cats?  nc  pulled the score down by 0.35")
+    words = " ".join(" ".join(lines[6:]).split())
+    assert words.startswith(report.reason[:60])  # the reason beneath the probes
+    assert 'The probe "Do you sell cats?" (similarity 0.20) pulled it down by 0.35.' in words

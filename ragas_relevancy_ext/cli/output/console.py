@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ...report import DRIFT_GAP, RelevancyReport, clip, fmt, weak_point
+from ...report import RelevancyReport, clip, fmt, pull_downs, weak_point
 
 if TYPE_CHECKING:
     from ..stats import Agreement, Spread, Summary
@@ -126,13 +126,15 @@ def scores_table(
         )
         table.add_row("", "", "", Text("> " + clip(report.response, 300), style="dim"))
         if probes:
-            best = max((p.cosine for p in report.probes), default=0.0)
+            pulls = {id(probe): pull for probe, pull in pull_downs(report)}
             for probe in report.probes:
                 line = Text(probe.question)
                 if probe.noncommittal:
                     line.append("  nc", style="yellow")
-                if probe.cosine < best - DRIFT_GAP:
-                    line.append("  drifted", style="magenta")
+                if id(probe) in pulls:
+                    line.append(
+                        f"  pulled the score down by {pulls[id(probe)]:.2f}", style="magenta"
+                    )
                 table.add_row("", "", fmt(probe.cosine, 2), line)
             for note in report.notes:
                 table.add_row("", "", "", Text(f"note: {note}", style="yellow"))
