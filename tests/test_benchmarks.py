@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
+import runpy
 import sys
 from pathlib import Path
 
@@ -29,33 +28,19 @@ def test_steps_estimate_first_then_one_line_per_step(capsys):
     assert lines[4].startswith("demo: done in ") and lines[4].endswith("(estimated 2 min 05 s)")
 
 
-def test_probe_modes_quick_prints_its_plan_and_progress():
-    command = [
-        sys.executable,
-        str(ROOT / "benchmarks" / "probe_modes.py"),
-        "--quick",
-        "--samples",
-        "1",
-        "--latency",
-        "0",
-    ]
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAGAS_DO_NOT_TRACK": "true"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
-    assert done.returncode == 0, done.stderr
-    progress = [line for line in done.stderr.splitlines() if line.startswith(("probe", "["))]
+def test_probe_modes_quick_prints_its_plan_and_progress(monkeypatch, capsys):
+    script = ROOT / "benchmarks" / "probe_modes.py"
+    monkeypatch.setattr(sys, "argv", [str(script), "--quick", "--samples", "1", "--latency", "0"])
+    runpy.run_path(str(script), run_name="__main__")  # in this process: RAGAS is loaded once
+    out, err = capsys.readouterr()
+    progress = [line for line in err.splitlines() if line.startswith(("probe", "["))]
     assert progress[0].startswith("probe_modes: loading RAGAS")
     assert progress[1].startswith("probe_modes: 8 steps, about ")
+    modes = ("stock RAGAS", "ours stock", "ours sequential", "ours diverse")
+    expected = [(n, mode) for n in (3, 10) for mode in modes]
     assert [line.split(" (")[0] for line in progress[2:10]] == [
-        f"[{i}/8] strictness {n}, {mode}"
-        for i, (n, mode) in enumerate(
-            (
-                (n, m)
-                for n in (3, 10)
-                for m in ("stock RAGAS", "ours stock", "ours sequential", "ours diverse")
-            ),
-            1,
-        )
+        f"[{i}/8] strictness {n}, {mode}" for i, (n, mode) in enumerate(expected, 1)
     ]
     assert progress[10].startswith("probe_modes: done in ")
-    table = done.stdout.splitlines()
+    table = out.splitlines()
     assert table[0].startswith("1 fixtures") and len(table) == 3 + 8
