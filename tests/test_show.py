@@ -99,6 +99,8 @@ def test_show_one_row_with_its_reason(saved):
     assert f"Score {score:.2f} is the average similarity (1 = same meaning) between" in words
     missing = invoke("show", saved, "--row", "9")
     assert missing.exit_code == 2 and "no row 9 (rows 1-4)" in missing.stderr
+    both = invoke("show", saved, "--row", "2", "--worst", "3")
+    assert both.exit_code == 2 and "give --row or --worst, not both" in both.stderr
 
 
 def test_show_worst_lists_nan_first_then_lowest(saved):

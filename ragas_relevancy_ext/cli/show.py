@@ -62,6 +62,8 @@ def show(
     """
     from .stats import summarise
 
+    if row is not None and worst is not None:
+        raise UsageError("give --row or --worst, not both")
     items, meta = read_saved(report)
     if not items:
         raise UsageError(f"{report}: no report lines")
