@@ -17,6 +17,7 @@ __all__ = [
     "fmt",
     "format_report",
     "neutralise_bidi",
+    "not_scored_cause",
     "plural",
     "pull_downs",
     "weak_point",
@@ -271,6 +272,13 @@ def weak_point(report: RelevancyReport) -> str:
     if report.score < LOW_SCORE:
         return "every probe far from the question"
     return "no probe stands out"
+
+
+def not_scored_cause(report: RelevancyReport) -> str:
+    """Why a sample would be NaN, in two or three words: the failure's type, or no usable probe."""
+    if report.error:
+        return report.error.split(":", 1)[0]
+    return "no usable probe"
 
 
 def format_report(report: RelevancyReport) -> str:

@@ -175,3 +175,14 @@ def test_histogram_counts_scores_by_tenth_and_nan_apart():
     assert titles["0.5-0.6"] == "1"
     assert "<title>not scored (NaN): 1</title>" in svg
     assert "not scored (NaN): 1" in svg
+
+
+def test_the_nan_figure_names_its_causes():
+    causes = {1: "scored", 2: "TimeoutError", 3: "no usable probe", 4: "TimeoutError"}
+    items = [(1, make_report(0.8))] + [
+        (n, make_report(math.nan, probes=[], error="x")) for n in (2, 3, 4)
+    ]
+    summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
+    page = render_html(items, summary, {})
+    assert "<li><b>3</b><span>NaN: TimeoutError 2, no usable probe 1</span></li>" in page
+    assert "<li><b>0</b><span>NaN, not scored</span></li>" in page_for(make_report(0.8))

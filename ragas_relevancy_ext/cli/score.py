@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
+from ..report import not_scored_cause
 from .datafile import DataFile, read_file
 from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
@@ -24,9 +25,6 @@ from .output.console import (
 )
 from .output.jsonl import JsonlWriter, read_report_lines, report_from_record
 from .setup import DEFAULT_SETTINGS, Scored, Settings, Setup, prepare, score_rows
-
-if TYPE_CHECKING:
-    from ..report import RelevancyReport
 
 __all__ = ["run_score", "score"]
 
@@ -106,7 +104,7 @@ def run_score(
     items = sorted(resumed + fresh, key=lambda s: s.row.number)
     pairs = [(s.row.number, s.report) for s in items]
     console.print(scores_table(pairs, probes=probes))
-    causes = {n: _not_scored_cause(r) for n, r in pairs}
+    causes = {n: not_scored_cause(r) for n, r in pairs}
     summary = summarise([(n, r.score, r.user_input) for n, r in pairs], causes=causes)
     print_summary(console, summary, dict(pairs))
     print_caution(console, run_fields(data, setup))
@@ -136,10 +134,3 @@ def _warn_if_settings_differ(
             f"warning: {other} row(s) kept from {out} were scored with another judge or "
             "embeddings; give --out a new file to score them all alike"
         )
-
-
-def _not_scored_cause(report: RelevancyReport) -> str:
-    """Why a sample would be NaN: the failure's type, or no usable probe from the judge."""
-    if report.error:
-        return report.error.split(":", 1)[0]
-    return "no usable probe"

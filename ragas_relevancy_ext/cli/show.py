@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..report import RelevancyReport
+from ..report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
 from .output.console import (
     OFFLINE_CAUTION,
@@ -79,14 +79,15 @@ def show(
     fields = {k: v for k, v in meta.items() if k != "caution"}
     print_header(console, {**fields, "showing": _showing(row, worst, len(chosen), len(items))})
     console.print(scores_table(chosen, probes=probes, reasons=row is not None or worst is not None))
-    summary = summarise([(n, r.score, r.user_input) for n, r in items])
+    causes = {n: not_scored_cause(r) for n, r in items}
+    summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
     if row is None:
         print_summary(console, summary, dict(items))
     print_caution(console, meta)
     if html is not None:
         from .output import FORMATS
 
-        shown = summarise([(n, r.score, r.user_input) for n, r in chosen])
+        shown = summarise([(n, r.score, r.user_input) for n, r in chosen], causes=causes)
         FORMATS["html"].writer()(html, chosen, shown, meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)

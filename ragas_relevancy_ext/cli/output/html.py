@@ -199,11 +199,17 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
         (fmt(summary.median), "median"),
         (str(low), f"below {LOW_SCORE}"),
         (str(summary.zeros), "score 0"),
-        (str(summary.nans), "NaN, not scored"),
+        (str(summary.nans), _nan_label(summary)),
         (str(nc), "noncommittal"),
     ]
     cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
     return f'<ul class="stats">{cells}</ul>'
+
+
+def _nan_label(summary: Summary) -> str:
+    """``NaN, not scored``, with the causes when known: ``NaN: TimeoutError 1, ...``."""
+    causes = ", ".join(f"{cause} {count}" for cause, count in summary.nan_causes.items())
+    return f"NaN: {causes}" if causes else "NaN, not scored"
 
 
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
