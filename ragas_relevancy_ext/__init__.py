@@ -22,11 +22,12 @@ if TYPE_CHECKING:
     from .metric import AnswerRelevancy, RelevancyResult
     from .one_text_per_call import OneTextPerCall, gemini_embeddings, local_embeddings
     from .parity import compare_with_stock
-    from .prompts import DiverseProbePrompt, SequentialProbePrompt
+    from .prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
     from .report import Probe, RelevancyReport
     from .results import probe_frame, report_for, reports_for
 
 __all__ = [
+    "AngleProbePrompt",
     "AnswerRelevancy",
     "CachedJudge",
     "DiverseProbePrompt",
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "EmbeddingShapeError": "errors",
     "EmbeddingCallError": "errors",
     "JudgeReplyError": "errors",
+    "AngleProbePrompt": "prompts",
     "DiverseProbePrompt": "prompts",
     "SequentialProbePrompt": "prompts",
     "OneTextPerCall": "one_text_per_call",

@@ -59,7 +59,8 @@ class ResponseRelevancy(StockAnswerRelevancy):
     An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
     ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects), plus:
 
-    probe_prompt: ``"diverse"`` (one call for all probes), ``"sequential"``, ``"stock"`` (stock
+    probe_prompt: ``"diverse"`` (one call for all probes), ``"angles"`` (N one-probe calls at
+        once, each from another angle), ``"sequential"``, ``"stock"`` (stock
         legacy's ``ResponseRelevancePrompt``, byte for byte, one call per probe) or a prompt
         object (``PydanticPrompt`` or collections ``BasePrompt``) whose input/output models fit
         a mode. ``question_generation`` (stock's attribute) holds the prompt object sent;

@@ -45,7 +45,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
     Same constructor and calls as ``ragas.metrics.collections.AnswerRelevancy``, plus:
 
     probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
-        ``"diverse"`` or a prompt object with the same input/output models.
+        ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
     max_concurrency: judge and embedding calls in flight at once, per call of
         ``ascore``/``abatch_score``.
 

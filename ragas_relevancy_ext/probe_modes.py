@@ -3,9 +3,10 @@
 stock: N independent calls with RAGAS's prompt, run concurrently, duplicates kept (as stock).
 sequential: one call at a time, each shown the probes so far.
 diverse: one call for N probes.
-In sequential and diverse modes duplicates are dropped and missing probes asked for again, at
-most ``MAX_EXTRA_CALLS`` more calls per sample. Malformed replies never crash a sample: they are
-skipped and written into the notes.
+angles: N one-probe calls at once, each asked to word the question from another angle.
+In sequential, diverse and angles modes duplicates are dropped and missing probes asked for
+again, at most ``MAX_EXTRA_CALLS`` more calls per sample. Malformed replies never crash a
+sample: they are skipped and written into the notes.
 
 A new mode is a prompt class in :mod:`.prompts` and one :func:`register` call here. This module
 is the one place that knows prompt objects: which mode a prompt object fits (by its input and
@@ -149,16 +150,7 @@ async def _collect_stock(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     data = prompt.input_model(response=response)
-    replies = await asyncio.gather(*(ask(data) for _ in range(strictness)), return_exceptions=True)
-    for reply in replies:
-        if isinstance(reply, BaseException) and not is_reply_error(reply):
-            raise reply
-    for number, reply in enumerate(replies, 1):
-        where = f"call {number}"
-        if isinstance(reply, BaseException):
-            probes.notes.append(f"{where}: {_describe(reply)}")
-        else:
-            probes.offer(reply.question, reply.noncommittal, where)
+    await _ask_at_once(ask, [data] * strictness, probes, first_call=1)
 
 
 async def _collect_sequential(
@@ -202,6 +194,31 @@ async def _collect_diverse(
     _note_shortfall(probes, strictness)
 
 
+async def _collect_angles(
+    ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
+) -> None:
+    # N one-probe calls at once, call i worded from angle i, so a judge that answers the same
+    # prompt with the same question still gives N questions. Duplicates and malformed replies
+    # are asked again at once from fresh angles, avoiding the probes kept: at most
+    # MAX_EXTRA_CALLS more calls in all.
+    angle = _angles_of(prompt)
+    asked = 0
+    while len(probes.questions) < strictness:
+        wanted = strictness - len(probes.questions)
+        if asked:
+            wanted = min(wanted, strictness + MAX_EXTRA_CALLS - asked)
+            if wanted < 1:
+                break
+        avoid = list(probes.questions) or None
+        inputs = [
+            prompt.input_model(response=response, angle=angle(i), avoid=avoid)
+            for i in range(asked, asked + wanted)
+        ]
+        await _ask_at_once(ask, inputs, probes, first_call=asked + 1)
+        asked += wanted
+    _note_shortfall(probes, strictness)
+
+
 register(
     ProbeMode(
         "diverse",
@@ -229,6 +246,16 @@ register(
         help="RAGAS's own prompt, one call per probe",
         legacy_prompt="ResponseRelevancePrompt",
         ragas_replies=True,
+    )
+)
+
+register(
+    ProbeMode(
+        "angles",
+        "AngleProbePrompt",
+        _collect_angles,
+        dedupe=True,
+        help="N concurrent one-probe calls, each from another angle",
     )
 )
 
@@ -378,6 +405,30 @@ async def collect_probes(
         raise
     step.close()
     return probes
+
+
+async def _ask_at_once(ask: Ask, inputs: list[Any], probes: ProbeSet, first_call: int) -> None:
+    """Ask with each of ``inputs`` at once; offer the replies in order; transport errors raise."""
+    replies = await asyncio.gather(*(ask(data) for data in inputs), return_exceptions=True)
+    for reply in replies:
+        if isinstance(reply, BaseException) and not is_reply_error(reply):
+            raise reply
+    for number, reply in enumerate(replies, first_call):
+        where = f"call {number}"
+        if isinstance(reply, BaseException):
+            probes.notes.append(f"{where}: {_describe(reply)}")
+        else:
+            probes.offer(reply.question, reply.noncommittal, where)
+
+
+def _angles_of(prompt: BasePrompt) -> Callable[[int], str]:
+    """The prompt's ``angle(index)``; a prompt object without one gets the built-in angles."""
+    angle = getattr(prompt, "angle", None)
+    if callable(angle):
+        return angle
+    from .prompts import AngleProbePrompt
+
+    return AngleProbePrompt().angle
 
 
 async def _reply_or_note(pending: Awaitable[Any], probes: ProbeSet, where: str) -> Any:

@@ -1,4 +1,5 @@
-"""Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one).
+"""Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one),
+angles (one probe per call, each call asked for another angle).
 
 Stock has two: the collections ``AnswerRelevancePrompt`` (modern metric) and legacy
 ``ResponseRelevancePrompt`` (what ``ragas.evaluate``'s metric sends). Ours are RAGAS
@@ -24,6 +25,10 @@ from ragas.metrics.collections.answer_relevancy.util import (
 from ragas.prompt import PydanticPrompt
 
 __all__ = [
+    "ANGLES",
+    "AngleProbeInput",
+    "AngleProbePrompt",
+    "AngleProbeOutput",
     "AnswerRelevanceInput",
     "AnswerRelevanceOutput",
     "AnswerRelevancePrompt",
@@ -126,3 +131,94 @@ class SequentialProbePrompt(PydanticPrompt[SequentialProbeInput, AnswerRelevance
             AnswerRelevanceOutput(question="What does the warranty cover?", noncommittal=1),
         ),
     ]
+
+
+# Ways of wording the one question a response answers. Each changes the wording only, never
+# what is asked, so every angle still guesses the whole question.
+ANGLES: tuple[str, ...] = (
+    "plain: as the asker most likely typed it",
+    "short: the fewest words that still ask all of it",
+    "full: one complete sentence naming the subject",
+    "newcomer: as someone new to the subject asks",
+    "expert: in the field's own terms",
+    "casual: as said aloud to a friend",
+    "formal: as written to customer support",
+    "request: starting with Can you or Could you",
+    "reworded: other words for the main terms",
+    "first person: about the asker's own case",
+)
+
+
+class AngleProbeInput(BaseModel):
+    """The response, the angle to word the question from, and probes already taken."""
+
+    response: str
+    angle: str
+    avoid: list[str] | None = None
+
+
+class AngleProbeOutput(BaseModel):
+    question: str
+    noncommittal: int
+
+
+class AngleProbePrompt(PydanticPrompt[AngleProbeInput, AngleProbeOutput]):
+    """One probe per call, worded from the call's angle, so concurrent calls do not collapse.
+
+    Short on purpose: N of these go out at once. The angle sits in the input, so the N prompts
+    of a sample (and every sample's) share everything before it.
+    """
+
+    input_model = AngleProbeInput
+    output_model = AngleProbeOutput
+    angles: tuple[str, ...] = ANGLES
+    instruction = (
+        "Guess the WHOLE question the given answer replies to, not one detail of it, and word "
+        "it from the given angle: the angle changes the wording only. Never write a question "
+        "listed in avoid.\n"
+        'noncommittal is 1 if the answer is evasive, vague or ambiguous ("I don\'t know", '
+        '"I\'m not sure", "It depends"), else 0.'
+    )
+    examples = [
+        (
+            AngleProbeInput(
+                response="Paris is the capital of France, known for its museums.",
+                angle="short: the fewest words that still ask all of it",
+            ),
+            AngleProbeOutput(question="France's capital?", noncommittal=0),
+        ),
+        (
+            AngleProbeInput(
+                response="I'm not sure when the store opens.",
+                angle="formal: as written to customer support",
+                avoid=["When does the store open?"],
+            ),
+            AngleProbeOutput(question="Could you tell me your opening hours?", noncommittal=1),
+        ),
+    ]
+
+    def to_string(self, data: AngleProbeInput | None = None) -> str:
+        """The instruction, one-line examples, then the input: about half of RAGAS's layout
+        (no schema block: the reply's two fields are named in one line)."""
+        examples = "\n".join(
+            f"Example input: {given.model_dump_json(exclude_none=True)}\n"
+            f"Example output: {wanted.model_dump_json()}"
+            for given, wanted in self.examples
+        )
+        return (
+            f"{self.instruction}\n"
+            'Reply with one JSON object only: {"question": string, "noncommittal": 0 or 1}.\n\n'
+            f"{examples}\n\n"
+            + (
+                f"input: {data.model_dump_json(exclude_none=True)}\n"
+                if data is not None
+                else "Input: (None)\n"
+            )
+            + "Output: "
+        )
+
+    def angle(self, index: int) -> str:
+        """The angle of call ``index`` (from 0); past the list, the list again, numbered."""
+        angles = self.angles
+        base = angles[index % len(angles)]
+        return base if index < len(angles) else f"{base} (wording {index // len(angles) + 1})"

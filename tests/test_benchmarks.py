@@ -30,17 +30,18 @@ def test_steps_estimate_first_then_one_line_per_step(capsys):
 
 def test_probe_modes_quick_prints_its_plan_and_progress(monkeypatch, capsys):
     script = ROOT / "benchmarks" / "probe_modes.py"
-    monkeypatch.setattr(sys, "argv", [str(script), "--quick", "--samples", "1", "--latency", "0"])
+    no_wait = ["--latency", "0", "--request-latency", "0", "--token-latency", "0"]
+    monkeypatch.setattr(sys, "argv", [str(script), "--quick", "--samples", "1", *no_wait])
     runpy.run_path(str(script), run_name="__main__")  # in this process: RAGAS is loaded once
     out, err = capsys.readouterr()
     progress = [line for line in err.splitlines() if line.startswith(("probe", "["))]
     assert progress[0].startswith("probe_modes: loading RAGAS")
-    assert progress[1].startswith("probe_modes: 8 steps, about ")
-    modes = ("stock RAGAS", "ours stock", "ours sequential", "ours diverse")
+    assert progress[1].startswith("probe_modes: 10 steps, about ")
+    modes = ("stock RAGAS", "ours stock", "ours sequential", "ours diverse", "ours angles")
     expected = [(n, mode) for n in (3, 10) for mode in modes]
-    assert [line.split(" (")[0] for line in progress[2:10]] == [
-        f"[{i}/8] strictness {n}, {mode}" for i, (n, mode) in enumerate(expected, 1)
+    assert [line.split(" (")[0] for line in progress[2:12]] == [
+        f"[{i}/10] strictness {n}, {mode}" for i, (n, mode) in enumerate(expected, 1)
     ]
-    assert progress[10].startswith("probe_modes: done in ")
+    assert progress[12].startswith("probe_modes: done in ")
     table = out.splitlines()
-    assert table[0].startswith("1 fixtures") and len(table) == 3 + 8
+    assert table[0].startswith("1 fixtures") and len(table) == 3 + 10

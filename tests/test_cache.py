@@ -31,7 +31,7 @@ def probes_of(results):
     return [[(p.question, p.noncommittal) for p in r.report.probes] for r in results]
 
 
-@pytest.mark.parametrize("probe_prompt", ["stock", "sequential", "diverse"])
+@pytest.mark.parametrize("probe_prompt", ["stock", "sequential", "diverse", "angles"])
 def test_rerun_with_other_embeddings_makes_no_judge_call(tmp_path, probe_prompt):
     first_judge = PretendJudge()
     first = run(

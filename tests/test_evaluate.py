@@ -166,7 +166,7 @@ def _prompts_sent(judge: Any) -> int:
     return inner.calls if isinstance(inner, PretendJudge) else len(inner.prompts)
 
 
-@pytest.mark.parametrize("probe_prompt", ["stock", "diverse"])
+@pytest.mark.parametrize("probe_prompt", ["stock", "diverse", "angles"])
 @pytest.mark.parametrize("kind", JUDGE_KINDS)
 def test_every_judge_kind_makes_strictness_probes(kind: str, probe_prompt: str) -> None:
     rows = make_rows(10)
@@ -180,7 +180,7 @@ def test_every_judge_kind_makes_strictness_probes(kind: str, probe_prompt: str) 
 
     assert scores(result) == pytest.approx(modern_scores(rows, probe_prompt), abs=1e-12)
     assert all(len(r.probes) == 3 for r in reports_for(result))
-    assert _prompts_sent(judge) == len(rows) * (3 if probe_prompt == "stock" else 1)
+    assert _prompts_sent(judge) == len(rows) * (1 if probe_prompt == "diverse" else 3)
 
 
 # --- every embeddings kind ------------------------------------------------------------------

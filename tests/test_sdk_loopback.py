@@ -393,6 +393,47 @@ def test_latency_delays_every_answer(server: LoopbackServer) -> None:
     assert time.monotonic() - started >= 0.2
 
 
+def test_token_latency_waits_per_token_of_the_longest_reply(server: LoopbackServer) -> None:
+    reply = '{"question": "Where is order A17 now?", "noncommittal": 0}'
+    server.reply = lambda messages: reply
+    server.token_latency = 0.001
+    server.endpoint_token_latency = {"chat": 0.01}
+    client = OpenAI(base_url=server.openai_base_url, api_key="test")
+    started = time.monotonic()
+    client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "input: {}"}], n=3
+    )
+    waited = time.monotonic() - started
+    client.embeddings.create(input="text", model="m")
+    chat, embedding = server.requests("chat")[0], server.requests("embeddings")[0]
+    # n choices are written side by side: one reply's tokens count, not the three's
+    assert server.writing_seconds(chat) == pytest.approx(0.01 * count_tokens(reply))
+    assert chat.completion_tokens == 3 * count_tokens(reply)
+    assert waited >= server.writing_seconds(chat)
+    assert server.writing_seconds(embedding) == 0.0  # embeddings write no tokens
+
+
+def test_the_command_line_sets_the_token_latency(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ragas_relevancy_ext.testing import loopback
+
+    made: list[LoopbackServer] = []
+
+    class Stop(Exception):
+        pass
+
+    def start(self: LoopbackServer) -> LoopbackServer:
+        made.append(self)
+        raise Stop
+
+    monkeypatch.setattr(LoopbackServer, "start", start)
+    with pytest.raises(Stop):
+        loopback.main(
+            ["--latency", "0.1", "--token-latency", "0.02", "--chat-token-latency", "0.01"]
+        )
+    assert (made[0].latency, made[0].token_latency) == (0.1, 0.02)
+    assert made[0].endpoint_token_latency == {"chat": 0.01}
+
+
 def test_fault_settings_are_checked() -> None:
     with pytest.raises(ValueError, match="fault kind"):
         Fault("explode")  # type: ignore[arg-type]

@@ -10,7 +10,8 @@ Serves ``POST /{version}/models/{model}:embedContent`` and ``:batchEmbedContents
 default a list of texts gets ONE vector back, as gemini-embedding-2 does), ``POST
 /v1/embeddings`` (OpenAI: one vector per input, float or base64) and ``POST /v1/chat/completions``
 (OpenAI, as instructor reads it). Every text has one known vector, ``server.vector(text)``, so
-tests can compute exact scores. Latency (overall or per endpoint) and faults (429, 500, 401,
+tests can compute exact scores. Latency per request and per reply token (overall or per
+endpoint) and faults (429, 500, 401,
 hangs, malformed bodies, wrong vectors) can be switched on by request number or by fraction, to
 test failure handling; ``server.usage()`` sums the token usage the answers reported.
 
@@ -143,6 +144,11 @@ class LoopbackServer:
     latency: seconds to wait before every answer.
     endpoint_latency: seconds per endpoint (``{"chat": 0.2}``), overriding ``latency`` there,
         so a slow judge can sit beside fast embeddings.
+    token_latency: seconds per completion token of the answer, on top of ``latency``, as a
+        real model takes time per token it writes (0.01 is about gpt-4o-mini). The ``n``
+        choices of one chat request are written side by side: the longest one counts.
+    endpoint_token_latency: seconds per completion token per endpoint, overriding
+        ``token_latency`` there.
     faults: :class:`Fault` items; the first that matches a request decides its fault.
     seed: seeds the draw for fractional faults.
     retry_after: the Retry-After header (seconds) of a 429.
@@ -160,6 +166,8 @@ class LoopbackServer:
         reply: Reply | None = None,
         latency: float = 0.0,
         endpoint_latency: dict[str, float] | None = None,
+        token_latency: float = 0.0,
+        endpoint_token_latency: dict[str, float] | None = None,
         faults: Iterable[Fault] = (),
         seed: int = 0,
         retry_after: float = 1.0,
@@ -174,6 +182,8 @@ class LoopbackServer:
         self.reply = reply
         self.latency = latency
         self.endpoint_latency: dict[str, float] = dict(endpoint_latency or {})
+        self.token_latency = token_latency
+        self.endpoint_token_latency: dict[str, float] = dict(endpoint_token_latency or {})
         self.faults: list[Fault] = list(faults)
         self.retry_after = retry_after
         self.hang_seconds = hang_seconds
@@ -329,6 +339,11 @@ class LoopbackServer:
             self._counts.clear()
             self._peak_in_flight = self._in_flight
 
+    def writing_seconds(self, entry: LoggedRequest) -> float:
+        """Seconds the answer to ``entry`` takes to write: per-token latency x its longest reply."""
+        per_token = self.endpoint_token_latency.get(entry.endpoint, self.token_latency)
+        return per_token * max((count_tokens(r) for r in entry.replies), default=0)
+
     # -- answering --------------------------------------------------------------------------
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
@@ -415,6 +430,9 @@ class LoopbackServer:
             message = f"loopback could not answer: {type(exc).__name__}: {exc}"
             entry.status = _send_json(handler, 500, _error(family, 500, message))
             return
+        writing = self.writing_seconds(entry)
+        if writing > 0:
+            self._stopping.wait(writing)
         if entry.fault == "malformed":
             text = json.dumps(payload)
             entry.status = _send_raw(handler, 200, text[: len(text) // 2])  # cut mid-object
@@ -657,6 +675,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (0: a free one)")
     parser.add_argument("--latency", type=float, default=0.0, help="seconds before every answer")
     parser.add_argument("--chat-latency", type=float, default=None, help="seconds, chat only")
+    parser.add_argument(
+        "--token-latency", type=float, default=0.0, help="seconds per completion token"
+    )
+    parser.add_argument(
+        "--chat-token-latency", type=float, default=None, help="seconds per token, chat only"
+    )
     parser.add_argument("--width", type=int, default=64, help="length of every embedding vector")
     parser.add_argument(
         "--fault-rate", type=float, default=0.0, help="fraction of faulted requests"
@@ -666,10 +690,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     faults = [Fault(args.fault, fraction=args.fault_rate)] if args.fault_rate else []
     latencies = {} if args.chat_latency is None else {"chat": args.chat_latency}
+    token_latencies = {} if args.chat_token_latency is None else {"chat": args.chat_token_latency}
     server = LoopbackServer(
         width=args.width,
         latency=args.latency,
         endpoint_latency=latencies,
+        token_latency=args.token_latency,
+        endpoint_token_latency=token_latencies,
         faults=faults,
         seed=args.seed,
         port=args.port,

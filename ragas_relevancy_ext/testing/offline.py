@@ -3,6 +3,7 @@
 PretendJudge: the probe is the response's first sentence made into a question; noncommittal
 when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
 always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
+SamePromptJudge: the same prompt always gets the same question (a judge at temperature 0).
 PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
 ScriptedChatModel: a LangChain chat model with scripted replies per response, counting the calls
 in flight (what ``ragas.evaluate`` runs concurrently is checked by counting, never timing).
@@ -26,6 +27,8 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from ..aio import run_sync
+from ..prompts import ANGLES
+from .loopback import count_tokens
 
 __all__ = [
     "EVASIVE",
@@ -35,6 +38,7 @@ __all__ = [
     "LookupEmbeddings",
     "PretendChatModel",
     "PretendJudge",
+    "SamePromptJudge",
     "ScriptedChatModel",
     "ScriptedJudge",
     "ScriptedJudgeExhausted",
@@ -78,13 +82,21 @@ def prompt_input(prompt: str) -> dict[str, Any]:
 
 
 class _RecordingJudge(InstructorBaseRagasLLM):
-    """An instructor-shaped judge that records each prompt and can wait ``latency`` seconds."""
+    """An instructor-shaped judge that records each prompt and counts calls in flight.
+
+    Each reply waits ``latency`` seconds plus ``token_latency`` seconds per token of the reply
+    (characters / 4, as the loopback server bills), so offline runs can model a real judge's
+    time per generated token.
+    """
 
     is_async = True
 
-    def __init__(self, latency: float = 0.0):
+    def __init__(self, latency: float = 0.0, token_latency: float = 0.0):
         self.latency = latency
+        self.token_latency = token_latency
         self.prompts: list[str] = []
+        self.in_flight = 0
+        self.peak = 0
 
     @property
     def calls(self) -> int:
@@ -99,10 +111,24 @@ class _RecordingJudge(InstructorBaseRagasLLM):
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
-        reply = self._reply(prompt, response_model)
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        return reply
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            reply = self._reply(prompt, response_model)
+            wait = self.latency
+            if self.token_latency:
+                wait += self.token_latency * count_tokens(reply.model_dump_json())
+            await asyncio.sleep(wait)  # also yields, so concurrent calls overlap
+            return reply
+        finally:
+            self.in_flight -= 1
+
+
+def _first_question(answer: str) -> tuple[str, int]:
+    """PretendJudge's reading of an answer: its first sentence as a question, and the flag."""
+    first = sentences(answer)[0] if sentences(answer) else ""
+    question = (first.rstrip(".!?") + "?") if first else ""
+    return question, int(not words(answer) or bool(words(answer) & EVASIVE))
 
 
 class PretendJudge(_RecordingJudge):
@@ -127,13 +153,10 @@ class PretendJudge(_RecordingJudge):
 
     def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
         data = prompt_input(prompt)
-        answer = str(data.get("response", ""))
-        first = sentences(answer)[0] if sentences(answer) else ""
-        question = (first.rstrip(".!?") + "?") if first else ""
-        flag = int(not words(answer) or bool(words(answer) & EVASIVE))
+        question, flag = _first_question(str(data.get("response", "")))
+        taken = {q.lower() for q in data.get("avoid") or []}
         if "probes" in response_model.model_fields:
             n = int(data.get("n", 1))
-            taken = {q.lower() for q in data.get("avoid") or []}
             variants = [v.format(q=question) for v in self._VARIANTS]
             fresh = [v for v in variants if v.lower() not in taken] or variants
             items = [{"question": fresh[i % len(fresh)], "noncommittal": flag} for i in range(n)]
@@ -141,7 +164,56 @@ class PretendJudge(_RecordingJudge):
         previous = data.get("previous_questions") or []
         if previous:
             question = self._VARIANTS[len(previous) % len(self._VARIANTS)].format(q=question)
+        if data.get("angle") is not None:  # word it as the angle asks, skipping taken wordings
+            start = _angle_number(str(data["angle"]))
+            count = len(self._VARIANTS)
+            options = [self._VARIANTS[(start + k) % count].format(q=question) for k in range(count)]
+            question = next((o for o in options if o.lower() not in taken), options[0])
         return response_model.model_validate({"question": question, "noncommittal": flag})
+
+
+def _angle_number(angle: str) -> int:
+    """Where ``angle`` sits among the built-in angles (a stable hash for any other)."""
+    base = angle.split(" (wording ", 1)[0]
+    return ANGLES.index(base) if base in ANGLES else zlib.crc32(base.encode())
+
+
+class SamePromptJudge(_RecordingJudge):
+    """A judge at temperature 0: the same prompt always gets the same reply.
+
+    It knows nothing of probe modes: the first prompt about a response gets its first sentence
+    as a question, and every other prompt about that response gets the next wording of it. So
+    N identical prompts give N copies of one question, as a real judge tends to, and prompts
+    that differ in anything give different questions.
+    """
+
+    def __init__(self, latency: float = 0.0, token_latency: float = 0.0):
+        super().__init__(latency=latency, token_latency=token_latency)
+        self._replies: dict[str, list[dict[str, Any]]] = {}
+        self._wordings: dict[str, int] = {}
+
+    def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
+        if prompt not in self._replies:
+            data = prompt_input(prompt)
+            answer = str(data.get("response", ""))
+            question, flag = _first_question(answer)
+            items = []
+            for _ in range(int(data.get("n", 1))):
+                number = self._wordings.get(answer, 0)
+                self._wordings[answer] = number + 1
+                items.append({"question": _wording(question, number), "noncommittal": flag})
+            self._replies[prompt] = items
+        items = self._replies[prompt]
+        if "probes" in response_model.model_fields:
+            return response_model.model_validate({"probes": items})
+        return response_model.model_validate(items[0])
+
+
+def _wording(question: str, number: int) -> str:
+    """The ``number``-th wording (from 0) of ``question``: PretendJudge's, then numbered."""
+    variants = PretendJudge._VARIANTS
+    text = variants[number % len(variants)].format(q=question)
+    return text if number < len(variants) else f"{text} ({number // len(variants) + 1})"
 
 
 class ScriptedJudgeExhausted(RuntimeError):
