@@ -56,7 +56,7 @@ PROBES = [
     ("What is the shipping status of order A17?", 0),
     ("Has order A17 shipped yet?", 0),
 ]
-MODES = ["stock", "sequential", "diverse"]
+MODES = ["stock", "sequential", "diverse", "angles"]
 STEP = "response_relevance_prompt"
 
 
