@@ -11,9 +11,9 @@ default a list of texts gets ONE vector back, as gemini-embedding-2 does), ``POS
 /v1/embeddings`` (OpenAI: one vector per input, float or base64) and ``POST /v1/chat/completions``
 (OpenAI, as instructor reads it). Every text has one known vector, ``server.vector(text)``, so
 tests can compute exact scores. Latency per request and per reply token (overall or per
-endpoint) and faults (429, 500, 401,
-hangs, malformed bodies, wrong vectors) can be switched on by request number or by fraction, to
-test failure handling; ``server.usage()`` sums the token usage the answers reported.
+endpoint) and faults (429, 500, 401, hangs, malformed bodies, wrong vectors) can be switched on,
+faults by request number or by fraction, to test failure handling; ``server.usage()`` sums the
+token usage the answers reported.
 
 Each response closes its connection (HTTP/1.0), so an SDK client reused across event loops never
 retries on a stale pooled connection and the request counts stay exact.
