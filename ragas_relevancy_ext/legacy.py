@@ -26,6 +26,7 @@ from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
 from .embeddings import embeddings_kind
 from .judges import judge_kind
+from .languages import AUTO, AdaptedPrompts
 from .pipeline import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
@@ -69,6 +70,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
     max_concurrency: judge and embedding calls in flight at once, an extra cap on top of
         ``evaluate``'s ``RunConfig.max_workers``; both bound the calls across every row of a
         run, as stock's ``max_workers`` does.
+    language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
+        sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
+        translated by the judge once per metric and language, as ``adapt_prompts`` does.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -79,6 +83,10 @@ class ResponseRelevancy(StockAnswerRelevancy):
     strictness: int = 3
     probe_prompt: t.Any = None
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    language: str = AUTO
+    _adapted: AdaptedPrompts = field(
+        default_factory=AdaptedPrompts, init=False, repr=False, compare=False
+    )
     _limiter: RunLimiter = field(default_factory=RunLimiter, init=False, repr=False, compare=False)
     _max_workers: int | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -179,6 +187,7 @@ class ResponseRelevancy(StockAnswerRelevancy):
                 limiter=self._limiter.get(self._calls_in_flight(options)),
                 callbacks=callbacks,
                 trace_name=PROMPT_NAME,
+                adapted=self._adapted,
             )
         except (Exception, asyncio.CancelledError) as exc:
             cause = exc if isinstance(exc, Exception) else TimeoutError(_CANCELLED)
@@ -200,7 +209,11 @@ class ResponseRelevancy(StockAnswerRelevancy):
     def _options(self) -> ProbeOptions:
         """Checked options from the current attributes."""
         return ProbeOptions.resolve(
-            self.strictness, self.question_generation, self.max_concurrency, legacy=True
+            self.strictness,
+            self.question_generation,
+            self.max_concurrency,
+            legacy=True,
+            language=self.language,
         )
 
 

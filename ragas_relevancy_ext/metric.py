@@ -19,6 +19,7 @@ from ragas.metrics.result import MetricResult
 
 from .embeddings import Embeddings
 from .judges import Judge
+from .languages import AUTO, AdaptedPrompts
 from .pipeline import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
@@ -48,6 +49,9 @@ class AnswerRelevancy(StockAnswerRelevancy):
         ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
     max_concurrency: judge and embedding calls in flight at once, per call of
         ``ascore``/``abatch_score``.
+    language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
+        sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
+        translated by the judge once per metric and language, as ``prompt.adapt`` does.
 
     ``prompt`` (stock's attribute) holds the prompt object that is sent; setting ``prompt`` or
     ``probe_prompt`` replaces it, and the probe mode follows the object at scoring time, so
@@ -64,13 +68,16 @@ class AnswerRelevancy(StockAnswerRelevancy):
         *,
         probe_prompt: PromptSpec = "diverse",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
+        language: str = AUTO,
         **kwargs: Any,
     ):
-        options = ProbeOptions.resolve(strictness, probe_prompt, max_concurrency)
+        options = ProbeOptions.resolve(strictness, probe_prompt, max_concurrency, language=language)
         super().__init__(
             llm=llm, embeddings=embeddings, name=name, strictness=options.strictness, **kwargs
         )
         self.max_concurrency = options.max_concurrency
+        self.language = options.language
+        self.adapted = AdaptedPrompts()
         self.prompt = options.prompt
 
     @property
@@ -98,7 +105,9 @@ class AnswerRelevancy(StockAnswerRelevancy):
 
     def probe_options(self) -> ProbeOptions:
         """The options a scoring call uses now, read from the instance's attributes."""
-        return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)
+        return ProbeOptions.resolve(
+            self.strictness, self.prompt, self.max_concurrency, language=self.language
+        )
 
     async def ascore(  # type: ignore[override]
         self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None
@@ -112,6 +121,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
             embeddings=self.embeddings,
             options=self.probe_options(),
             limiter=limiter,
+            adapted=self.adapted,
         )
         return RelevancyResult(report)
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from .aio import DEFAULT_MAX_CONCURRENCY
 from .embeddings import embed_question_and_probes
+from .languages import AUTO, AdaptedPrompts, check_language, detect_language
 from .probe_modes import (
     ProbeMode,
     collect_probes,
@@ -73,7 +74,8 @@ def check_max_concurrency(limit: Any) -> int:
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """What both flavours score with, checked: probes per sample, mode, prompt, its label.
+    """What both flavours score with, checked: probes per sample, mode, prompt, its label, and
+    the probes' language (``"auto"``: the prompt as it is; a name: the prompt adapted to it).
 
     Resolved from the metric's attributes at each scoring call, so a prompt, ``probe_prompt`` or
     ``strictness`` set on a ready instance takes effect, and the mode follows the prompt object.
@@ -84,6 +86,7 @@ class ProbeOptions:
     prompt: BasePrompt
     prompt_name: str
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
+    language: str = AUTO
 
     @classmethod
     def resolve(
@@ -92,19 +95,26 @@ class ProbeOptions:
         probe_prompt: Any,
         max_concurrency: Any = DEFAULT_MAX_CONCURRENCY,
         legacy: bool = False,
+        language: Any = AUTO,
     ) -> ProbeOptions:
         """Check and resolve a metric's settings (ValueError/TypeError naming the bad one).
 
         ``probe_prompt`` is a mode's name (its default prompt for the modern metric, or for the
         legacy one with ``legacy=True``) or a prompt object, whose models pick the mode.
+        ``language`` is ``"auto"`` or a language's name (the label then names it).
         """
         mode, prompt = resolve_probe_prompt(probe_prompt, legacy)
+        language = check_language(language)
+        name = prompt_label(mode, prompt)
+        if language not in (AUTO, getattr(prompt, "language", "english")):
+            name += f" ({language})"
         return cls(
             strictness=check_strictness(strictness),
             mode=mode,
             prompt=prompt,
-            prompt_name=prompt_label(mode, prompt),
+            prompt_name=name,
             max_concurrency=check_max_concurrency(max_concurrency),
+            language=language,
         )
 
 
@@ -147,19 +157,24 @@ async def score_sample(
     limiter: asyncio.Semaphore | None = None,
     callbacks: Any = None,
     trace_name: str | None = None,
+    adapted: AdaptedPrompts | None = None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample.
 
     ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
     token and cost tracking see every judge call; with ``trace_name`` the judge calls run in a
     prompt step of that name, as stock's prompt does. A sample with no usable probe is NaN
-    (not measured), with the judge's failures in its notes.
+    (not measured), with the judge's failures in its notes. With a named ``options.language``
+    the prompt is adapted to it first, once per ``adapted`` (the metric's store).
     """
     check_inputs(user_input, response)
+    prompt = options.prompt
+    if options.language != AUTO:
+        prompt = await (adapted or AdaptedPrompts()).get(prompt, options.language, llm)
     probes = await collect_probes(
         llm,
         options.mode,
-        options.prompt,
+        prompt,
         response,
         options.strictness,
         limiter,
@@ -174,6 +189,7 @@ async def score_sample(
         judge_calls=probes.judge_calls,
         duplicates_dropped=probes.duplicates_dropped,
         notes=probes.notes,
+        question_language=detect_language(user_input),
     )
     if not probes.questions:
         return RelevancyReport(score=math.nan, all_noncommittal=False, **common)
@@ -186,7 +202,7 @@ async def score_sample(
         score=relevancy_score(cosines, probes.noncommittal),
         all_noncommittal=all_noncommittal(probes.noncommittal),
         probes=[
-            Probe(q, f, float(c))
+            Probe(q, f, float(c), detect_language(q))
             for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
         ],
         distinct_probes=len({normalise_question(q) for q in probes.questions}),

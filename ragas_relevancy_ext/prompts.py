@@ -72,7 +72,7 @@ class DiverseProbePrompt(PydanticPrompt[DiverseProbeInput, DiverseProbeOutput]):
         "noncommittal flag.\n"
         "Each question guesses the WHOLE question the answer replies to, not one detail of it; "
         "vary the wording between questions and never repeat one. Do not write any question "
-        "listed in avoid.\n"
+        "listed in avoid. Write each question in the language of the answer.\n"
         'noncommittal is 1 if the answer is evasive, vague or ambiguous ("I don\'t know", '
         '"I\'m not sure", "It depends"), else 0; give every question the same flag.'
     )
@@ -116,7 +116,8 @@ class SequentialProbePrompt(PydanticPrompt[SequentialProbeInput, AnswerRelevance
     instruction = (
         AnswerRelevancePrompt.instruction
         + "\nThe question must guess the WHOLE question the answer replies to, and be worded "
-        "differently from every question in previous_questions."
+        "differently from every question in previous_questions. Write it in the language of "
+        "the answer."
     )
     examples = [
         (

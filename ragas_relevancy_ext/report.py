@@ -7,6 +7,8 @@ import re
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .languages import language_clause, language_name
+
 __all__ = [
     "DRIFT_GAP",
     "LOW_SCORE",
@@ -16,6 +18,7 @@ __all__ = [
     "explain",
     "fmt",
     "format_report",
+    "language_tag",
     "neutralise_bidi",
     "not_scored_cause",
     "plural",
@@ -39,6 +42,7 @@ class Probe:
     question: str
     noncommittal: int
     cosine: float
+    language: str | None = None  # ISO 639-1 code; None: not detected
 
 
 @dataclass
@@ -63,10 +67,11 @@ class RelevancyReport:
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     reason: str = ""
+    question_language: str | None = None  # ISO 639-1 code; None: not detected
 
     def __post_init__(self) -> None:
         if not self.reason:
-            self.reason = explain(self)
+            self.reason = explain(self) + language_clause(self)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
@@ -87,7 +92,9 @@ class RelevancyReport:
         if "probe_similarity" not in data and "probe_diversity" in data:
             values["probe_similarity"] = data["probe_diversity"]
         values["probes"] = [
-            Probe(p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]))
+            Probe(
+                p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]), p.get("language")
+            )
             for p in data.get("probes", [])
         ]
         values["score"] = _nan_if_none(data.get("score"))
@@ -289,7 +296,8 @@ def format_report(report: RelevancyReport) -> str:
         f"{'cosine':>8}  {'nc':>2}  probe",
     ]
     for probe in report.probes:
-        lines.append(f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {clip(probe.question, 300)}")
+        line = f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {clip(probe.question, 300)}"
+        lines.append(line + language_tag(probe.language, report.question_language))
     similarity = fmt(report.probe_similarity, 3) if report.probe_similarity is not None else "-"
     lines.append(
         f"score {fmt(report.score)} | prompt {report.probe_prompt} | judge calls "
@@ -308,6 +316,13 @@ def neutralise_bidi(text: str) -> str:
     """``text`` with Unicode bidi controls (U+202A-U+202E, U+2066-U+2069) shown as ``<U+202E>``,
     so a response cannot reorder what a page or terminal shows around it."""
     return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+
+
+def language_tag(probe_language: str | None, question_language: str | None) -> str:
+    """`` [English]`` after a probe whose language differs from the question's, else ``""``."""
+    if None in (probe_language, question_language) or probe_language == question_language:
+        return ""
+    return f" [{language_name(probe_language)}]"
 
 
 def clip(text: str, width: int) -> str:

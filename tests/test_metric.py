@@ -129,6 +129,7 @@ def test_report_to_dict_is_json_and_round_trips():
         "question": "Where is order A17?",
         "noncommittal": 0,
         "cosine": pytest.approx(1.0),
+        "language": "en",
     }
     assert RelevancyReport.from_dict(data).probes == report.probes
     text = str(report)

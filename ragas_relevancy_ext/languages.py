@@ -1,0 +1,147 @@
+"""Probe languages: which language a text is in, and adapting a prompt to a named language once.
+
+Language identification uses ``py3langid`` (ISO 639-1 codes), imported on first use so neither
+``--help`` nor ``import ragas_relevancy_ext`` pays for it. A probe in another language than the
+question is a known cause of low cosine, so the report says so (:func:`language_clause`).
+
+``language="auto"`` (the default) leaves the prompt as it is: ours ask the judge to write each
+probe in the response's language. A language's name (anything RAGAS's ``adapt`` accepts, e.g.
+``"japanese"``) translates the prompt's examples with the judge, as ``prompt.adapt`` does, once
+per metric and language (:class:`AdaptedPrompts`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import weakref
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .report import RelevancyReport
+
+__all__ = [
+    "AUTO",
+    "AdaptedPrompts",
+    "check_language",
+    "detect_language",
+    "language_clause",
+    "language_name",
+]
+
+AUTO = "auto"
+
+# Names for the codes people meet most; any other code is shown as the code itself.
+_NAMES = {
+    "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
+    "en": "English", "es": "Spanish", "fa": "Persian", "fi": "Finnish", "fr": "French",
+    "he": "Hebrew", "hi": "Hindi", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
+    "ja": "Japanese", "ko": "Korean", "nl": "Dutch", "no": "Norwegian", "pl": "Polish",
+    "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sv": "Swedish", "th": "Thai",
+    "tr": "Turkish", "uk": "Ukrainian", "vi": "Vietnamese", "zh": "Chinese",
+}  # fmt: skip
+_LANGUAGE = re.compile(r"^[^\W\d_]+(?:[ _-][^\W\d_]+)*$")
+
+
+def check_language(language: Any) -> str:
+    """``"auto"`` or a language's name (letters, as RAGAS's ``adapt`` takes), lower-cased."""
+    if not isinstance(language, str) or not _LANGUAGE.match(language.strip()):
+        raise ValueError(
+            f'language must be "auto" or a language\'s name such as "japanese", got {language!r}'
+        )
+    return language.strip().lower()
+
+
+def language_name(code: str | None) -> str:
+    """``"Japanese"`` for ``"ja"``; an unknown code as itself, None as ``"unknown"``."""
+    if code is None:
+        return "unknown"
+    return _NAMES.get(code, code)
+
+
+def detect_language(text: str) -> str | None:
+    """The ISO 639-1 code of ``text``'s language, or None when it cannot be told.
+
+    None when ``py3langid`` is not installed or the text has no letters (a number, a symbol).
+    """
+    if not any(ch.isalpha() for ch in text):
+        return None
+    try:
+        import py3langid
+    except ImportError:
+        return None
+    code, _ = py3langid.classify(text)
+    return str(code)
+
+
+def language_clause(report: RelevancyReport) -> str:
+    """`` 2 of 3 probes are in English while the question is in Japanese...``, or ``""``.
+
+    Appended to a report's reason; probes whose language is unknown are not counted.
+    """
+    question = report.question_language
+    if question is None:
+        return ""
+    others = Counter(p.language for p in report.probes if p.language not in (None, question))
+    if not others:
+        return ""
+    count = sum(others.values())
+    listed = " or ".join(language_name(code) for code, _ in others.most_common())
+    verb = "is" if count == 1 else "are"
+    return (
+        f" {count} of {len(report.probes)} probes {verb} in {listed} while the question is in "
+        f"{language_name(question)}, which lowers the cosine whatever the meaning."
+    )
+
+
+class AdaptedPrompts:
+    """A metric's prompts adapted to a named language, translated once and then reused.
+
+    Keyed on the prompt's class, instruction, examples and the language, so editing the prompt
+    adapts it again. Concurrent samples of one loop wait for the first translation instead of
+    each paying for one. A copy of the metric starts empty.
+    """
+
+    def __init__(self) -> None:
+        self._done: dict[tuple[Any, ...], Any] = {}
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    async def get(self, prompt: Any, language: str, llm: Any) -> Any:
+        """``prompt`` adapted to ``language`` with ``llm`` (as ``prompt.adapt`` does).
+
+        ``"auto"``, or the prompt's own language, gives ``prompt`` unchanged.
+        """
+        if language in (AUTO, getattr(prompt, "language", "english")):
+            return prompt
+        key = (type(prompt), prompt.instruction, repr(prompt.examples), language)
+        if key in self._done:
+            return self._done[key]
+        loop = asyncio.get_running_loop()
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            if key not in self._done:
+                self._done[key] = await prompt.adapt(language, llm=_adapt_llm(llm))
+        return self._done[key]
+
+    def __len__(self) -> int:
+        return len(self._done)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> AdaptedPrompts:
+        return AdaptedPrompts()
+
+    def __repr__(self) -> str:
+        return f"AdaptedPrompts({len(self)} adapted)"
+
+
+def _adapt_llm(llm: Any) -> Any:
+    """The judge as RAGAS's ``adapt`` takes it: a LangChain model is wrapped as RAGAS does."""
+    from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
+
+    if isinstance(llm, (BaseRagasLLM, InstructorBaseRagasLLM)):
+        return llm
+    from ragas.llms import LangchainLLMWrapper
+
+    return LangchainLLMWrapper(llm)
