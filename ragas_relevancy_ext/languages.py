@@ -137,11 +137,7 @@ class AdaptedPrompts:
 
 
 def _adapt_llm(llm: Any) -> Any:
-    """The judge as RAGAS's ``adapt`` takes it: a LangChain model is wrapped as RAGAS does."""
-    from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
+    """The judge as both RAGAS ``adapt`` methods take it: instructor-shaped, any kind behind."""
+    from .judges import JudgeWrapper, judge_kind
 
-    if isinstance(llm, (BaseRagasLLM, InstructorBaseRagasLLM)):
-        return llm
-    from ragas.llms import LangchainLLMWrapper
-
-    return LangchainLLMWrapper(llm)
+    return llm if judge_kind(llm) == "instructor" else JudgeWrapper(llm)

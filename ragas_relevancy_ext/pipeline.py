@@ -170,7 +170,8 @@ async def score_sample(
     check_inputs(user_input, response)
     prompt = options.prompt
     if options.language != AUTO:
-        prompt = await (adapted or AdaptedPrompts()).get(prompt, options.language, llm)
+        store = adapted if adapted is not None else AdaptedPrompts()
+        prompt = await store.get(prompt, options.language, llm)
     probes = await collect_probes(
         llm,
         options.mode,

@@ -4,6 +4,7 @@ PretendJudge: the probe is the response's first sentence made into a question; n
 when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
 always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
 SamePromptJudge: the same prompt always gets the same question (a judge at temperature 0).
+NgramEmbeddings: character 2- and 3-grams of every script (CJK and Arabic included), hashed.
 PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
 ScriptedChatModel: a LangChain chat model with scripted replies per response, counting the calls
 in flight (what ``ragas.evaluate`` runs concurrently is checked by counting, never timing).
@@ -36,6 +37,7 @@ __all__ = [
     "HashEmbeddings",
     "LangchainHashEmbeddings",
     "LookupEmbeddings",
+    "NgramEmbeddings",
     "PretendChatModel",
     "PretendJudge",
     "SamePromptJudge",
@@ -281,6 +283,40 @@ class HashEmbeddings(BaseRagasEmbedding):
         vector[0] = 1.0
         for word in words(text):
             vector[zlib.crc32(word.encode()) % (self.width - 1) + 1] = 1.0
+        size = sum(v * v for v in vector) ** 0.5
+        return [v / size for v in vector]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_text(text)
+
+
+_NON_WORD = re.compile(r"[\W_]+")
+
+
+class NgramEmbeddings(BaseRagasEmbedding):
+    """Character 2- and 3-grams of each word, any script, counted into hashed dimensions.
+
+    HashEmbeddings reads only [a-z0-9] words, so Japanese, Chinese or Arabic text would all be
+    the same vector; n-grams of characters tell texts in any script apart, and texts in two
+    languages share almost none, as with a real embedding's cross-language gap. Unit length.
+    """
+
+    def __init__(self, width: int = 1024):
+        super().__init__()
+        if width < 2:
+            raise ValueError(f"width must be at least 2, got {width}")
+        self.width = width
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        vector = [0.0] * self.width
+        vector[0] = 1.0
+        for word in _NON_WORD.split(text.casefold()):
+            padded = f" {word} " if word else ""
+            for n in (2, 3):
+                for i in range(len(padded) - n + 1):
+                    gram = padded[i : i + n]
+                    if gram.strip():
+                        vector[zlib.crc32(gram.encode()) % (self.width - 1) + 1] += 1.0
         size = sum(v * v for v in vector) ** 0.5
         return [v / size for v in vector]
 

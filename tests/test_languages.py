@@ -1,0 +1,251 @@
+"""Probes in the user's language: what our prompts ask, adapting to a named language once,
+each probe's language in the report, and the mechanism end to end on six languages.
+
+Judges are scripted (fixtures/multilingual.json); embeddings are offline character n-grams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import py3langid  # a declared dependency: without it these tests fail, never skip
+import pytest
+from pydantic import BaseModel
+from ragas.dataset_schema import SingleTurnSample
+from ragas.llms.base import InstructorBaseRagasLLM
+
+from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
+from ragas_relevancy_ext.cli.cache import CachedJudge
+from ragas_relevancy_ext.languages import check_language, detect_language, language_clause
+from ragas_relevancy_ext.probe_modes import render
+from ragas_relevancy_ext.prompts import (
+    AnswerRelevancePrompt,
+    DiverseProbeInput,
+    DiverseProbePrompt,
+    ResponseRelevancePrompt,
+    SequentialProbeInput,
+    SequentialProbePrompt,
+)
+from ragas_relevancy_ext.report import Probe, RelevancyReport, format_report
+from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedJudge, prompt_input
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multilingual.json"
+ROWS: list[dict[str, Any]] = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
+LANGUAGES = ["ja", "zh", "pl", "fr", "de", "ar"]
+ASKS = "in the language of the answer"
+
+
+class FixtureJudge(InstructorBaseRagasLLM):
+    """Replies from the fixture by the prompt's response; translates as ``[xx] statement``.
+
+    ``probe_calls`` and ``translation_calls`` count what it was asked.
+    """
+
+    is_async = True
+
+    def __init__(self, which: str = "ours", tag: str = "[ja]") -> None:
+        self.which, self.tag = which, tag
+        self.replies = {row["response"]: row[which] for row in ROWS}
+        self.probe_calls = 0
+        self.translation_calls = 0
+        self.prompts: list[str] = []
+
+    def generate(self, prompt: str, response_model: type[BaseModel]) -> BaseModel:
+        return asyncio.run(self.agenerate(prompt, response_model))
+
+    async def agenerate(self, prompt: str, response_model: type[BaseModel]) -> BaseModel:
+        self.prompts.append(prompt)
+        if "statements" in response_model.model_fields:  # RAGAS's translation prompt
+            self.translation_calls += 1
+            statements = prompt_input(prompt)["statements"]
+            return response_model.model_validate(
+                {"statements": [f"{self.tag} {s}" for s in statements]}
+            )
+        self.probe_calls += 1
+        data = prompt_input(prompt)
+        pairs = self.replies[data["response"]]
+        items = [{"question": q, "noncommittal": f} for q, f in pairs]
+        if "probes" in response_model.model_fields:
+            return response_model.model_validate({"probes": items[: data["n"]]})
+        return response_model.model_validate(items[self.probe_calls % len(items)])
+
+
+def rows_of(language: str, kind: str | None = None) -> list[dict[str, Any]]:
+    return [r for r in ROWS if r["language"] == language and kind in (None, r["kind"])]
+
+
+def inputs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [{"user_input": r["user_input"], "response": r["response"]} for r in rows]
+
+
+# --- 1. our prompts ask for the response's language; "auto" is the default ---------------------
+
+
+def test_our_prompts_ask_for_probes_in_the_responses_language_and_stock_does_not() -> None:
+    diverse = render(DiverseProbePrompt(), DiverseProbeInput(response="Bonjour.", n=3))
+    sequential = render(SequentialProbePrompt(), SequentialProbeInput(response="Bonjour."))
+    assert ASKS in diverse and ASKS in sequential
+    assert ASKS not in AnswerRelevancePrompt().instruction
+    assert ASKS not in ResponseRelevancePrompt().instruction
+
+
+@pytest.mark.parametrize("probe_prompt", ["diverse", "sequential", "stock"])
+def test_auto_is_the_default_on_both_flavours_and_sends_the_prompt_as_it_is(probe_prompt) -> None:
+    row = rows_of("ja", "good")[0]
+    judge = FixtureJudge()
+    metric = AnswerRelevancy(
+        llm=judge, embeddings=NgramEmbeddings(), probe_prompt=probe_prompt, strictness=3
+    )
+    assert metric.language == "auto" and ResponseRelevancy().language == "auto"
+    metric.score(user_input=row["user_input"], response=row["response"])
+    assert judge.translation_calls == 0
+    assert (ASKS in judge.prompts[0]) == (probe_prompt != "stock")
+
+
+# --- 2. a named language adapts the prompt once per metric ------------------------------------
+
+
+def test_modern_named_language_translates_once_for_a_whole_batch() -> None:
+    judge = FixtureJudge()
+    metric = AnswerRelevancy(llm=judge, embeddings=NgramEmbeddings(), language="Japanese")
+    rows = rows_of("ja")
+    results = metric.batch_score(inputs(rows))
+    assert judge.translation_calls == 1  # six concurrent rows, one translation
+    assert judge.probe_calls == len(rows)
+    probe_prompts = [p for p in judge.prompts if "[ja]" in p]
+    assert len(probe_prompts) == len(rows)  # every probe prompt carries the translated examples
+    assert "[ja] Paris is the capital of France" in probe_prompts[0]
+    assert all(r.report.probe_prompt == "diverse (japanese)" for r in results)
+    metric.batch_score(inputs(rows))  # a second batch pays nothing more
+    assert judge.translation_calls == 1
+    metric.language = "french"  # another language: one more translation
+    metric.score(user_input=rows[0]["user_input"], response=rows[0]["response"])
+    assert judge.translation_calls == 2
+
+
+def test_legacy_named_language_translates_once_across_concurrent_rows() -> None:
+    judge = FixtureJudge(tag="[zh]")
+    metric = ResponseRelevancy(llm=judge, embeddings=NgramEmbeddings(), language="chinese")
+    rows = rows_of("zh")
+
+    async def run() -> list[float]:
+        samples = [SingleTurnSample(**row) for row in inputs(rows)]
+        return await asyncio.gather(*(metric.single_turn_ascore(s) for s in samples))
+
+    scores = asyncio.run(run())
+    assert judge.translation_calls == 1 and judge.probe_calls == len(rows)
+    assert all("[zh] Paris is the capital of France" in p for p in judge.prompts[1:])
+    assert all(math.isfinite(s) for s in scores)
+
+
+def test_the_translation_goes_through_the_reply_cache_so_a_rerun_pays_nothing() -> None:
+    store: dict[str, Any] = {}
+
+    class Store:
+        def get(self, key: str) -> Any:
+            return store.get(key)
+
+        def set(self, key: str, value: Any) -> None:
+            store[key] = value
+
+    row = rows_of("pl", "good")[0]
+    for run in range(2):
+        inner = FixtureJudge(tag="[pl]")
+        cached = CachedJudge(inner, Store(), "fixture")
+        metric = AnswerRelevancy(llm=cached, embeddings=NgramEmbeddings(), language="polish")
+        metric.score(user_input=row["user_input"], response=row["response"])
+        assert inner.translation_calls == (1 if run == 0 else 0)
+
+
+def test_language_must_be_auto_or_a_name() -> None:
+    assert check_language(" Japanese ") == "japanese"
+    for bad in ["", "ja-JP1", 3, None]:
+        with pytest.raises(ValueError, match="language must be"):
+            check_language(bad)
+    with pytest.raises(ValueError, match="language must be"):
+        AnswerRelevancy(llm=FixtureJudge(), embeddings=NgramEmbeddings(), language="12")
+
+
+# --- 3. each probe's language in the report; a mismatch is flagged ------------------------------
+
+
+def test_english_probes_for_a_japanese_question_are_flagged_in_the_reason() -> None:
+    row = rows_of("ja", "good")[0]
+    english = [(q, f) for q, f in row["stock"]]
+    judge = ScriptedJudge([english[:2] + [row["ours"][0]]])
+    report = (
+        AnswerRelevancy(llm=judge, embeddings=NgramEmbeddings())
+        .score(user_input=row["user_input"], response=row["response"])
+        .report
+    )
+    assert report.question_language == "ja"
+    assert [p.language for p in report.probes] == ["en", "en", "ja"]
+    assert "2 of 3 probes are in English while the question is in Japanese" in report.reason
+    table = format_report(report)
+    assert table.count("[English]") == 2 and "[Japanese]" not in table
+    again = RelevancyReport.from_dict(json.loads(json.dumps(report.to_dict())))
+    assert again.probes == report.probes and again.question_language == "ja"
+
+
+def test_probes_in_the_questions_language_add_no_clause() -> None:
+    probes = [Probe("Où est ma commande ?", 0, 0.9, "fr")]
+    report = RelevancyReport("Où est ma commande ?", "Elle arrive.", 0.9, 1, "diverse", False,
+                             probes=probes, question_language="fr")  # fmt: skip
+    assert language_clause(report) == "" and "language" not in report.reason
+    unknown = RelevancyReport("?", "x", 0.9, 1, "diverse", False, probes=probes)
+    assert language_clause(unknown) == ""
+
+
+def test_language_identification_is_right_on_the_fixture_texts() -> None:
+    texts = [(r["language"], t) for r in ROWS for t in [r["user_input"], r["response"]]]
+    texts += [(r["language"], q) for r in ROWS for q, _ in r["ours"]]
+    texts += [("en", q) for r in ROWS for q, _ in r["stock"]]
+    right = sum(detect_language(text) == code for code, text in texts)
+    assert right >= 0.97 * len(texts), f"{right}/{len(texts)}"
+    assert detect_language("12 345") is None
+    assert py3langid.classify("Where is my order?")[0] == "en"
+
+
+# --- 5. end to end on six languages -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("language", LANGUAGES)
+def test_same_language_probes_score_good_answers_higher_than_english_probes(language) -> None:
+    good = rows_of(language, "good")
+    ours = AnswerRelevancy(llm=FixtureJudge("ours"), embeddings=NgramEmbeddings())
+    stock = AnswerRelevancy(
+        llm=FixtureJudge("stock"), embeddings=NgramEmbeddings(), probe_prompt="stock"
+    )
+    by_ours = [r.report for r in ours.batch_score(inputs(good))]
+    by_stock = [r.report for r in stock.batch_score(inputs(good))]
+    for mine, theirs in zip(by_ours, by_stock, strict=True):
+        assert mine.score > theirs.score
+        assert "while the question is in" not in mine.reason
+        assert f"in English while the question is in {language_name_of(language)}" in (
+            theirs.reason
+        )
+
+
+def test_every_kind_scores_in_order_and_evasive_answers_score_zero() -> None:
+    metric = AnswerRelevancy(llm=FixtureJudge("ours"), embeddings=NgramEmbeddings())
+    reports = {
+        (r["language"], r["kind"], r["user_input"]): res.report
+        for r, res in zip(ROWS, metric.batch_score(inputs(ROWS)), strict=True)
+    }
+    for language in LANGUAGES:
+        mean = {
+            kind: sum(rep.score for (lang, k, _), rep in reports.items() if (lang, k) == (
+                language, kind)) / len(rows_of(language, kind))
+            for kind in ("good", "partial", "off-topic", "evasive")
+        }  # fmt: skip
+        assert mean["good"] > mean["partial"] > mean["off-topic"] > mean["evasive"] == 0.0
+
+
+def language_name_of(code: str) -> str:
+    from ragas_relevancy_ext.languages import language_name
+
+    return language_name(code)
