@@ -249,3 +249,54 @@ def language_name_of(code: str) -> str:
     from ragas_relevancy_ext.languages import language_name
 
     return language_name(code)
+
+
+# --- 4. the command line: --language, and each probe's language in the table and the page ------
+
+
+def mixed_reports() -> list[tuple[int, RelevancyReport]]:
+    """Japanese and Arabic rows probed in English (stock's prompt) and in their own language."""
+    rows = rows_of("ja", "good")[:1] + rows_of("ar", "good")[:1]
+    stock = AnswerRelevancy(
+        llm=FixtureJudge("stock"), embeddings=NgramEmbeddings(), probe_prompt="stock"
+    )
+    ours = AnswerRelevancy(llm=FixtureJudge("ours"), embeddings=NgramEmbeddings())
+    results = stock.batch_score(inputs(rows)) + ours.batch_score(inputs(rows))
+    return [(number, result.report) for number, result in enumerate(results, 1)]
+
+
+def test_table_and_page_show_a_probes_language_only_where_it_differs() -> None:
+    from rich.console import Console
+
+    from ragas_relevancy_ext.cli.output.console import scores_table
+    from ragas_relevancy_ext.cli.output.html import render_html
+    from ragas_relevancy_ext.cli.stats import summarise
+
+    items = mixed_reports()
+    console = Console(width=200, record=True)
+    console.print(scores_table(items))
+    text = console.export_text()
+    assert text.count("[English]") == 6  # 3 English probes on each of the 2 stock rows
+    summary = summarise([(n, r.score, r.user_input) for n, r in items])
+    page = render_html(items, summary, {"file": "multilingual"})
+    assert page.count("in English</span>") == 6
+    assert 'dir="auto">كيف يمكنني تتبع طلبي؟<' in page  # right-to-left text keeps its direction
+    assert "注文した商品がまだ届きません" in page
+
+
+def test_cli_language_option_reaches_the_metric_and_a_bad_one_is_a_usage_error(tmp_path) -> None:
+    from typer.testing import CliRunner
+
+    from ragas_relevancy_ext.cli import app
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in inputs(rows_of("fr"))),
+        encoding="utf-8",
+    )
+    ok = CliRunner().invoke(app, ["score", str(path), "--embeddings", "hash", "--no-progress"])
+    assert ok.exit_code == 0, ok.output
+    assert "language auto" in ok.stdout
+    bad = CliRunner().invoke(app, ["score", str(path), "--embeddings", "hash", "--language", "1"])
+    assert bad.exit_code == 2 and "--language" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1

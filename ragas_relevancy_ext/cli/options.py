@@ -18,7 +18,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
+from ..languages import check_language
 from ..probe_modes import MODES
+from .errors import UsageError
 from .output import FORMATS
 from .providers import EMBEDDINGS, JUDGES, choices
 from .setup import Settings
@@ -113,6 +115,15 @@ SETTING_OPTIONS: dict[str, Any] = {
             "max_concurrency).",
         ),
     ],
+    "language": Annotated[
+        str,
+        typer.Option(
+            metavar="auto|NAME",
+            help="Language of the probes. auto: diverse and sequential ask for the response's "
+            "language (stock's prompt is sent as is); a name (japanese) translates the prompt's "
+            "examples once with the judge, as RAGAS's adapt does.",
+        ),
+    ],
     "cache": Annotated[
         Path | None,
         typer.Option(metavar="DIR", help="Keep judge replies in DIR; a re-run reuses them."),
@@ -182,6 +193,11 @@ def _output_option(help_text: str) -> Any:
 
 
 def _settings(values: dict[str, Any]) -> Settings:
+    if "language" in values:
+        try:
+            values["language"] = check_language(values["language"])
+        except ValueError as exc:
+            raise UsageError(f"--language: {exc}") from None
     prompt = values.get("probe_prompt")
     if prompt is not None:
         values["probe_prompt"] = getattr(prompt, "value", prompt)

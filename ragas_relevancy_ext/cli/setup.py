@@ -31,6 +31,7 @@ class Settings:
     one_text_per_call: bool = False
     strictness: int = 3
     probe_prompt: str = "diverse"
+    language: str = "auto"
     concurrency: int = DEFAULT_MAX_CONCURRENCY
     cache: Path | None = None
 
@@ -73,6 +74,7 @@ class Setup:
             strictness=self.settings.strictness,
             probe_prompt=probe_prompt or self.settings.probe_prompt,
             max_concurrency=self.settings.concurrency,
+            language=self.settings.language,
         )
 
     def judge_for_runs(self) -> Any:

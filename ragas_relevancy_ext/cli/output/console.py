@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ...report import RelevancyReport, clip, fmt, pull_downs, weak_point
+from ...report import RelevancyReport, clip, fmt, language_tag, pull_downs, weak_point
 
 if TYPE_CHECKING:
     from ..stats import Agreement, Spread, Summary
@@ -81,7 +81,8 @@ def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
         "file": f"{data.path} ({len(data.rows)} row(s), {len(data.bad)} bad)",
         "judge": setup.judge_label,
         "embeddings": setup.embeddings.label,
-        "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}",
+        "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}, "
+        f"language {settings.language}",
         **extra,
     }
     if is_offline(setup):
@@ -135,6 +136,7 @@ def scores_table(
                     line.append(
                         f"  pulled the score down by {pulls[id(probe)]:.2f}", style="magenta"
                     )
+                line.append(language_tag(probe.language, report.question_language), style="cyan")
                 table.add_row("", "", fmt(probe.cosine, 2), line)
             for note in report.notes:
                 table.add_row("", "", "", Text(f"note: {note}", style="yellow"))

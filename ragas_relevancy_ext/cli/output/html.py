@@ -23,6 +23,7 @@ from ...report import (
     RelevancyReport,
     clip,
     fmt,
+    language_tag,
     neutralise_bidi,
     pull_downs,
     weak_point,
@@ -159,13 +160,14 @@ def long_text(text: str, css_class: str = "text") -> str:
     """``text`` clipped to :data:`CLIP` characters, the rest (up to :data:`FULL_CAP`) collapsed."""
     shown = neutralise_bidi(text)
     if len(shown) <= CLIP:
-        return f'<div class="{css_class}">{escape(shown)}</div>'
+        return f'<div class="{css_class}" dir="auto">{escape(shown)}</div>'
     if len(shown) > FULL_CAP:
         label = f"show more (first {FULL_CAP:,} of {len(shown):,} characters)"
     else:
         label = f"show the full text ({len(shown):,} characters)"
     return (
-        f'<div class="{css_class}">{escape(shown[:CLIP])}…<details><summary>{label}</summary>'
+        f'<div class="{css_class}" dir="auto">{escape(shown[:CLIP])}…'
+        f"<details><summary>{label}</summary>"
         f'<div class="full">{escape(shown[:FULL_CAP])}</div></details></div>'
     )
 
@@ -418,6 +420,9 @@ def _probe_table(report: RelevancyReport) -> str:
             flags.append(("flag", "noncommittal"))
         if id(probe) in pulls:
             flags.append(("flag pull", f"pulled the score down by {pulls[id(probe)]:.2f}"))
+        tag = language_tag(probe.language, report.question_language).strip(" []")
+        if tag:
+            flags.append(("flag", f"in {tag}"))
         width = max(0.0, min(1.0, probe.cosine)) * 100 if _finite(probe.cosine) else 0.0
         flag_html = "".join(f'<span class="{c}">{escape(f)}</span>' for c, f in flags)
         rows.append(
