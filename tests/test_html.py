@@ -146,10 +146,10 @@ def test_a_1_mb_response_makes_a_small_page_with_the_text_clipped():
 
 def test_long_text_shows_the_start_and_keeps_the_rest_collapsed():
     short = "Short answer."
-    assert long_text(short) == '<div class="text">Short answer.</div>'
+    assert long_text(short) == '<div class="text" dir="auto">Short answer.</div>'
     text = "word " * 200  # 1,000 characters
     html = long_text(text)
-    assert html.startswith(f'<div class="text">{text[:CLIP]}…<details><summary>')
+    assert html.startswith(f'<div class="text" dir="auto">{text[:CLIP]}…<details><summary>')
     assert "show the full text (1,000 characters)" in html and "<details open" not in html
 
 
