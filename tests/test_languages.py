@@ -300,3 +300,24 @@ def test_cli_language_option_reaches_the_metric_and_a_bad_one_is_a_usage_error(t
     bad = CliRunner().invoke(app, ["score", str(path), "--embeddings", "hash", "--language", "1"])
     assert bad.exit_code == 2 and "--language" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("probe_prompt", ["diverse", "stock"])
+def test_cli_named_language_translates_once_and_the_cache_keeps_it(tmp_path, probe_prompt) -> None:
+    from typer.testing import CliRunner
+
+    from ragas_relevancy_ext.cli import app
+
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in inputs(rows_of("de"))),
+        encoding="utf-8",
+    )
+    args = ["score", str(path), "--embeddings", "hash", "--no-progress", "--strictness", "1"]
+    args += ["--probe-prompt", probe_prompt, "--language", "german", "--cache", str(tmp_path)]
+    first = CliRunner().invoke(app, args)
+    assert first.exit_code == 0, first.output
+    rows = len(rows_of("de"))
+    assert f"0 replies reused, {rows + 1} judge calls" in first.stdout  # one translation
+    again = CliRunner().invoke(app, args)
+    assert f"{rows + 1} replies reused, 0 judge calls" in again.stdout

@@ -137,7 +137,8 @@ class PretendJudge(_RecordingJudge):
     """A deterministic judge: first sentence as the question, evasive words flag noncommittal.
 
     For list outputs (the diverse prompt) it varies the wording of that question, so offline
-    runs exercise every probe mode.
+    runs exercise every probe mode. Asked to translate (RAGAS's ``adapt``), it returns the
+    statements unchanged, so ``--language NAME`` runs offline too.
     """
 
     _VARIANTS = (
@@ -154,6 +155,8 @@ class PretendJudge(_RecordingJudge):
     )
 
     def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
+        if "statements" in response_model.model_fields:  # RAGAS's adapt: keep them as they are
+            return response_model.model_validate({"statements": _to_translate(prompt)})
         data = prompt_input(prompt)
         question, flag = _first_question(str(data.get("response", "")))
         taken = {q.lower() for q in data.get("avoid") or []}
@@ -216,6 +219,14 @@ def _wording(question: str, number: int) -> str:
     variants = PretendJudge._VARIANTS
     text = variants[number % len(variants)].format(q=question)
     return text if number < len(variants) else f"{text} ({number // len(variants) + 1})"
+
+
+def _to_translate(prompt: str) -> list[str]:
+    """The statements a RAGAS translation prompt asks for (either prompt family's wording)."""
+    marker = "Statements to translate:\n"  # collections BasePrompt.adapt
+    if marker in prompt:
+        return json.loads(prompt.split(marker, 1)[1])
+    return prompt_input(prompt)["statements"]  # PydanticPrompt.adapt
 
 
 class ScriptedJudgeExhausted(RuntimeError):
