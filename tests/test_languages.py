@@ -321,3 +321,20 @@ def test_cli_named_language_translates_once_and_the_cache_keeps_it(tmp_path, pro
     assert f"0 replies reused, {rows + 1} judge calls" in first.stdout  # one translation
     again = CliRunner().invoke(app, args)
     assert f"{rows + 1} replies reused, 0 judge calls" in again.stdout
+
+
+def test_language_identification_stays_off_the_help_path() -> None:
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "score", "--help"]
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        command, capture_output=True, text=True, cwd=root, env=dict(os.environ), timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines()}
+    assert "ragas_relevancy_ext.cli.options" in imported  # the check sees the package's imports
+    assert not {m for m in imported if m.split(".")[0] == "py3langid"}
+    assert "--language" in done.stdout

@@ -304,7 +304,7 @@ class HashEmbeddings(BaseRagasEmbedding):
 _NON_WORD = re.compile(r"[\W_]+")
 
 
-class NgramEmbeddings(BaseRagasEmbedding):
+class NgramEmbeddings(HashEmbeddings):
     """Character 2- and 3-grams of each word, any script, counted into hashed dimensions.
 
     HashEmbeddings reads only [a-z0-9] words, so Japanese, Chinese or Arabic text would all be
@@ -313,10 +313,7 @@ class NgramEmbeddings(BaseRagasEmbedding):
     """
 
     def __init__(self, width: int = 1024):
-        super().__init__()
-        if width < 2:
-            raise ValueError(f"width must be at least 2, got {width}")
-        self.width = width
+        super().__init__(width)
 
     def embed_text(self, text: str, **kwargs: Any) -> list[float]:
         vector = [0.0] * self.width
@@ -330,9 +327,6 @@ class NgramEmbeddings(BaseRagasEmbedding):
                         vector[zlib.crc32(gram.encode()) % (self.width - 1) + 1] += 1.0
         size = sum(v * v for v in vector) ** 0.5
         return [v / size for v in vector]
-
-    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
-        return self.embed_text(text)
 
 
 class LookupEmbeddings(BaseRagasEmbedding):
