@@ -9,6 +9,7 @@ assumptions; a real judge and a multilingual embedding model give other numbers.
 
     python benchmarks/languages.py             # good answers
     python benchmarks/languages.py --kind all  # every row
+    python benchmarks/languages.py --langid    # language identification on the fixture texts
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import time
 from pathlib import Path
 from typing import Any
 
@@ -50,11 +52,40 @@ def flagged(found: list[Any]) -> int:
     return sum(p.language not in (None, r.question_language) for r in found for p in r.probes)
 
 
+def langid(rows: list[dict[str, Any]]) -> None:
+    """py3langid on every fixture text: import and first-call seconds, accuracy, misses."""
+    from ragas_relevancy_ext.languages import detect_language
+
+    texts = [(r["language"], t) for r in rows for t in (r["user_input"], r["response"])]
+    texts += [(r["language"], q) for r in rows for q, _ in r["ours"]]
+    texts += [("en", q) for r in rows for q, _ in r["stock"]]
+    started = time.perf_counter()
+    import py3langid  # noqa: F401
+
+    imported = time.perf_counter()
+    detect_language("Where is my order?")  # loads the model
+    loaded = time.perf_counter()
+    wrong = [(code, detect_language(text), text) for code, text in texts]
+    wrong = [w for w in wrong if w[0] != w[1]]
+    done = time.perf_counter()
+    print(
+        f"py3langid: import {imported - started:.2f} s, first call {loaded - imported:.2f} s, "
+        f"{len(texts) - len(wrong)}/{len(texts)} fixture texts right, "
+        f"{1000 * (done - loaded) / len(texts):.2f} ms per text"
+    )
+    for code, got, text in wrong:
+        print(f"  expected {code}, got {got}: {text}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kind", default="good", help="good, partial, off-topic, evasive or all")
+    parser.add_argument("--langid", action="store_true", help="language identification only")
     args = parser.parse_args()
     rows = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
+    if args.langid:
+        langid(rows)
+        return
     rows = [r for r in rows if args.kind in ("all", r["kind"])]
     print(
         f"{args.kind} rows of {FIXTURE.name}: SCRIPTED judge replies, offline character n-gram "
