@@ -81,7 +81,7 @@ def language_clause(report: RelevancyReport) -> str:
     Appended to a report's reason; probes whose language is unknown are not counted.
     """
     question = report.question_language
-    if question is None:
+    if question is None or report.all_noncommittal:  # score 0 by rule: the cosines do not count
         return ""
     others = Counter(p.language for p in report.probes if p.language not in (None, question))
     if not others:

@@ -198,6 +198,12 @@ def test_probes_in_the_questions_language_add_no_clause() -> None:
     assert language_clause(report) == "" and "language" not in report.reason
     unknown = RelevancyReport("?", "x", 0.9, 1, "diverse", False, probes=probes)
     assert language_clause(unknown) == ""
+    english = [Probe("Where is my order?", 1, 0.1, "en")]
+    evasive = RelevancyReport("Où ?", "Je ne sais pas.", 0.0, 1, "diverse", True,
+                              probes=english, question_language="fr")  # fmt: skip
+    assert language_clause(evasive) == ""  # score 0 by rule: the language does not matter
+    evasive.all_noncommittal = False
+    assert language_clause(evasive).startswith(" 1 of 1 probes is in English while")
 
 
 def test_language_identification_is_right_on_the_fixture_texts() -> None:
