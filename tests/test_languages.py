@@ -344,3 +344,26 @@ def test_language_identification_stays_off_the_help_path() -> None:
     assert "ragas_relevancy_ext.cli.options" in imported  # the check sees the package's imports
     assert not {m for m in imported if m.split(".")[0] == "py3langid"}
     assert "--language" in done.stdout
+
+
+def test_evaluate_with_a_langchain_judge_adapts_the_legacy_prompt_once() -> None:
+    from ragas import EvaluationDataset, evaluate
+    from ragas.embeddings.base import LangchainEmbeddingsWrapper
+    from ragas.llms.base import LangchainLLMWrapper
+
+    from ragas_relevancy_ext import report_for
+    from ragas_relevancy_ext.testing.offline import LangchainHashEmbeddings, PretendChatModel
+
+    chat = PretendChatModel()
+    rows = inputs(rows_of("fr"))
+    metric = ResponseRelevancy(language="french", strictness=2)
+    result = evaluate(
+        EvaluationDataset.from_list(rows),
+        metrics=[metric],
+        llm=LangchainLLMWrapper(chat),
+        embeddings=LangchainEmbeddingsWrapper(LangchainHashEmbeddings()),
+        show_progress=False,
+    )
+    translations = [p for p in chat.prompts if "statements" in p.lower()]
+    assert len(translations) == 1 and len(chat.prompts) == 1 + len(rows)
+    assert all(report_for(result, i).probe_prompt == "diverse (french)" for i in range(len(rows)))

@@ -221,6 +221,13 @@ def _wording(question: str, number: int) -> str:
     return text if number < len(variants) else f"{text} ({number // len(variants) + 1})"
 
 
+def _input_or_empty(prompt: str) -> dict[str, Any]:
+    try:
+        return prompt_input(prompt)
+    except ValueError:
+        return {}
+
+
 def _to_translate(prompt: str) -> list[str]:
     """The statements a RAGAS translation prompt asks for (either prompt family's wording)."""
     marker = "Statements to translate:\n"  # collections BasePrompt.adapt
@@ -348,10 +355,15 @@ class LookupEmbeddings(BaseRagasEmbedding):
 def pretend_reply_text(prompt: str) -> str:
     """PretendJudge's reply to a probe prompt, as the JSON text a chat model would send.
 
-    The output model follows the prompt's input: one with ``n`` asks for a list of probes.
+    The output model follows the prompt's input: one with ``n`` asks for a list of probes; a
+    translation prompt (RAGAS's ``adapt``) gets its statements back unchanged.
     """
+    from ragas.prompt.pydantic_prompt import Translated
+
     from ..prompts import AnswerRelevanceOutput, DiverseProbeOutput
 
+    if "Statements to translate:\n" in prompt or "statements" in _input_or_empty(prompt):
+        return Translated(statements=_to_translate(prompt)).model_dump_json()
     model = DiverseProbeOutput if "n" in prompt_input(prompt) else AnswerRelevanceOutput
     return PretendJudge()._reply(prompt, model).model_dump_json()
 
