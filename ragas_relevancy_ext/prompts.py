@@ -176,7 +176,7 @@ class AngleProbePrompt(PydanticPrompt[AngleProbeInput, AngleProbeOutput]):
     instruction = (
         "Guess the WHOLE question the given answer replies to, not one detail of it, and word "
         "it from the given angle: the angle changes the wording only. Never write a question "
-        "listed in avoid.\n"
+        "listed in avoid. Write it in the language of the answer.\n"
         'noncommittal is 1 if the answer is evasive, vague or ambiguous ("I don\'t know", '
         '"I\'m not sure", "It depends"), else 0.'
     )

@@ -23,6 +23,8 @@ from ragas_relevancy_ext.cli.cache import CachedJudge
 from ragas_relevancy_ext.languages import check_language, detect_language, language_clause
 from ragas_relevancy_ext.probe_modes import render
 from ragas_relevancy_ext.prompts import (
+    AngleProbeInput,
+    AngleProbePrompt,
     AnswerRelevancePrompt,
     DiverseProbeInput,
     DiverseProbePrompt,
@@ -88,12 +90,13 @@ def inputs(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
 def test_our_prompts_ask_for_probes_in_the_responses_language_and_stock_does_not() -> None:
     diverse = render(DiverseProbePrompt(), DiverseProbeInput(response="Bonjour.", n=3))
     sequential = render(SequentialProbePrompt(), SequentialProbeInput(response="Bonjour."))
-    assert ASKS in diverse and ASKS in sequential
+    angles = render(AngleProbePrompt(), AngleProbeInput(response="Bonjour.", angle="plain"))
+    assert ASKS in diverse and ASKS in sequential and ASKS in angles
     assert ASKS not in AnswerRelevancePrompt().instruction
     assert ASKS not in ResponseRelevancePrompt().instruction
 
 
-@pytest.mark.parametrize("probe_prompt", ["diverse", "sequential", "stock"])
+@pytest.mark.parametrize("probe_prompt", ["diverse", "sequential", "angles", "stock"])
 def test_auto_is_the_default_on_both_flavours_and_sends_the_prompt_as_it_is(probe_prompt) -> None:
     row = rows_of("ja", "good")[0]
     judge = FixtureJudge()
