@@ -24,6 +24,7 @@ from .output.console import (
     scores_table,
 )
 from .output.jsonl import JsonlWriter, read_report_lines, report_from_record
+from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_score
 from .setup import DEFAULT_SETTINGS, Scored, Settings, Setup, prepare, score_rows
 
 __all__ = ["run_score", "score"]
@@ -43,11 +44,26 @@ def score(
     outputs: dict[str, Path] | None = None,
     probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
+    engine: EngineOpt = Engine.local,
+    ray_address: RayAddressOpt = None,
+    actors: ActorsOpt = None,
 ) -> int:
     """Score every row; show each probe, a summary and the lowest.
 
     Exit codes: 0 every row scored, 1 none, 2 bad input or settings, 3 some rows skipped or NaN.
     """
+    if engine is not Engine.local or ray_address or actors:
+        return run_ray_score(
+            file,
+            map_,
+            settings,
+            engine=engine,
+            address=ray_address,
+            actors=actors,
+            out=out,
+            outputs=outputs,
+            progress=progress,
+        )
     return run_score(
         read_file(file, map_), settings, out=out, outputs=outputs, probes=probes, progress=progress
     )

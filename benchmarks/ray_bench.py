@@ -1,0 +1,228 @@
+"""Rows/s and peak memory: ``ragas-relevancy score`` in one process against ``--engine ray``.
+
+Every run is the real command line in a child process, on the same loopback OpenAI-compatible
+server (its own process) whose judge answers after ``--latency`` seconds (embeddings at once).
+Rows/s is rows over wall time, start-up included; "steady" is rows written between the first and
+the last line of ``--out`` over that time, which leaves out Ray's start-up (and means little for
+the one-process run, which writes most lines at its end). Peak memory is the
+largest sum of resident memory over the command's whole process tree (driver, Ray's daemons
+and actors), sampled from /proc. The figures project to a cluster at the end::
+
+    python benchmarks/ray_bench.py                    # 10k rows; 1, 2 and 4 actors
+    python benchmarks/ray_bench.py --rows 10000 100000
+    python benchmarks/ray_bench.py --rows 2000 --actors 1 2   # a quick look
+
+On a 2-core machine more actors cannot add CPU; what they add is judge calls in flight
+(actors x --concurrency). The "one process" row with --concurrency raised to the same number
+of calls in flight shows that, so the gain is not read as more compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass
+class Run:
+    """One command's figures."""
+
+    label: str
+    rows: int
+    in_flight: int
+    wall: float
+    steady: float
+    first_line: float
+    peak_mb: float
+    lines: int
+
+
+def write_rows(path: Path, n: int) -> None:
+    with path.open("w", encoding="utf-8") as handle:
+        for i in range(n):
+            topic = TOPICS[i % len(TOPICS)]
+            row = {
+                "user_input": f"What about {topic} for customer {i}?",
+                "response": f"Customer {i}: {topic} is handled within five working days.",
+            }
+            handle.write(json.dumps(row) + "\n")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def tree_rss(root: int) -> int:
+    """Resident bytes of ``root`` and every process below it."""
+    parents: dict[int, int] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            statm = Path(f"/proc/{entry}/statm").read_text().split()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+        rss[int(entry)] = int(statm[1]) * PAGE
+    members, frontier = {root}, [root]
+    while frontier:
+        pid = frontier.pop()
+        for child, parent in parents.items():
+            if parent == pid and child not in members:
+                members.add(child)
+                frontier.append(child)
+    return sum(rss.get(pid, 0) for pid in members)
+
+
+def count_lines(path: Path) -> int:
+    try:
+        with path.open("rb") as handle:
+            return sum(chunk.count(b"\n") for chunk in iter(lambda: handle.read(1 << 20), b""))
+    except FileNotFoundError:
+        return 0
+
+
+def run(label: str, args: list[str], out: Path, rows: int, in_flight: int) -> Run:
+    """Run the command, sampling its memory and its output's growth every 0.25 s."""
+    env = {**os.environ, "RAGAS_DO_NOT_TRACK": "true", "OPENAI_API_KEY": "unused"}
+    command = [sys.executable, "-m", "ragas_relevancy_ext", *args, "--out", str(out)]
+    started = time.perf_counter()
+    child = subprocess.Popen(
+        command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    peak, first, first_count, last, last_count = 0, None, 0, None, 0
+    try:
+        while child.poll() is None:
+            peak = max(peak, tree_rss(child.pid))
+            lines = count_lines(out)
+            now = time.perf_counter()
+            if lines and first is None:
+                first, first_count = now, lines
+            if lines > last_count:
+                last, last_count = now, lines
+            time.sleep(0.25)
+    finally:
+        if child.poll() is None:
+            child.terminate()
+            child.wait()
+    wall = time.perf_counter() - started
+    stderr = child.stderr.read().decode(errors="replace") if child.stderr else ""
+    if child.returncode != 0:
+        raise SystemExit(f"{label} failed ({child.returncode}):\n{stderr[-2000:]}")
+    lines = count_lines(out)
+    if first is None or last is None or last <= first:
+        steady = rows / wall
+    else:
+        steady = (last_count - first_count) / (last - first)
+    return Run(
+        label, rows, in_flight, wall, steady, (first or started) - started, peak / 2**20, lines
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--actors", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--latency", type=float, default=0.1, help="judge latency, seconds")
+    parser.add_argument("--concurrency", type=int, default=8, help="calls in flight per process")
+    parser.add_argument("--rate-limit", type=float, default=10_000, help="provider RPM, judge")
+    args = parser.parse_args()
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ragas_relevancy_ext.testing.loopback", "--port", str(port)]
+        + ["--chat-latency", str(args.latency)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert server.stdout is not None
+    server.stdout.readline()  # "serving on ..."
+    base = f"http://127.0.0.1:{port}/v1"
+    common = ["--judge", "openai:loop-judge", "--base-url", base]
+    common += ["--embeddings", "openai:loop-embed", "--no-progress"]
+    runs: list[Run] = []
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            for n in args.rows:
+                data = Path(tmp) / f"rows-{n}.jsonl"
+                write_rows(data, n)
+                score = ["score", str(data), *common, "--no-probes"]
+                c = args.concurrency
+                plan = [("one process", [*score, "--concurrency", str(c)], c)]
+                most = max(args.actors) * c
+                plan.append(
+                    (f"one process, {most} in flight", [*score, "--concurrency", str(most)], most)
+                )
+                for k in args.actors:
+                    ray = [*score, "--concurrency", str(c), "--engine", "ray", "--actors", str(k)]
+                    plan.append((f"ray, {k} actor(s)", ray, k * c))
+                for label, command, flight in plan:
+                    out = Path(tmp) / f"out-{len(runs)}.jsonl"
+                    result = run(label, command, out, n, flight)
+                    runs.append(result)
+                    print(
+                        f"  {n} rows, {label}: {result.steady:.1f} rows/s, {result.peak_mb:.0f} MB",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+                    out.unlink()
+    finally:
+        server.terminate()
+        server.wait()
+    report(runs, args)
+
+
+def report(runs: list[Run], args: argparse.Namespace) -> None:
+    print(f"judge latency {args.latency * 1000:.0f} ms; {os.cpu_count()} CPU(s) on this machine")
+    print(
+        "| rows | run | calls in flight | rows/s | rows/s steady | first line after (s) "
+        "| wall (s) | peak memory (MB) | rows out |"
+    )
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    for r in runs:
+        print(
+            f"| {r.rows} | {r.label} | {r.in_flight} | {r.rows / r.wall:.1f} | {r.steady:.1f} "
+            f"| {r.first_line:.1f} | {r.wall:.1f} | {r.peak_mb:.0f} | {r.lines} |"
+        )
+    one_actor = [r for r in runs if r.label == "ray, 1 actor(s)"]
+    if not one_actor:
+        return
+    per_actor = one_actor[-1].steady
+    limit = args.rate_limit / 60  # judge calls/s; diverse mode asks once per row
+    print()
+    print("Projection to a cluster (diverse mode: one judge call per row):")
+    print(
+        f"  measured: {per_actor:.1f} rows/s per actor (steady) at {args.concurrency} calls "
+        "in flight; ideal at this latency: "
+        f"{args.concurrency / args.latency:.0f} judge calls/s"
+    )
+    for k in (8, 32, 128):
+        raw = per_actor * k
+        bound = min(raw, limit)
+        print(
+            f"  {k} actors: {per_actor:.1f} x {k} = {raw:.0f} rows/s; provider limit "
+            f"{args.rate_limit:.0f} RPM = {limit:.0f} rows/s -> {bound:.0f} rows/s, "
+            f"1M rows in {1e6 / bound / 60:.0f} min"
+        )
+
+
+if __name__ == "__main__":
+    main()
