@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -144,6 +145,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="calls in flight per process")
     parser.add_argument("--rate-limit", type=float, default=10_000, help="provider RPM, judge")
     args = parser.parse_args()
+    # a terminated benchmark stops its server and its running command too (the finally blocks)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     port = free_port()
     server = subprocess.Popen(

@@ -15,10 +15,11 @@ import json
 import math
 import os
 import uuid
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, fields, replace
 from enum import Enum
 from pathlib import Path
-from typing import IO, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -162,10 +163,8 @@ def run_ray_score(
         skip_keys=done,
     )
     tally = Tally()
-    with sink:
-        for batch in scored.iter_batches(batch_format="pyarrow", batch_size=None):
-            sink.write(batch)
-            tally.add(batch)
+    for batch in sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None)):
+        tally.add(batch)
     tally.show(console, out)
     return 1 if tally.rows and not tally.scored else 0
 
@@ -218,7 +217,7 @@ def read_input(path: Path) -> Any:
     reader = {"jsonl": ray.data.read_json, "csv": ray.data.read_csv}.get(
         kind, ray.data.read_parquet
     )
-    return reader(str(path), file_extensions=suffixes)
+    return reader(str(path.resolve()), file_extensions=suffixes)
 
 
 # -- output ---------------------------------------------------------------------------------
@@ -245,7 +244,6 @@ class JsonlOutput:
 
     def __init__(self, path: Path):
         self.path = path
-        self._handle: IO[str] | None = None
 
     def done_keys(self) -> set[str]:
         """Keys of rows saved without an error; refuses a file this command did not write."""
@@ -271,25 +269,20 @@ class JsonlOutput:
             os.truncate(self.path, complete)
         return keys
 
-    def __enter__(self) -> JsonlOutput:
+    def save(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """Append one line per row of each batch (a pyarrow Table), flushed; yield the batch."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = self.path.open("a", encoding="utf-8")
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
-
-    def write(self, batch: Any) -> None:
-        """Append one line per row of ``batch`` (a pyarrow Table) and flush."""
-        assert self._handle is not None
-        lines = (
-            json.dumps(_finite(row), ensure_ascii=False, allow_nan=False, default=str) + "\n"
-            for row in batch.to_pylist()
-        )
-        self._handle.write("".join(lines))
-        self._handle.flush()
+        with self.path.open("a", encoding="utf-8") as handle:
+            for batch in batches:
+                handle.write(
+                    "".join(
+                        json.dumps(_finite(row), ensure_ascii=False, allow_nan=False, default=str)
+                        + "\n"
+                        for row in batch.to_pylist()
+                    )
+                )
+                handle.flush()
+                yield batch
 
 
 def _record(raw: bytes) -> dict[str, Any] | None:
@@ -346,24 +339,19 @@ class ParquetOutput:
                     keys.add(key)
         return keys
 
-    def __enter__(self) -> ParquetOutput:
-        self.path.mkdir(parents=True, exist_ok=True)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def write(self, batch: Any) -> None:
-        """Save ``batch`` as one more part: a hidden temp file, renamed when complete."""
+    def save(self, batches: Iterable[Any]) -> Iterator[Any]:
+        """Write each batch as one more part: a hidden temp file, renamed when complete."""
         import pyarrow.parquet as pq
 
-        if batch.num_rows == 0:
-            return
-        self.parts += 1
-        name = f"part-{self.run}-{self.parts:06d}.parquet"
-        temp = self.path / f".{name}.tmp"
-        pq.write_table(batch, temp)
-        os.replace(temp, self.path / name)
+        self.path.mkdir(parents=True, exist_ok=True)
+        for batch in batches:
+            if batch.num_rows:
+                self.parts += 1
+                name = f"part-{self.run}-{self.parts:06d}.parquet"
+                temp = self.path / f".{name}.tmp"
+                pq.write_table(batch, temp)
+                os.replace(temp, self.path / name)
+            yield batch
 
 
 # -- the summary ----------------------------------------------------------------------------
