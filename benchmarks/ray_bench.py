@@ -31,9 +31,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from benchsteps import Steps  # benchmarks/benchsteps.py, beside this script
+
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
 PAGE = os.sysconf("SC_PAGE_SIZE")
+START_SECONDS = {"one process": 10.0, "ray": 30.0}  # imports, and Ray's daemons and actors
 
 
 @dataclass
@@ -161,35 +164,48 @@ def main() -> None:
     base = f"http://127.0.0.1:{port}/v1"
     common = ["--judge", "openai:loop-judge", "--base-url", base]
     common += ["--embeddings", "openai:loop-embed", "--no-progress"]
+    plans: list[tuple[int, str, list[str], int]] = []
+    for n in args.rows:
+        score = ["score", "ROWS", *common, "--no-probes"]
+        c = args.concurrency
+        most = max(args.actors) * c
+        plans.append((n, "one process", [*score, "--concurrency", str(c)], c))
+        plans.append(
+            (n, f"one process, {most} in flight", [*score, "--concurrency", str(most)], most)
+        )
+        for k in args.actors:
+            ray = [*score, "--concurrency", str(c), "--engine", "ray", "--actors", str(k)]
+            plans.append((n, f"ray, {k} actor(s)", ray, k * c))
+    steps = Steps(
+        "ray_bench",
+        [
+            (f"{n} rows, {label}", START_SECONDS[label.split(",")[0]] + n * args.latency / flight)
+            for n, label, _, flight in plans
+        ],
+    )
     runs: list[Run] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            for n in args.rows:
+            for n, label, command, flight in plans:
                 data = Path(tmp) / f"rows-{n}.jsonl"
-                write_rows(data, n)
-                score = ["score", str(data), *common, "--no-probes"]
-                c = args.concurrency
-                plan = [("one process", [*score, "--concurrency", str(c)], c)]
-                most = max(args.actors) * c
-                plan.append(
-                    (f"one process, {most} in flight", [*score, "--concurrency", str(most)], most)
+                if not data.exists():
+                    write_rows(data, n)
+                steps.start()
+                out = Path(tmp) / f"out-{len(runs)}.jsonl"
+                argv = [str(data) if part == "ROWS" else part for part in command]
+                result = run(label, argv, out, n, flight)
+                runs.append(result)
+                print(
+                    f"    {result.rows / result.wall:.1f} rows/s, {result.peak_mb:.0f} MB, "
+                    f"{result.lines} rows out",
+                    file=sys.stderr,
+                    flush=True,
                 )
-                for k in args.actors:
-                    ray = [*score, "--concurrency", str(c), "--engine", "ray", "--actors", str(k)]
-                    plan.append((f"ray, {k} actor(s)", ray, k * c))
-                for label, command, flight in plan:
-                    out = Path(tmp) / f"out-{len(runs)}.jsonl"
-                    result = run(label, command, out, n, flight)
-                    runs.append(result)
-                    print(
-                        f"  {n} rows, {label}: {result.steady:.1f} rows/s, {result.peak_mb:.0f} MB",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    out.unlink()
+                out.unlink()
     finally:
         server.terminate()
         server.wait()
+    steps.finish()
     report(runs, args)
 
 
