@@ -10,7 +10,7 @@ and actors), sampled from /proc. The figures project to a cluster at the end::
 
     python benchmarks/ray_bench.py                    # 10k rows; 1, 2 and 4 actors
     python benchmarks/ray_bench.py --rows 10000 100000
-    python benchmarks/ray_bench.py --rows 2000 --actors 1 2   # a quick look
+    python benchmarks/ray_bench.py --quick            # 200 rows; 1 and 2 actors
 
 On a 2-core machine more actors cannot add CPU; what they add is judge calls in flight
 (actors x --concurrency). The "one process" row with --concurrency raised to the same number
@@ -147,7 +147,10 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.1, help="judge latency, seconds")
     parser.add_argument("--concurrency", type=int, default=8, help="calls in flight per process")
     parser.add_argument("--rate-limit", type=float, default=10_000, help="provider RPM, judge")
+    parser.add_argument("--quick", action="store_true", help="200 rows; 1 and 2 actors")
     args = parser.parse_args()
+    if args.quick:
+        args.rows, args.actors = [200], [1, 2]
     # a terminated benchmark stops its server and its running command too (the finally blocks)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 import typer
 
 from ..report import clip, fmt
-from .errors import UsageError
+from .errors import UsageError, exit_code
 from .setup import Settings, prepare
 
 __all__ = [
@@ -111,7 +111,7 @@ def run_ray_score(
     outputs: dict[str, Path] | None = None,
     progress: bool = True,
 ) -> int:
-    """Score ``file`` on Ray actors into ``out``; the exit code (1 when no row scored)."""
+    """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`."""
     _check_options(engine, address, actors, out, outputs)
     assert out is not None
     from .datafile import parse_map
@@ -166,7 +166,8 @@ def run_ray_score(
     for batch in sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None)):
         tally.add(batch)
     tally.show(console, out)
-    return 1 if tally.rows and not tally.scored else 0
+    # rows already in --out were scored without an error before: they count as scored
+    return exit_code(tally.scored + len(done), tally.rows + len(done))
 
 
 def _check_options(
