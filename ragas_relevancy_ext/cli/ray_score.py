@@ -73,7 +73,9 @@ SCORE_SETTINGS = (
     "one_text_per_call",
     "strictness",
     "probe_prompt",
+    "language",
 )
+RUN_SETTINGS = ("max_retries", "timeout", "concurrency", "cache")
 DEFAULT_ACTORS = 2
 ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
 LOWEST_SHOWN = 5
@@ -402,4 +404,5 @@ class Tally:
             console.print(f"first NaN: {clip(self.first_error, 200)}", soft_wrap=True)
 
 
-assert {f.name for f in fields(Settings)} >= set(SCORE_SETTINGS)
+# a new setting must say whether it changes a score (then it is part of every content key)
+assert {f.name for f in fields(Settings)} == {*SCORE_SETTINGS, *RUN_SETTINGS}
