@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import math
 from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
@@ -71,7 +72,7 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
 
 
 async def embed_texts(
-    embeddings: Any, texts: Sequence[str], limiter: asyncio.Semaphore | None = None
+    embeddings: Any, texts: Sequence[str], limiter: AbstractAsyncContextManager[Any] | None = None
 ) -> np.ndarray:
     """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array."""
     kind = embeddings_kind(embeddings)
@@ -87,7 +88,7 @@ async def embed_question_and_probes(
     embeddings: Any,
     question: str,
     probes: Sequence[str],
-    limiter: asyncio.Semaphore | None = None,
+    limiter: AbstractAsyncContextManager[Any] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The question's vector and the probes' (len(probes), d) array, from two concurrent calls.
 

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["EmbeddingCallError", "EmbeddingShapeError", "JudgeReplyError", "is_reply_error"]
+__all__ = [
+    "EmbeddingCallError",
+    "EmbeddingShapeError",
+    "JudgeHTTPError",
+    "JudgeReplyError",
+    "is_reply_error",
+]
 
 
 class EmbeddingShapeError(ValueError):
@@ -19,6 +25,10 @@ class EmbeddingCallError(RuntimeError):
 
 class JudgeReplyError(ValueError):
     """A judge reply could not be read as the prompt's output model."""
+
+
+class JudgeHTTPError(RuntimeError):
+    """The judge's HTTP exchange failed below the reply (a body that is not JSON at all)."""
 
 
 def is_reply_error(exc: BaseException) -> bool:

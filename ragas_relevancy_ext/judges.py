@@ -14,7 +14,7 @@ from pydantic import BaseModel
 from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
 
 from . import aio
-from .errors import JudgeReplyError
+from .errors import JudgeHTTPError, JudgeReplyError
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -67,7 +67,10 @@ async def ask_judge(
     """
     kind = judge_kind(llm)
     if kind == "instructor":
-        return await aio.call(llm, "agenerate", "generate", prompt, output_model)
+        try:
+            return await aio.call(llm, "agenerate", "generate", prompt, output_model)
+        except UnboundLocalError as exc:
+            raise _true_failure(llm, exc) from exc.__context__
 
     from langchain_core.prompt_values import StringPromptValue
 
@@ -130,6 +133,36 @@ class _CountingLLM(BaseRagasLLM):
 
     def is_finished(self, response: Any) -> bool:
         return self.inner.is_finished(response)
+
+
+def _true_failure(llm: Any, exc: UnboundLocalError) -> Exception:
+    """What instructor's ``UnboundLocalError`` after its retries really means.
+
+    instructor 1.x reads ``response`` in its error handler before it is set when the HTTP body
+    itself does not parse, so its own error hides the cause (the ``__context__``).
+    """
+    cause = exc.__context__
+    if isinstance(cause, ValueError):  # json.JSONDecodeError and the SDKs' decode errors
+        attempts = _instructor_attempts(llm)
+        noun = "attempt" if attempts == 1 else "attempts"
+        return JudgeHTTPError(f"the judge's HTTP reply was not valid JSON ({attempts} {noun})")
+    if cause is not None:
+        return JudgeHTTPError(f"the judge call failed: {type(cause).__name__}: {cause}")
+    return exc
+
+
+def _instructor_attempts(llm: Any) -> int:
+    """How many times instructor tries one call: the judge's ``max_retries``, else its default."""
+    import inspect
+
+    attempts = (getattr(llm, "model_args", None) or {}).get("max_retries")
+    if attempts is None:
+        try:
+            create = llm.client.chat.completions.create
+            attempts = inspect.signature(create).parameters["max_retries"].default
+        except (AttributeError, KeyError, TypeError, ValueError):
+            attempts = 1
+    return attempts if isinstance(attempts, int) and attempts > 0 else 1
 
 
 def parse_reply(text: str, output_model: type[Reply]) -> Reply:

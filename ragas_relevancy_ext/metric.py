@@ -11,7 +11,7 @@ Usage:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
 from typing import Any
 
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
@@ -28,6 +28,7 @@ from .pipeline import (
 )
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import RelevancyReport
+from .streaming import CallLimiter, bounded_map
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
 
@@ -110,7 +111,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
         )
 
     async def ascore(  # type: ignore[override]
-        self, user_input: str, response: str, *, _limiter: asyncio.Semaphore | None = None
+        self, user_input: str, response: str, *, _limiter: Any = None
     ) -> RelevancyResult:
         """Score one sample; the result's ``.report`` lists every probe."""
         limiter = _limiter or asyncio.Semaphore(self.max_concurrency)
@@ -126,49 +127,48 @@ class AnswerRelevancy(StockAnswerRelevancy):
         return RelevancyResult(report)
 
     async def ascore_each(
-        self, inputs: Sequence[dict[str, Any]]
+        self, inputs: Iterable[Any] | AsyncIterable[Any]
     ) -> AsyncIterator[tuple[int, RelevancyResult]]:
-        """Score many samples concurrently, yielding ``(index, result)`` as each finishes.
+        """Score many samples, yielding ``(index, result)`` as each finishes.
 
-        For writers that save every sample the moment it is done. A sample that fails gets NaN
-        and its error as reason; the others go on.
+        For writers that save every sample the moment it is done. ``inputs`` (dicts with
+        ``user_input`` and ``response``; any iterable, sync or async) is read lazily: at most
+        ``max_concurrency`` samples are in flight, and calls of samples started earlier go
+        first, so samples finish roughly in input order and memory does not grow with the
+        input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
+        others go on.
         """
-        limiter = asyncio.Semaphore(self.max_concurrency)
+        limiter = CallLimiter(self.max_concurrency)
+        options = self.probe_options()
 
-        async def one(index: int, row: dict[str, Any]) -> tuple[int, RelevancyResult]:
+        async def one(index: int, row: Any) -> RelevancyResult:
             try:
-                unexpected = sorted(set(row) - {"user_input", "response"})
-                if unexpected:
-                    raise TypeError(
-                        f"unexpected field(s) {unexpected}: rows take user_input, response"
-                    )
-                result = await self.ascore(
-                    row.get("user_input"), row.get("response"), _limiter=limiter
+                user_input, response = _fields(row)
+                report = await score_sample(
+                    user_input,
+                    response,
+                    llm=self.llm,
+                    embeddings=self.embeddings,
+                    options=options,
+                    limiter=limiter.slot(index),
                 )
+                return RelevancyResult(report)
             except Exception as exc:  # one bad sample never loses the others
-                result = RelevancyResult(
+                user_input, response = _texts_of(row)
+                return RelevancyResult(
                     failed_report(
-                        row.get("user_input"),
-                        row.get("response"),
-                        self.strictness,
-                        self.probe_prompt,
-                        exc,
+                        user_input, response, options.strictness, options.prompt_name, exc
                     )
                 )
-            return index, result
 
-        tasks = [asyncio.ensure_future(one(i, row)) for i, row in enumerate(inputs)]
-        try:
-            for finished in asyncio.as_completed(tasks):
-                yield await finished
-        finally:
-            for task in tasks:
-                task.cancel()
+        async for index, result in bounded_map(inputs, one, options.max_concurrency):
+            yield index, result
 
     async def abatch_score(  # type: ignore[override]
         self, inputs: list[dict[str, Any]]
     ) -> list[RelevancyResult]:
         """Score many samples concurrently, in input order; failed samples get NaN and a reason."""
+        inputs = list(inputs)
         results: list[RelevancyResult | None] = [None] * len(inputs)
         async for index, result in self.ascore_each(inputs):
             results[index] = result
@@ -181,3 +181,20 @@ class AnswerRelevancy(StockAnswerRelevancy):
     def score(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Synchronous :meth:`ascore`."""
         return super().score(user_input=user_input, response=response)  # type: ignore[return-value]
+
+
+def _fields(row: Any) -> tuple[Any, Any]:
+    """(user_input, response) of one input row; TypeError for a non-mapping or extra fields."""
+    if not isinstance(row, Mapping):
+        raise TypeError(f"row must be a mapping, got {type(row).__name__}")
+    unexpected = sorted(str(k) for k in set(row) - {"user_input", "response"})
+    if unexpected:
+        raise TypeError(f"unexpected field(s) {unexpected}: rows take user_input, response")
+    return row.get("user_input"), row.get("response")
+
+
+def _texts_of(row: Any) -> tuple[Any, Any]:
+    """What a failed report shows of a row: its fields, or the row itself when not a mapping."""
+    if isinstance(row, Mapping):
+        return row.get("user_input"), row.get("response")
+    return "", row

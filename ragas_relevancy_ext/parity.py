@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .embeddings import Embeddings
+from .errors import is_reply_error
 from .judges import Judge, JudgeWrapper, Reply
 from .report import RelevancyReport
 
@@ -24,10 +25,15 @@ class RecordingJudge(JudgeWrapper):
         super().__init__(inner)
         self.prompts: list[str] = []
         self.replies: list[Any] = []
+        self.errors: list[Exception] = []
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
-        reply = await super().agenerate(prompt, response_model)
+        try:
+            reply = await super().agenerate(prompt, response_model)
+        except Exception as exc:
+            self.errors.append(exc)
+            raise
         self.replies.append(reply)
         return reply
 
@@ -73,7 +79,11 @@ class ParityResult:
 async def compare_with_stock(
     judge: Judge, embeddings: Embeddings, user_input: str, response: str, strictness: int = 3
 ) -> ParityResult:
-    """Score one sample with stock and with ours (stock mode) on identical judge replies."""
+    """Score one sample with stock and with ours (stock mode) on identical judge replies.
+
+    When the judge itself fails (authentication, network), its error is raised as it is:
+    there are no replies to compare.
+    """
     from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
 
     from .metric import AnswerRelevancy
@@ -85,6 +95,9 @@ async def compare_with_stock(
         stock = Stock(llm=recorder, embeddings=embeddings, strictness=strictness)
         stock_score = float((await stock.ascore(user_input=user_input, response=response)).value)
     except Exception as exc:  # stock's own failure is a finding, not a crash
+        judge_failures = [e for e in recorder.errors if not is_reply_error(e)]
+        if judge_failures:  # the judge itself failed (auth, network): nothing to compare
+            raise judge_failures[0] from None
         stock_error = f"{type(exc).__name__}: {exc}"
 
     replay = ReplayJudge(recorder.replies)

@@ -9,11 +9,13 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .aio import DEFAULT_MAX_CONCURRENCY
 from .embeddings import embed_question_and_probes
+from .errors import EmbeddingShapeError
 from .languages import AUTO, AdaptedPrompts, check_language, detect_language
 from .probe_modes import (
     ProbeMode,
@@ -28,6 +30,7 @@ from .scoring import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
+    non_finite,
     relevancy_score,
 )
 
@@ -154,7 +157,7 @@ async def score_sample(
     llm: Judge,
     embeddings: Embeddings,
     options: ProbeOptions,
-    limiter: asyncio.Semaphore | None = None,
+    limiter: AbstractAsyncContextManager[Any] | None = None,
     callbacks: Any = None,
     trace_name: str | None = None,
     adapted: AdaptedPrompts | None = None,
@@ -199,6 +202,12 @@ async def score_sample(
         embeddings, user_input, probes.questions, limiter
     )
     cosines = cosine_similarities(question_vector, probe_vectors)
+    problem = non_finite(cosines)
+    if problem is not None:
+        raise EmbeddingShapeError(
+            f"{type(embeddings).__name__} returned vectors whose cosines cannot be computed: "
+            f"{problem}"
+        )
     return RelevancyReport(
         score=relevancy_score(cosines, probes.noncommittal),
         all_noncommittal=all_noncommittal(probes.noncommittal),

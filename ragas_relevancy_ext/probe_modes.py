@@ -364,7 +364,7 @@ async def collect_probes(
     prompt: BasePrompt,
     response: str,
     strictness: int,
-    limiter: asyncio.Semaphore | None = None,
+    limiter: contextlib.AbstractAsyncContextManager[Any] | None = None,
     callbacks: Any = None,
     trace_name: str | None = None,
 ) -> ProbeSet:

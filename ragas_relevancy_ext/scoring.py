@@ -2,19 +2,49 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["all_noncommittal", "cosine_similarities", "mean_pairwise_cosine", "relevancy_score"]
+__all__ = [
+    "all_noncommittal",
+    "cosine_similarities",
+    "mean_pairwise_cosine",
+    "non_finite",
+    "relevancy_score",
+    "unit_rows",
+]
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:
-    """Cosine of each probe vector with the question vector, computed as stock RAGAS does."""
-    question = np.asarray(question_vector, dtype=float).reshape(1, -1)
-    probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
-    norm = np.linalg.norm(probes, axis=1) * np.linalg.norm(question, axis=1)
-    return np.dot(probes, question.T).reshape(-1) / norm
+    """Cosine of each probe vector with the question vector.
+
+    Each vector is scaled to unit length first (by its largest value, then its norm), so
+    values near the float limits (1e308, 1e-320) neither overflow nor underflow; equal to
+    stock's dot / (norm * norm) wherever that is finite. Check the result with
+    :func:`non_finite`.
+    """
+    question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))
+    probes = unit_rows(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
+    return np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)
+
+
+def unit_rows(matrix: np.ndarray) -> np.ndarray:
+    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN)."""
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scale = np.max(np.abs(matrix), axis=1, keepdims=True)
+        scaled = matrix / scale
+        return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+
+
+def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
+    """A sentence naming the values that are NaN or infinite, or None when all are finite."""
+    bad = [i for i, v in enumerate(values, 1) if not math.isfinite(float(v))]
+    if not bad:
+        return None
+    listed = ", ".join(f"{what} {i} is {float(values[i - 1])}" for i in bad[:5])
+    return f"{len(bad)} of {len(values)} {what}(s) not finite ({listed})"
 
 
 def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> float:
@@ -38,7 +68,8 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
     matrix = np.asarray(vectors, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] < 2:
         return None
-    unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
-    sims = unit @ unit.T
+    unit = unit_rows(matrix)
+    sims = np.clip(unit @ unit.T, -1.0, 1.0)
     upper = np.triu_indices(matrix.shape[0], k=1)
-    return float(np.mean(sims[upper]))
+    value = float(np.mean(sims[upper]))
+    return value if math.isfinite(value) else None

@@ -169,7 +169,7 @@ def test_good_rows_are_scored_and_bad_ones_listed_by_line(tmp_path):
     )
     result = invoke("score", path, *OFFLINE)
     assert result.exit_code == 3, result.output  # some rows skipped
-    assert "2 sample(s), 2 scored" in result.stdout
+    assert "4 sample(s), 2 scored" in result.stdout  # every input row is in the output
     assert "skipped 2 bad row(s)" in result.stderr
     assert "line 2: not valid JSON" in result.stderr and "line 3: no response" in result.stderr
 
@@ -272,7 +272,7 @@ def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
     assert "0 row(s) already there, 2 to score, 2 of them failed before" in again.stdout
     assert "warning" not in again.stderr
     final = [json.loads(line) for line in out.read_text().splitlines()]
-    assert len(final) == 4 and [r["error"] for r in final[2:]] == [None, None]
+    assert [(r["row"], r["error"]) for r in final] == [(1, None), (2, None)]  # replaced
     third = invoke("score", path, *OFFLINE, "--out", out)
     assert "2 row(s) already there, 0 to score" in third.stdout
     other = invoke(
@@ -287,7 +287,10 @@ def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
         "--strictness",
         "2",
     )
-    assert "2 row(s) already there" in other.stdout
+    # a setting that changes the score: the rows are scored again, not mixed
+    assert "0 row(s) already there, 2 to score" in other.stdout
+    assert "2 line(s) in" in other.stderr and "replaced" in other.stderr
+    assert [json.loads(line)["strictness"] for line in out.read_text().splitlines()] == [2, 2]
 
 
 def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):

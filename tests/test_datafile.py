@@ -34,9 +34,9 @@ def test_jsonl_rows_keep_line_numbers_and_other_columns(tmp_path):
         ),
     )
     data = read_rows(path)
-    assert [(r.number, r.user_input, r.response) for r in data.rows] == [
-        (1, "Q1?", "A1."),
-        (3, "Q2?", "A2."),
+    assert [(r.number, r.line, r.user_input, r.response) for r in data.rows] == [
+        (1, 1, "Q1?", "A1."),
+        (2, 3, "Q2?", "A2."),  # a blank line is not a row
     ]
     assert data.rows[0].extra == {"rating": 4}
     assert data.bad == []
@@ -69,28 +69,28 @@ def test_bad_jsonl_rows_are_listed_by_line_and_good_ones_kept(tmp_path):
         7: "response is int, not text",
     }
     assert problems[2].startswith("not valid JSON")
-    assert data.describe_bad()[0].startswith("line 2: not valid JSON")
+    assert data.describe_bad()[0].startswith("row 2, line 2: not valid JSON")
 
 
 def test_csv_with_map_and_multiline_cells(tmp_path):
     text = 'question,answer,score\n"Q1?","A1, with a comma",5\n,,\n"Q3?","line one\nline two",2\n'
     path = write(tmp_path, "a.csv", text)
     data = read_rows(path, parse_map(["question=user_input", "answer=response"]), numeric="score")
-    assert [(r.number, r.response) for r in data.rows] == [
-        (2, "A1, with a comma"),
-        (4, "line one\nline two"),
+    assert [(r.number, r.line, r.response) for r in data.rows] == [
+        (1, 2, "A1, with a comma"),
+        (3, 4, "line one\nline two"),
     ]
     assert data.rows[0].extra == {"score": 5.0}
-    assert [(b.number, b.problem) for b in data.bad] == [(3, "empty row")]
+    assert [(b.number, b.line, b.problem) for b in data.bad] == [(2, 3, "empty row")]
+    assert data.warnings == []  # a quoted cell over two lines is fine
 
 
 def test_json_list_or_rows_object(tmp_path):
     rows = [{"user_input": "Q?", "response": "A."}, "oops"]
     for payload in (rows, {"rows": rows}):
         data = read_rows(write(tmp_path, "a.json", json.dumps(payload)))
-        assert data.where == "item"
-        assert [r.number for r in data.rows] == [1]
-        assert data.describe_bad() == ["item 2: expected an object with fields, got str"]
+        assert [(r.number, r.line) for r in data.rows] == [(1, None)]
+        assert data.describe_bad() == ["row 2: expected an object with fields, got str"]
 
 
 def test_map_works_either_way_round_and_checks_its_input():
@@ -161,5 +161,34 @@ def test_utf8_with_bom_reads(tmp_path):
 
 
 def test_row_key_depends_on_both_texts():
-    assert row_key("Q", "A") == row_key("Q", "A")
+    assert row_key("Q", "A") == row_key("Q", "A") != row_key("Q", "A", "other settings")
     assert len({row_key("Q", "A"), row_key("Q", "B"), row_key("QA", "")}) == 3
+
+
+def test_rows_are_numbered_alike_in_jsonl_csv_and_json(tmp_path):
+    rows = [
+        {"user_input": "Q1?", "response": "A1."},
+        {"user_input": "Q2?", "response": ""},
+        {"user_input": "Q3?", "response": "A3."},
+    ]
+    csv_text = "user_input,response\n" + "".join(
+        f'"{r["user_input"]}","{r["response"]}"\n' for r in rows
+    )
+    files = [
+        write(tmp_path, "a.jsonl", jsonl(*rows)),
+        write(tmp_path, "a.csv", csv_text),
+        write(tmp_path, "a.json", json.dumps(rows)),
+    ]
+    for path in files:
+        data = read_rows(path)
+        assert [r.number for r in data.rows] == [1, 3], path
+        assert [b.number for b in data.bad] == [2], path
+
+
+def test_an_unbalanced_csv_quote_that_swallows_rows_is_warned_of_by_line(tmp_path):
+    text = 'user_input,response\nQ1?,A1.\nQ2?,"oops\nQ3?,A3.\nQ4?,A4.\n'
+    data = read_rows(write(tmp_path, "a.csv", text))
+    assert [r.number for r in data.rows] == [1, 2]  # rows 3 and 4 were swallowed into row 2
+    assert data.warnings[0].startswith("line 3: the 'response' cell runs over lines 3-5")
+    assert "unbalanced quote on line 3" in data.warnings[0]
+    assert "2 row(s) were read from 4 data line(s)" in data.warnings[-1]

@@ -8,9 +8,8 @@ import math
 import pytest
 
 from ragas_relevancy_ext.cli.output.jsonl import (
-    JsonlWriter,
+    ReportFile,
     ReportFileError,
-    read_report_lines,
     report_from_record,
     report_line,
 )
@@ -57,31 +56,61 @@ def test_nan_score_is_written_as_null_and_read_back_as_nan():
 
 def test_writer_flushes_each_line_before_closing(tmp_path):
     path = tmp_path / "out" / "report.jsonl"
-    with JsonlWriter(path, "offline", "hash") as writer:
-        writer.write(1, "k1", make_report())
-        assert len(path.read_text().splitlines()) == 1
-        writer.write(2, "k2", make_report())
-        assert len(path.read_text().splitlines()) == 2
-    assert set(read_report_lines(path)) == {(1, "k1"), (2, "k2")}
+    report = ReportFile(path)
+    report.begin()
+    report.write("k1", report_line(1, "k1", make_report(), "offline", "hash"))
+    assert len(path.read_text().splitlines()) == 1
+    report.write("k2", report_line(2, "k2", make_report(), "offline", "hash"))
+    assert len(path.read_text().splitlines()) == 2
+    report.close()
+    assert set(ReportFile(path).index) == {"k1", "k2"}
 
 
 def test_a_line_cut_off_mid_write_is_dropped_so_appending_goes_on(tmp_path):
     path = tmp_path / "report.jsonl"
     whole = report_line(1, "k1", make_report(), "j", "e")
-    path.write_text(whole + '{"row": 2, "key": "k2", "user_in', encoding="utf-8")
-    assert set(read_report_lines(path)) == {(1, "k1")}
+    torn = report_line(2, "k2", make_report(), "j", "e")[:60]
+    path.write_text(whole + torn, encoding="utf-8")
+    report = ReportFile(path)
+    assert set(report.index) == {"k1"}
+    assert path.read_text(encoding="utf-8") == whole + torn  # reading changes nothing
+    report.begin()
     assert path.read_text(encoding="utf-8") == whole
-    with JsonlWriter(path, "j", "e") as writer:
-        writer.write(2, "k2", make_report())
-    assert set(read_report_lines(path)) == {(1, "k1"), (2, "k2")}
+    report.write("k2", report_line(2, "k2", make_report(), "j", "e"))
+    report.close()
+    assert set(ReportFile(path).index) == {"k1", "k2"}
 
 
-def test_a_foreign_file_is_not_appended_to(tmp_path):
+@pytest.mark.parametrize(
+    "content",
+    [b"hello\n", b"\x00\x01binary without a newline", b'{"row": 1}\n', b"user_input,response\n"],
+)
+def test_a_foreign_file_is_refused_and_left_byte_for_byte(tmp_path, content):
     path = tmp_path / "notes.jsonl"
-    path.write_text("hello\n", encoding="utf-8")
-    with pytest.raises(ReportFileError, match="line 1 is not a report line"):
-        read_report_lines(path)
-    assert read_report_lines(tmp_path / "absent.jsonl") == {}
+    path.write_bytes(content)
+    with pytest.raises(ReportFileError, match="not a report of ragas-relevancy"):
+        ReportFile(path)
+    assert path.read_bytes() == content
+    assert ReportFile(tmp_path / "absent.jsonl").index == {}
+
+
+def test_compaction_keeps_one_line_per_row_in_input_order(tmp_path):
+    path = tmp_path / "report.jsonl"
+    report = ReportFile(path)
+    report.begin()
+    failed = make_report(math.nan, probes=[], error="boom")
+    report.write("b", report_line(2, "b", failed, "j", "e"))
+    report.write("a", report_line(1, "a", make_report(), "j", "e"))
+    report.write("b", report_line(2, "b", make_report(0.5), "j", "e"))  # the retry scored
+    report.write("gone", report_line(3, "gone", make_report(), "j", "e"))
+    assert report.compact([("a", 1, None), ("b", 2, None), ("a", 3, None)]) == 3
+    report.close()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["row"], r["key"], r["score"]) for r in records] == [
+        (1, "a", 0.8),
+        (2, "b", 0.5),
+        (3, "a", 0.8),
+    ]
 
 
 def test_summary_counts_zeros_and_nans_and_lists_the_lowest():

@@ -4,6 +4,10 @@ Wrap any judge in :class:`CachedJudge`; the metric sees an ordinary instructor j
 (judge model, prompt text, output model, k) where k counts how often this run has already sent
 the same prompt: stock mode sends one prompt N times and needs N independent replies, and a
 re-run gets back the same N.
+
+The store (:class:`.store.SqliteStore`, ``DIR/replies.sqlite3``) holds JSON text only, so
+nothing read from a cache directory is ever run as code (no pickle), and processes can share
+one directory.
 """
 
 from __future__ import annotations
@@ -17,12 +21,15 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ..judges import Judge, JudgeWrapper, Reply
+from .store import CacheError, SqliteStore
+
+__all__ = ["CacheError", "CachedJudge", "ReplyStore", "SqliteStore", "disk_store", "reply_key"]
 
 KEY_VERSION = 1
 
 
 class ReplyStore(Protocol):
-    """The part of ``ragas.cache.CacheInterface`` the cache uses."""
+    """A key-value store of JSON text (``get`` gives None for a missing key)."""
 
     def get(self, key: str) -> Any: ...
 
@@ -30,11 +37,8 @@ class ReplyStore(Protocol):
 
 
 def disk_store(directory: str | Path) -> ReplyStore:
-    """RAGAS's ``DiskCacheBackend`` (diskcache) in ``directory``, created if missing."""
-    from ragas.cache import DiskCacheBackend
-
-    Path(directory).mkdir(parents=True, exist_ok=True)
-    return DiskCacheBackend(cache_dir=str(directory))
+    """A :class:`SqliteStore` in ``directory`` (created if missing)."""
+    return SqliteStore(directory)
 
 
 def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence: int) -> str:
@@ -58,15 +62,16 @@ class CachedJudge(JudgeWrapper):
         self.model = model
         self.hits = 0
         self.misses = 0
-        self._asked: Counter[tuple[str, str]] = Counter()
+        self._asked: Counter[bytes] = Counter()  # digests: a long run holds no prompt texts
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         # Counted before any await, so concurrent identical prompts get distinct occurrences.
-        occurrence = self._asked[(prompt, response_model.__name__)]
-        self._asked[(prompt, response_model.__name__)] += 1
+        asked = hashlib.sha256(f"{response_model.__name__}\x00{prompt}".encode()).digest()
+        occurrence = self._asked[asked]
+        self._asked[asked] += 1
         key = reply_key(self.model, prompt, response_model, occurrence)
         stored = self.store.get(key)
-        if stored is not None:
+        if isinstance(stored, str):
             try:
                 reply = response_model.model_validate_json(stored)
             except ValueError:

@@ -117,12 +117,14 @@ def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
     )
     failing = [c for c in results if c.differs(tol)]
     stock_failed = [c for c in results if c.stock is None and c.error is None]
+    judge_failed = [c for c in results if c.error is not None]
     gaps = [abs(c.stock - c.ours) for c in results if c.stock is not None and c.error is None]
     largest = max((g for g in gaps if math.isfinite(g)), default=0.0)
     console.print(
         Text(
             f"{len(results)} row(s): largest |difference| {largest:.2e}, "
-            f"{len(failing)} beyond tolerance {tol:g}, stock failed on {len(stock_failed)}",
+            f"{len(failing)} beyond tolerance {tol:g}, stock failed on {len(stock_failed)}"
+            + (f", the judge failed on {len(judge_failed)}" if judge_failed else ""),
             style="red" if failing else "green",
         )
     )

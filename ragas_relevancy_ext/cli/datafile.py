@@ -1,27 +1,47 @@
 """Read samples from a JSONL, CSV or JSON file, rename columns, and set bad rows aside.
 
-A whole-file problem (missing, not UTF-8, no usable column, no rows) raises
-:class:`DataFileError` with one sentence; a bad row is kept as a :class:`BadRow` with its line
-number, so the good rows can still be scored. Standard library only: cheap to import.
+Rows are numbered 1, 2, 3... in the order the file holds them (blank lines are not rows), the
+same for JSONL, CSV and JSON; JSONL and CSV rows also know their line in the file. A
+whole-file problem (missing, not UTF-8, no usable column, no rows) raises
+:class:`DataFileError` with one sentence; a bad row is kept as a :class:`BadRow`, so the good
+rows can still be scored. :class:`Source` reads lazily, so a file of any length can be
+streamed; :func:`read_rows` loads it all. Standard library only: cheap to import.
 """
 
 from __future__ import annotations
 
 import csv
 import hashlib
-import io
 import json
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .errors import UsageError
 
+__all__ = [
+    "BadRow",
+    "DataFile",
+    "DataFileError",
+    "Entry",
+    "Row",
+    "Scan",
+    "Source",
+    "describe_bad",
+    "parse_map",
+    "read_file",
+    "read_rows",
+    "row_key",
+    "to_number",
+    "where",
+]
+
 FIELDS = ("user_input", "response")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
 JSON_LIST_KEYS = ("rows", "data", "samples")
+WARNINGS_SHOWN = 10
 
 
 class DataFileError(UsageError):
@@ -30,17 +50,23 @@ class DataFileError(UsageError):
 
 @dataclass(frozen=True)
 class Row:
-    """One usable sample: where it is in the file, its two texts, and every other column."""
+    """One usable sample: its data row number, its two texts, every other column, its line."""
 
     number: int
     user_input: str
     response: str
     extra: dict[str, Any] = field(default_factory=dict)
+    line: int | None = None
 
     @property
     def key(self) -> str:
-        """A short hash of the texts, so a resumed run recognises rows already scored."""
+        """A short hash of the texts (see :func:`row_key`)."""
         return row_key(self.user_input, self.response)
+
+    @property
+    def where(self) -> str:
+        """``row 3, line 4`` (``row 3`` for JSON)."""
+        return where(self.number, self.line)
 
 
 @dataclass(frozen=True)
@@ -49,30 +75,59 @@ class BadRow:
 
     number: int
     problem: str
+    line: int | None = None
+    user_input: str = ""
+    response: str = ""
+
+    @property
+    def where(self) -> str:
+        """``row 3, line 4`` (``row 3`` for JSON)."""
+        return where(self.number, self.line)
+
+
+Entry = Row | BadRow
+
+
+def where(number: int, line: int | None) -> str:
+    """``row N, line L``: the data row, and the file line when the format has lines."""
+    return f"row {number}" + (f", line {line}" if line is not None else "")
 
 
 @dataclass
 class DataFile:
-    """The rows of one file: the usable ones and the ones set aside."""
+    """The rows of one file, all in memory: the usable ones and the ones set aside."""
 
     path: Path
     kind: str
     rows: list[Row]
     bad: list[BadRow]
-    where: str = "line"
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def row_count(self) -> int:
+        return len(self.rows)
+
+    @property
+    def bad_count(self) -> int:
+        return len(self.bad)
 
     def describe_bad(self, limit: int = 10) -> list[str]:
         """One line per bad row (at most ``limit``, then a count of the rest)."""
-        lines = [f"{self.where} {b.number}: {b.problem}" for b in self.bad[:limit]]
-        if len(self.bad) > limit:
-            lines.append(f"... and {len(self.bad) - limit} more bad row(s)")
-        return lines
+        return describe_bad(self.bad, len(self.bad), limit)
 
 
-def row_key(user_input: str, response: str) -> str:
-    """sha256 of the two texts, first 16 hex digits."""
-    digest = hashlib.sha256(f"{user_input}\x00{response}".encode())
-    return digest.hexdigest()[:16]
+def describe_bad(bad: Iterable[BadRow], total: int, limit: int = 10) -> list[str]:
+    """``row 3, line 4: no response`` per bad row (at most ``limit``, then a count)."""
+    lines = [f"{b.where}: {b.problem}" for _, b in zip(range(limit), bad, strict=False)]
+    if total > limit:
+        lines.append(f"... and {total - limit} more bad row(s)")
+    return lines
+
+
+def row_key(user_input: str, response: str, settings: str = "") -> str:
+    """sha256 of the two texts (and a tag of the settings that change a score), 20 hex digits."""
+    digest = hashlib.sha256(f"{settings}\x00{user_input}\x00{response}".encode())
+    return digest.hexdigest()[:20]
 
 
 def parse_map(specs: Iterable[str]) -> dict[str, str]:
@@ -118,128 +173,251 @@ def read_rows(
     ``numeric`` names an extra column every row must hold a finite number in (human ratings);
     a row without one is bad.
     """
-    path = Path(path)
-    kind = FORMATS.get(path.suffix.lower())
-    if kind is None:
-        raise DataFileError(
-            f"{path}: unknown file type {path.suffix or '(none)'!r}; use .jsonl, .csv or .json"
-        )
-    text = _read_text(path)
-    records = list(_records(path, kind, text))
-    if not records:
-        raise DataFileError(f"{path}: no rows")
-    mapping = dict(mapping or {})
-    columns = _columns(records)
-    _check_columns(path, columns, mapping, numeric)
-
+    source = Source(path, mapping, numeric)
+    scan = source.scan()
     rows: list[Row] = []
     bad: list[BadRow] = []
-    for number, record in records:
-        problem = record if isinstance(record, str) else None
-        row = None
-        if problem is None:
-            row, problem = _make_row(number, record, mapping, numeric)
-        if row is not None:
-            rows.append(row)
+    for entry in source.entries():
+        (rows if isinstance(entry, Row) else bad).append(entry)  # type: ignore[arg-type]
+    return DataFile(source.path, source.kind, rows, bad, scan.warnings)
+
+
+@dataclass
+class Scan:
+    """What one pass over a file found: how many rows are usable and bad, and warnings."""
+
+    path: Path
+    row_count: int = 0
+    bad_count: int = 0
+    warnings: list[str] = field(default_factory=list)
+    first_bad: list[BadRow] = field(default_factory=list)
+
+    def describe_bad(self, limit: int = 10) -> list[str]:
+        """One line per bad row (at most ``limit``, then a count of the rest)."""
+        return describe_bad(self.first_bad, self.bad_count, limit)
+
+
+class Source:
+    """One data file, read lazily: :meth:`scan` checks it, :meth:`entries` yields its rows.
+
+    Each call of :meth:`entries` reads the file again from the start, holding one row at a
+    time (a ``.json`` file is one document, so it is loaded whole).
+    """
+
+    def __init__(
+        self,
+        path: str | Path,
+        mapping: Mapping[str, str] | None = None,
+        numeric: str | None = None,
+    ):
+        self.path = Path(path)
+        kind = FORMATS.get(self.path.suffix.lower())
+        if kind is None:
+            raise DataFileError(
+                f"{self.path}: unknown file type {self.path.suffix or '(none)'!r}; "
+                "use .jsonl, .csv or .json"
+            )
+        self.kind = kind
+        self.mapping = dict(mapping or {})
+        self.numeric = numeric
+        self.warnings: list[str] = []
+        _check_readable(self.path)
+
+    def scan(self, keep_bad: int = WARNINGS_SHOWN) -> Scan:
+        """Read the whole file once: count rows, check the columns, collect warnings.
+
+        Raises :class:`DataFileError` when the file cannot give a single usable row.
+        """
+        scan = Scan(self.path)
+        columns: set[str] = set()
+        records = 0
+        for _, _, record in self.records():
+            records += 1
+            if isinstance(record, dict):
+                columns.update(record)
+        if not records:
+            raise DataFileError(f"{self.path}: no rows")
+        _check_columns(self.path, columns, self.mapping, self.numeric)
+        for entry in self.entries():
+            if isinstance(entry, Row):
+                scan.row_count += 1
+            else:
+                scan.bad_count += 1
+                if len(scan.first_bad) < keep_bad:
+                    scan.first_bad.append(entry)
+        scan.warnings = list(self.warnings)
+        if not scan.row_count:
+            listed = "; ".join(scan.describe_bad(limit=3))
+            raise DataFileError(f"{self.path}: no usable row ({scan.bad_count} bad: {listed})")
+        return scan
+
+    def entries(self) -> Iterator[Entry]:
+        """Every row in file order: a :class:`Row`, or a :class:`BadRow` saying why not."""
+        for number, line, record in self.records():
+            if isinstance(record, str):
+                yield BadRow(number, record, line)
+                continue
+            row, problem = _make_row(number, line, record, self.mapping, self.numeric)
+            if row is not None:
+                yield row
+            else:
+                texts = {self.mapping.get(k, k): v for k, v in record.items()}
+                yield BadRow(
+                    number,
+                    problem or "unreadable row",
+                    line,
+                    _text(texts.get("user_input")),
+                    _text(texts.get("response")),
+                )
+
+    def records(self) -> Iterator[tuple[int, int | None, dict[str, Any] | str]]:
+        """(row number, file line, record) triples; a record that is a str is its problem."""
+        self.warnings = []
+        if self.kind == "jsonl":
+            raw = _jsonl_records(self.path)
+        elif self.kind == "csv":
+            raw = _csv_records(self.path, self.warnings)
         else:
-            bad.append(BadRow(number, problem or "unreadable row"))
-    data = DataFile(path, kind, rows, bad, where="item" if kind == "json" else "line")
-    if not rows:
-        listed = "; ".join(data.describe_bad(limit=3))
-        raise DataFileError(f"{path}: no usable row ({len(bad)} bad: {listed})")
-    return data
+            raw = _json_records(self.path)
+        for number, (line, record) in enumerate(raw, 1):
+            yield number, line, record
 
 
-def _read_text(path: Path) -> str:
+def _check_readable(path: Path) -> None:
+    if not path.exists():
+        raise DataFileError(f"{path}: no such file")
+    if path.is_dir():
+        raise DataFileError(f"{path}: is a directory, not a file")
     try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise DataFileError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise DataFileError(f"{path}: is a directory, not a file") from None
+        with path.open("rb") as handle:
+            handle.read(1)
     except OSError as exc:
         raise DataFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw[: exc.start].count(b"\n") + 1
-        raise DataFileError(
-            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} on line {line}); save it as UTF-8"
-        ) from None
 
 
-def _records(path: Path, kind: str, text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    """(line or item number, record) pairs; a record that is a str is the problem with it."""
-    if kind == "jsonl":
-        for number, line in enumerate(text.splitlines(), 1):
+def _not_utf8(path: Path, line: int, byte: int) -> DataFileError:
+    return DataFileError(
+        f"{path}: not UTF-8 text (byte 0x{byte:02x} on line {line}); save it as UTF-8"
+    )
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any] | str]]:
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, 1):
+            if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise _not_utf8(path, line_number, raw[exc.start]) from None
             if not line.strip():
                 continue
             try:
                 value = json.loads(line)
             except json.JSONDecodeError as exc:
-                yield number, f"not valid JSON ({exc.msg})"
+                yield line_number, f"not valid JSON ({exc.msg})"
                 continue
-            yield number, value if isinstance(value, dict) else _not_object(value)
-    elif kind == "csv":
-        yield from _csv_records(path, text)
-    else:
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise DataFileError(
-                f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})"
-            ) from None
-        if isinstance(value, dict):
-            lists = [k for k in JSON_LIST_KEYS if isinstance(value.get(k), list)]
-            if not lists:
-                raise DataFileError(
-                    f"{path}: expected a list of rows (or an object with a 'rows' list)"
-                )
-            value = value[lists[0]]
-        if not isinstance(value, list):
-            raise DataFileError(f"{path}: expected a list of rows, got {type(value).__name__}")
-        for number, item in enumerate(value, 1):
-            yield number, item if isinstance(item, dict) else _not_object(item)
+            yield line_number, value if isinstance(value, dict) else _not_object(value)
 
 
-def _csv_records(path: Path, text: str) -> Iterator[tuple[int, dict[str, Any] | str]]:
-    reader = csv.reader(io.StringIO(text, newline=""))
+def _json_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any] | str]]:
+    raw = path.read_bytes()
     try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        raise DataFileError(f"{path}: not readable as CSV ({exc})") from None
-    header = [h.strip() for h in header]
-    if not any(header):
-        raise DataFileError(f"{path}: the first line should name the columns, but it is empty")
-    start = reader.line_num + 1
-    while True:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, raw[: exc.start].count(b"\n") + 1, raw[exc.start]) from None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataFileError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    if isinstance(value, dict):
+        lists = [k for k in JSON_LIST_KEYS if isinstance(value.get(k), list)]
+        if not lists:
+            raise DataFileError(
+                f"{path}: expected a list of rows (or an object with a 'rows' list)"
+            )
+        value = value[lists[0]]
+    if not isinstance(value, list):
+        raise DataFileError(f"{path}: expected a list of rows, got {type(value).__name__}")
+    for item in value:
+        yield None, item if isinstance(item, dict) else _not_object(item)
+
+
+def _csv_records(
+    path: Path, warnings: list[str]
+) -> Iterator[tuple[int | None, dict[str, Any] | str]]:
+    """CSV rows with the line each starts on; a quoted cell that swallowed lines is warned of."""
+    with path.open("r", encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle)
         try:
-            cells = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield start, f"not readable as CSV ({exc})"
+            try:
+                header = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                raise DataFileError(f"{path}: not readable as CSV ({exc})") from None
+            header = [h.strip() for h in header]
+            if not any(header):
+                raise DataFileError(
+                    f"{path}: the first line should name the columns, but it is empty"
+                )
+            lines = rows = 0
             start = reader.line_num + 1
-            continue
-        number, start = start, reader.line_num + 1
-        if not cells or not any(c.strip() for c in cells):
-            if cells:
-                yield number, "empty row"
-            continue
-        if len(cells) > len(header):
-            yield number, f"{len(cells)} cells but the header names {len(header)} columns"
-            continue
-        yield number, dict(zip(header, cells, strict=False))
+            while True:
+                try:
+                    cells = next(reader)
+                except StopIteration:
+                    break
+                except csv.Error as exc:
+                    yield start, f"not readable as CSV ({exc})"
+                    start = reader.line_num + 1
+                    continue
+                number, start = start, reader.line_num + 1
+                if not cells:
+                    continue
+                rows += 1
+                lines += start - number
+                _warn_if_swallowed(warnings, header, number, start - 1, cells)
+                if not any(c.strip() for c in cells):
+                    yield number, "empty row"
+                elif len(cells) > len(header):
+                    yield number, f"{len(cells)} cells but the header names {len(header)} columns"
+                else:
+                    yield number, dict(zip(header, cells, strict=False))
+        except UnicodeDecodeError as exc:
+            raise _not_utf8(path, reader.line_num + 1, exc.object[exc.start]) from None
+    if warnings:
+        warnings.append(
+            f"{path}: {rows} row(s) were read from {lines} data line(s); a quote that is "
+            "never closed makes one cell of the lines after it"
+        )
+
+
+def _warn_if_swallowed(
+    warnings: list[str], header: list[str], first: int, last: int, cells: list[str]
+) -> None:
+    """Warn when a cell spans lines and holds lines shaped like rows (an unbalanced quote)."""
+    if last <= first or len(header) < 2:
+        return
+    for column, cell in zip(header, cells, strict=False):
+        inner = cell.split("\n")[1:]
+        looks_like_rows = sum(1 for text in inner if text.count(",") >= len(header) - 1)
+        if looks_like_rows:
+            if len(warnings) < WARNINGS_SHOWN:
+                warnings.append(
+                    f"line {first}: the {column!r} cell runs over lines {first}-{last} and "
+                    f"holds {looks_like_rows} line(s) that look like rows; check for an "
+                    f"unbalanced quote on line {first}"
+                )
+            return
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _not_object(value: Any) -> str:
     return f"expected an object with fields, got {type(value).__name__}"
-
-
-def _columns(records: Sequence[tuple[int, dict[str, Any] | str]]) -> set[str]:
-    return {key for _, record in records if isinstance(record, dict) for key in record}
 
 
 def _check_columns(
@@ -269,7 +447,11 @@ def _listed(columns: set[str], limit: int = 8) -> str:
 
 
 def _make_row(
-    number: int, record: dict[str, Any], mapping: Mapping[str, str], numeric: str | None
+    number: int,
+    line: int | None,
+    record: dict[str, Any],
+    mapping: Mapping[str, str],
+    numeric: str | None,
 ) -> tuple[Row | None, str | None]:
     values = {mapping.get(key, key): value for key, value in record.items()}
     if not any(_present(v) for v in values.values()):
@@ -290,7 +472,7 @@ def _make_row(
         if number_value is None:
             return None, f"{numeric} is {extra.get(numeric)!r}, not a number"
         extra[numeric] = number_value
-    return Row(number, texts["user_input"], texts["response"], extra), None
+    return Row(number, texts["user_input"], texts["response"], extra, line), None
 
 
 def _present(value: Any) -> bool:

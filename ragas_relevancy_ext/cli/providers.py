@@ -14,10 +14,10 @@ import importlib.util
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlsplit, urlunsplit
 
-from ..redaction import KEY_VARIABLES
+from ..redaction import KEY_VARIABLES, redact
 from .errors import UsageError
 
 __all__ = [
@@ -33,6 +33,8 @@ __all__ = [
     "build_embeddings",
     "build_judge",
     "choices",
+    "embeddings_label",
+    "provider_request",
     "parse_spec",
     "show_url",
 ]
@@ -41,6 +43,8 @@ GEMINI_OPENAI_BASE_URL = "https://generativelanguage.googleapis.com/v1beta/opena
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 UNUSED_KEY = "unused"  # local OpenAI-compatible servers (Ollama, vLLM) ignore the key
 LOCAL_EXTRA = "pip install 'ragas-relevancy-ext[local]'"
+HASH_LABEL = "hash (HashEmbeddings: bag of words, offline)"
+LOCAL_LABEL = "local (all-MiniLM-L6-v2, on this machine)"
 
 
 class ProviderError(UsageError):
@@ -94,6 +98,17 @@ class Provider:
     build: Callable[[Request], Built]
     needs_model: bool = False
     one_text_per_call: bool = False
+    describe: Callable[[Request], str] | None = None
+    key: str | None = None
+
+    def label(self, request: Request) -> str:
+        """What the provider will build, for people, without building it (cheap, no imports)."""
+        return redact(self.describe(request) if self.describe else _label(request))
+
+    def check_key(self, request: Request) -> None:
+        """MissingKeyError now, before anything is imported, when the API key is not set."""
+        if self.key is not None:
+            api_key(self.key, request.base_url, request.environ)
 
     @property
     def form(self) -> str:
@@ -105,23 +120,36 @@ JUDGES: dict[str, Provider] = {}
 EMBEDDINGS: dict[str, Provider] = {}
 
 
-def judge(name: str, *, needs_model: bool = False) -> Callable[[Callable[[Request], Built]], Any]:
-    """Register a judge builder under ``name``."""
+def judge(
+    name: str,
+    *,
+    needs_model: bool = False,
+    describe: Callable[[Request], str] | None = None,
+    key: str | None = None,
+) -> Callable[[Callable[[Request], Built]], Any]:
+    """Register a judge builder under ``name``; ``key``: the provider whose API key it needs."""
 
     def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
-        JUDGES[name] = Provider(name, build, needs_model)
+        JUDGES[name] = Provider(name, build, needs_model, describe=describe, key=key)
         return build
 
     return add
 
 
 def embeddings(
-    name: str, *, needs_model: bool = False, one_text_per_call: bool = False
+    name: str,
+    *,
+    needs_model: bool = False,
+    one_text_per_call: bool = False,
+    describe: Callable[[Request], str] | None = None,
+    key: str | None = None,
 ) -> Callable[[Callable[[Request], Built]], Any]:
     """Register an embeddings builder under ``name``."""
 
     def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
-        EMBEDDINGS[name] = Provider(name, build, needs_model, one_text_per_call)
+        EMBEDDINGS[name] = Provider(
+            name, build, needs_model, one_text_per_call, describe=describe, key=key
+        )
         return build
 
     return add
@@ -155,13 +183,37 @@ def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> 
 
 
 def show_url(url: str) -> str:
-    """``url`` without user name or password, for labels."""
+    """``url`` without user name or password, secret query values masked, for labels."""
     parts = urlsplit(url)
-    if parts.username is None and parts.password is None:
-        return url
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
+    if parts.username is not None or parts.password is not None:
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        url = urlunsplit(parts._replace(netloc=netloc))
+    return redact(url)
+
+
+def provider_request(
+    kind: Literal["judge", "embeddings"],
+    text: str,
+    *,
+    base_url: str | None = None,
+    max_retries: int = 2,
+    timeout: float | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> tuple[Provider, Request]:
+    """The table entry ``text`` names and what its builder gets (nothing built yet)."""
+    table = JUDGES if kind == "judge" else EMBEDDINGS
+    spec = parse_spec(text, table, f"--{kind}")
+    environ = os.environ if environ is None else environ
+    return table[spec.provider], Request(spec, base_url, environ, max_retries, timeout)
+
+
+def embeddings_label(provider: Provider, request: Request, one_text_per_call: bool) -> str:
+    """The label of the embeddings ``build_embeddings`` will give, without building them."""
+    label = provider.label(request)
+    if one_text_per_call and not provider.one_text_per_call:
+        label += ", one text per call"
+    return label
 
 
 def build_judge(
@@ -173,11 +225,12 @@ def build_judge(
     environ: Mapping[str, str] | None = None,
 ) -> Built:
     """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
-    spec = parse_spec(text, JUDGES, "--judge")
-    request = Request(
-        spec, base_url, os.environ if environ is None else environ, max_retries, timeout
+    provider, request = provider_request(
+        "judge", text, base_url=base_url, max_retries=max_retries, timeout=timeout, environ=environ
     )
-    return JUDGES[spec.provider].build(request)
+    built = provider.build(request)
+    built.label = redact(built.label or provider.label(request))
+    return built
 
 
 def build_embeddings(
@@ -195,12 +248,16 @@ def build_embeddings(
     ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
     rate limit, server error or hung request there is retried as the judge's are.
     """
-    spec = parse_spec(text, EMBEDDINGS, "--embeddings")
-    request = Request(
-        spec, base_url, os.environ if environ is None else environ, max_retries, timeout
+    provider, request = provider_request(
+        "embeddings",
+        text,
+        base_url=base_url,
+        max_retries=max_retries,
+        timeout=timeout,
+        environ=environ,
     )
-    provider = EMBEDDINGS[spec.provider]
     built = provider.build(request)
+    built.label = redact(built.label or provider.label(request))
     if one_text_per_call and not provider.one_text_per_call:
         from ..one_text_per_call import OneTextPerCall
 
@@ -248,25 +305,25 @@ def _llm_judge(request: Request, base_url: str | None) -> Built:
 
     client = _openai_client(request.spec.provider, request, base_url)
     value = llm_factory(request.spec.model, provider="openai", client=client)
-    return Built(value, _label(request), request.spec)
+    return Built(value, "", request.spec)
 
 
 # -- judges --------------------------------------------------------------------------------
 
 
-@judge("offline")
+@judge("offline", describe=lambda r: "offline (PretendJudge: no LLM, no network)")
 def _offline_judge(request: Request) -> Built:
     from ..testing.offline import PretendJudge
 
-    return Built(PretendJudge(), "offline (PretendJudge: no LLM, no network)", request.spec)
+    return Built(PretendJudge(keep=100), "", request.spec)  # a long run keeps few prompts
 
 
-@judge("openai", needs_model=True)
+@judge("openai", needs_model=True, key="openai")
 def _openai_judge(request: Request) -> Built:
     return _llm_judge(request, request.base_url)
 
 
-@judge("gemini", needs_model=True)
+@judge("gemini", needs_model=True, key="gemini")
 def _gemini_judge(request: Request) -> Built:
     return _llm_judge(request, request.base_url or GEMINI_OPENAI_BASE_URL)
 
@@ -274,53 +331,64 @@ def _gemini_judge(request: Request) -> Built:
 # -- embeddings ----------------------------------------------------------------------------
 
 
-@embeddings("auto")
+def _auto_choice(request: Request) -> str:
+    """What ``--embeddings auto`` will pick, and why (before anything loads)."""
+    if local_extra_installed():
+        return f"{LOCAL_LABEL}; chosen by --embeddings auto: the [local] extra is installed"
+    return f"{HASH_LABEL}; chosen by --embeddings auto: the [local] extra is not installed"
+
+
+@embeddings("auto", describe=_auto_choice)
 def _auto_embeddings(request: Request) -> Built:
     """local when the [local] extra is installed (and loads), else hash; the label says which."""
     plain = Request(Spec("hash"), None, request.environ)
     if not local_extra_installed():
-        built = _hash_embeddings(plain)
-        built.label += "; chosen by --embeddings auto: the [local] extra is not installed"
-        return built
+        return _hash_embeddings(plain)
     try:
         built = _local_embeddings(Request(Spec("local"), None, request.environ))
     except Exception as exc:  # the extra is there but the model did not load: say why
         built = _hash_embeddings(plain)
-        built.label += (
-            f"; chosen by --embeddings auto: local failed ({type(exc).__name__}: {str(exc)[:80]})"
+        built.label = (
+            f"{HASH_LABEL}; chosen by --embeddings auto: local failed "
+            f"({type(exc).__name__}: {str(exc)[:80]})"
         )
         return built
-    built.label += "; chosen by --embeddings auto: the [local] extra is installed"
-    return built
+    return Built(built.value, "", request.spec)
 
 
-@embeddings("hash")
+@embeddings("hash", describe=lambda r: HASH_LABEL)
 def _hash_embeddings(request: Request) -> Built:
     from ..testing.offline import HashEmbeddings
 
-    return Built(HashEmbeddings(), "hash (HashEmbeddings: bag of words, offline)", request.spec)
+    return Built(HashEmbeddings(), "", request.spec)
 
 
-@embeddings("local")
+@embeddings("local", describe=lambda r: LOCAL_LABEL)
 def _local_embeddings(request: Request) -> Built:
     if not local_extra_installed():
         raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
     from ..one_text_per_call import local_embeddings
 
     _quiet_model_loading()
-    return Built(local_embeddings(), "local (all-MiniLM-L6-v2, on this machine)", request.spec)
+    return Built(local_embeddings(), "", request.spec)
 
 
-@embeddings("openai", needs_model=True)
+@embeddings("openai", needs_model=True, key="openai")
 def _openai_embeddings(request: Request) -> Built:
     from ragas.embeddings import OpenAIEmbeddings
 
     client = _openai_client("openai", request, request.base_url)
     value = OpenAIEmbeddings(client=client, model=request.spec.model)
-    return Built(value, _label(request), request.spec)
+    return Built(value, "", request.spec)
 
 
-@embeddings("gemini", needs_model=True, one_text_per_call=True)
+@embeddings(
+    "gemini",
+    needs_model=True,
+    one_text_per_call=True,
+    key="gemini",
+    describe=lambda r: _label(r) + ", one text per call",
+)
 def _gemini_embeddings(request: Request) -> Built:
     key = api_key("gemini", request.base_url, request.environ)
     from google import genai
@@ -331,4 +399,4 @@ def _gemini_embeddings(request: Request) -> Built:
     options = types.HttpOptions(base_url=request.base_url) if request.base_url else None
     client = genai.Client(api_key=key, http_options=options)
     value = gemini_embeddings(request.spec.model, client=client)
-    return Built(value, _label(request) + ", one text per call", request.spec)
+    return Built(value, "", request.spec)

@@ -1,16 +1,31 @@
-"""``ragas-relevancy score``: score rows, save each as it finishes, resume, show and summarise."""
+"""``ragas-relevancy score``: score rows as a stream, save each at once, resume, summarise.
+
+The run checks everything it can before anything heavy loads (file, ``--map``, keys,
+``--out``), prints its header, and only then imports RAGAS; a resume with nothing left to do
+never imports it. Rows are read lazily and scored a bounded window at a time, so memory does
+not grow with the file. Every finished row is appended to the report at once; the first Ctrl-C
+stops starting rows and lets those in flight finish (within ``--timeout``), the second quits at
+once. A finished run rewrites the report in input order, one line per input row.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ..report import not_scored_cause
-from .datafile import DataFile, read_file
+from ..report import RelevancyReport, not_scored_cause
+from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
@@ -18,16 +33,24 @@ from .output.console import (
     print_bad_rows,
     print_caution,
     print_header,
+    print_scores,
     print_summary,
+    print_warnings,
     progress_bar,
     run_fields,
-    scores_table,
+    status_line,
 )
-from .output.jsonl import JsonlWriter, read_report_lines, report_from_record
+from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_score
-from .setup import DEFAULT_SETTINGS, Scored, Settings, Setup, prepare, score_rows
+from .setup import DEFAULT_SETTINGS, Plan, Settings, plan, prepare, stream_rows
+from .store import SqliteStore
 
-__all__ = ["run_score", "score"]
+__all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "run_score", "score"]
+
+INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
+STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
+TABLE_ROWS = 1000  # longer runs print the summary only: the rows are in --out
+SKIPPED = "skipped: "  # a skipped row's error starts so; its NaN cause is "skipped"
 
 
 @with_settings()
@@ -50,7 +73,8 @@ def score(
 ) -> int:
     """Score every row; show each probe, a summary and the lowest.
 
-    Exit codes: 0 every row scored, 1 none, 2 bad input or settings, 3 some rows skipped or NaN.
+    Exit codes: 0 every row scored, 1 none, 2 bad input or settings, 3 some rows skipped or NaN,
+    130 stopped by Ctrl-C (what finished is saved).
     """
     if engine is not Engine.local or ray_address or actors:
         return run_ray_score(
@@ -64,13 +88,30 @@ def score(
             outputs=outputs,
             progress=progress,
         )
-    return run_score(
-        read_file(file, map_), settings, out=out, outputs=outputs, probes=probes, progress=progress
-    )
+    source = Source(file, parse_map(map_ or []))
+    return run_score(source, settings, out=out, outputs=outputs, probes=probes, progress=progress)
+
+
+@dataclass
+class _Work:
+    """What a run has to do, counted in one pass over the input before anything loads."""
+
+    total: int = 0
+    resumed: int = 0
+    todo: int = 0
+    retried: int = 0
+    other_settings: int = 0
+    # key -> rows of the input with it (negative once the run has started scoring it)
+    keys: dict[str, int] = field(default_factory=dict)
+    out: Path | None = None
+
+    def saved(self, report: ReportFile) -> int:
+        """Rows of the input that have a line in ``report`` now."""
+        return sum(abs(n) for key, n in self.keys.items() if report.status(key) is not None)
 
 
 def run_score(
-    data: DataFile,
+    source: Source,
     settings: Settings,
     *,
     out: Path | None = None,
@@ -78,75 +119,284 @@ def run_score(
     probes: bool = True,
     progress: bool = True,
 ) -> int:
-    """Score ``data``'s rows and print the results; the exit code as :func:`.errors.exit_code`."""
+    """Score ``source``'s rows into ``out`` and print the results; the exit code as
+    :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved)."""
+    console = make_console()
+    the_plan = plan(settings)  # bad specs and missing keys: before anything else
+    with contextlib.ExitStack() as stack:
+        if out is None:
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ragas-relevancy-"))
+            report = ReportFile(Path(folder) / "report.jsonl")
+        else:
+            report = ReportFile(out, input_path=source.path)  # refuses a file not ours
+            report.lock()
+        stack.callback(report.close)
+
+        store = None
+        if settings.cache is not None:  # a cache that cannot be used: said before RAGAS loads
+            store = SqliteStore(settings.cache)
+        work = _Work(out=out)
+        scan = source.scan()
+        tag = the_plan.score_tag
+        for entry in source.entries():
+            _count(work, report, _key(entry, tag))
+        work.other_settings = sum(1 for key in report.index if key not in work.keys)
+        extra = {"output": _output_line(out, work)} if out is not None else {}
+        fields = run_fields(scan, the_plan, **extra)
+        print_header(console, fields)
+        print_warnings(make_console(stderr=True), scan.warnings)
+        if work.other_settings:
+            make_console(stderr=True).print(
+                f"warning: {work.other_settings} line(s) in {out} match no row of this input "
+                "with these settings (another judge, embeddings, strictness or probe prompt, "
+                "or rows edited since); they are replaced when this run completes",
+                soft_wrap=True,
+            )
+
+        report.begin()
+        cache_line = None
+        if work.todo:
+            try:
+                with status_line("loading RAGAS…", progress):
+                    setup = prepare(settings, store)
+            except KeyboardInterrupt:  # Ctrl-C before scoring began
+                _say_saved(work, report)
+                return INTERRUPTED
+            if setup.embeddings_label != the_plan.embeddings_label:
+                make_console(stderr=True).print(f"embeddings: {setup.embeddings_label}")
+            labels = (setup.judge_label, setup.embeddings_label)
+            runner = _Runner(source, report, tag, labels, setup.metric(), work, settings)
+            with progress_bar(work.todo, "scoring", progress) as tick:
+                stopped = runner.run(tick)
+            cache_line = setup.cache_line()
+            if stopped:
+                _say_saved(work, report)
+                return INTERRUPTED
+        else:
+            _write_skipped(source, report, tag, the_plan)
+
+        order = ((_key(e, tag), e.number, e.line) for e in source.entries())
+        if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
+            report.compact(order)
+        return _show(console, report, scan, fields, outputs, probes, out, cache_line)
+
+
+def _key(entry: Entry, tag: str) -> str:
+    if isinstance(entry, Row):
+        return row_key(entry.user_input, entry.response, tag)
+    return row_key(entry.user_input, entry.response, f"{tag}|skipped|{entry.problem}")
+
+
+def _count(work: _Work, report: ReportFile, key: str) -> None:
+    work.total += 1
+    if key in work.keys:
+        work.keys[key] += 1
+        return  # the same row again: scored once, written for each at the end
+    work.keys[key] = 1
+    status = report.status(key)
+    if status in ("scored", "skipped"):
+        work.resumed += 1
+    else:
+        work.todo += 1
+        work.retried += status == "failed"
+
+
+def _output_line(out: Path | None, work: _Work) -> str:
+    again = f", {work.retried} of them failed before" if work.retried else ""
+    return f"{out} ({work.resumed} row(s) already there, {work.todo} to score{again})"
+
+
+def _write_skipped(source: Source, report: ReportFile, tag: str, the_plan: Plan) -> None:
+    """Lines for skipped rows not yet in the report (a run with nothing to score)."""
+    labels = (the_plan.judge_label, the_plan.embeddings_label)
+    for entry in source.entries():
+        if isinstance(entry, BadRow):
+            key = _key(entry, tag)
+            if report.status(key) is None:
+                report.write(key, _skipped_line(entry, key, labels, the_plan.settings))
+
+
+def _skipped_line(entry: BadRow, key: str, labels: tuple[str, str], settings: Settings) -> str:
+    report = RelevancyReport(
+        user_input=entry.user_input,
+        response=entry.response,
+        score=float("nan"),
+        strictness=settings.strictness,
+        probe_prompt=settings.probe_prompt,
+        all_noncommittal=False,
+        error=f"{SKIPPED}{entry.problem} ({entry.where})",
+    )
+    return report_line(entry.number, key, report, *labels, line=entry.line, skipped=entry.problem)
+
+
+class _Runner:
+    """Feeds rows to the metric, writes each as it finishes, and handles Ctrl-C."""
+
+    def __init__(
+        self,
+        source: Source,
+        report: ReportFile,
+        tag: str,
+        labels: tuple[str, str],
+        metric: Any,
+        work: _Work,
+        settings: Settings,
+    ):
+        self.source = source
+        self.report = report
+        self.tag = tag
+        self.labels = labels
+        self.metric = metric
+        self.work = work
+        self.settings = settings
+        self.grace = settings.timeout or STOP_GRACE
+        self.stopping = False
+        self.interrupts = 0
+
+    def run(self, tick: Callable[[], None]) -> bool:
+        """Score every row still to do; True when Ctrl-C stopped the run."""
+        return asyncio.run(self._run(tick))
+
+    def _rows(self) -> Iterator[Row]:
+        """Rows still to score, in input order, until Ctrl-C; skipped rows written on the way."""
+        keys = self.work.keys  # a key's count turns negative once its row has started
+        for entry in self.source.entries():
+            if self.stopping:
+                return
+            key = _key(entry, self.tag)
+            status = self.report.status(key)
+            if isinstance(entry, BadRow):
+                if status is None:
+                    line = _skipped_line(entry, key, self.labels, self.settings)
+                    self.report.write(key, line)
+                continue
+            count = keys.get(key, 1)
+            if status == "scored" or count < 0:
+                continue
+            keys[key] = -count
+            yield entry
+
+    async def _run(self, tick: Callable[[], None]) -> bool:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        installed = _on_sigint(loop, lambda: self._interrupt(stop))
+
+        async def consume() -> None:
+            async for scored in stream_rows(self.metric, self._rows()):
+                row = scored.row
+                key = row_key(row.user_input, row.response, self.tag)
+                line = report_line(
+                    row.number, key, scored.report, *self.labels, row.extra, line=row.line
+                )
+                self.report.write(key, line)
+                tick()
+
+        task = asyncio.ensure_future(consume())
+        waiter = asyncio.ensure_future(stop.wait())
+        try:
+            await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+            if not task.done():
+                with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
+                    await asyncio.wait_for(task, self.grace)
+            else:
+                task.result()
+        finally:
+            waiter.cancel()
+            if installed:
+                loop.remove_signal_handler(signal.SIGINT)
+        return self.stopping
+
+    def _interrupt(self, stop: asyncio.Event) -> None:
+        self.interrupts += 1
+        err = make_console(stderr=True)
+        if self.interrupts == 1:
+            self.stopping = True
+            stop.set()
+            err.print(
+                f"stopping: rows in flight get up to {self.grace:g} s to finish "
+                "(Ctrl-C again to quit now)",
+                soft_wrap=True,
+            )
+            return
+        self.report.close()
+        _say_saved(self.work, self.report)
+        os._exit(INTERRUPTED)
+
+
+def _on_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
+    """Route Ctrl-C to ``handler`` (main thread only); False when that is not possible."""
+    try:
+        loop.add_signal_handler(signal.SIGINT, handler)
+    except (ValueError, RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
+def _say_saved(work: _Work, report: ReportFile) -> None:
+    saved = work.saved(report)
+    if work.out is None:
+        said = (
+            f"stopped after {saved} of {work.total} rows; give --out FILE to keep rows and resume"
+        )
+    else:
+        said = f"{saved} of {work.total} rows saved; run the same command to resume"
+    print(said, file=sys.stderr, flush=True)
+
+
+def _show(
+    console: Any,
+    report: ReportFile,
+    scan: Scan,
+    fields: dict[str, str],
+    outputs: dict[str, Path] | None,
+    probes: bool,
+    out: Path | None,
+    cache_line: str | None,
+) -> int:
+    """Print the table and summary from the report file, and write the end-of-run formats."""
     from .output import FORMATS
     from .stats import summarise
 
-    console = make_console()
-    setup = prepare(settings)
+    def items() -> Iterator[tuple[int, RelevancyReport]]:
+        for record in report.records():
+            yield int(record["row"]), report_from_record(record)
 
-    done = read_report_lines(out) if out is not None else {}
-    kept = {k: r for k, r in done.items() if r.get("error") is None}  # failed rows: try again
-    resumed = [
-        Scored(row, report_from_record(kept[(row.number, row.key)]))
-        for row in data.rows
-        if (row.number, row.key) in kept
-    ]
-    todo = [row for row in data.rows if (row.number, row.key) not in kept]
-    extra = {}
-    if out is not None:
-        retried = sum(1 for row in todo if (row.number, row.key) in done)
-        again = f", {retried} of them failed before" if retried else ""
-        extra["output"] = (
-            f"{out} ({len(resumed)} row(s) already there, {len(todo)} to score{again})"
-        )
-    print_header(console, run_fields(data, setup, **extra))
-    _warn_if_settings_differ(resumed, done, setup, out)
-
-    writer = (
-        JsonlWriter(out, setup.judge_label, setup.embeddings.label)
-        if out is not None
-        else contextlib.nullcontext()
+    rows = scan.row_count + scan.bad_count
+    if rows <= TABLE_ROWS:
+        print_scores(console, items(), probes=probes, rows=rows)
+    else:
+        where = f"every row is in {out}" if out is not None else "give --out to keep every row"
+        console.print(f"({rows} rows: the per-row table is printed up to {TABLE_ROWS}; {where})")
+    triples = [(n, r.score, "") for n, r in items()]  # questions of the lowest only, below
+    causes = {n: not_scored_cause(r) for n, r in items() if not math.isfinite(r.score)}
+    summary = summarise(triples, causes=causes)
+    lowest = {low.number for low in summary.lowest}
+    low_reports = {n: r for n, r in items() if n in lowest}
+    summary = replace(
+        summary,
+        lowest=[
+            replace(low, user_input=low_reports[low.number].user_input) for low in summary.lowest
+        ],
     )
-    with writer as sink, progress_bar(len(todo), "scoring", progress) as tick:
-
-        def on_done(scored: Scored) -> None:
-            if sink is not None:
-                sink.write(scored.row.number, scored.row.key, scored.report, scored.row.extra)
-            tick()
-
-        fresh = asyncio.run(score_rows(setup.metric(), todo, on_done)) if todo else []
-
-    items = sorted(resumed + fresh, key=lambda s: s.row.number)
-    pairs = [(s.row.number, s.report) for s in items]
-    console.print(scores_table(pairs, probes=probes))
-    causes = {n: not_scored_cause(r) for n, r in pairs}
-    summary = summarise([(n, r.score, r.user_input) for n, r in pairs], causes=causes)
-    print_summary(console, summary, dict(pairs))
-    print_caution(console, run_fields(data, setup))
-    if setup.cache_line():
-        console.print(setup.cache_line())
+    print_summary(console, summary, low_reports)
+    print_caution(console, fields)
+    if cache_line:
+        console.print(cache_line)
     if out is not None:
-        console.print(f"wrote {len(fresh)} line(s) to {out}", soft_wrap=True)
-    for name, path in (outputs or {}).items():
-        FORMATS[name].writer()(path, pairs, summary, run_fields(data, setup, **extra))
-        console.print(f"wrote {path}", soft_wrap=True)
-    print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
-    if pairs and summary.scored == 0:
-        first = next(r.reason for _, r in pairs)
-        make_console(stderr=True).print(f"no sample could be scored; first: {first}")
-    return exit_code(summary.scored, len(data.rows) + len(data.bad))
-
-
-def _warn_if_settings_differ(
-    resumed: list[Scored], done: dict[tuple[int, str], dict], setup: Setup, out: Path | None
-) -> None:
-    """Say so when rows kept from ``out`` were scored with another judge or embeddings."""
-    current = (setup.judge_label, setup.embeddings.label)
-    records = [done[(s.row.number, s.row.key)] for s in resumed]
-    other = sum(1 for r in records if (r.get("judge"), r.get("embeddings")) != current)
-    if other:
+        console.print(f"wrote {report.appended} new line(s) to {out}", soft_wrap=True)
+    if outputs:
+        pairs = list(items())
+        for name, path in outputs.items():
+            FORMATS[name].writer()(path, pairs, summary, fields)
+            console.print(f"wrote {path}", soft_wrap=True)
+    print_bad_rows(make_console(stderr=True), scan.describe_bad(limit=20), scan.bad_count)
+    if triples and summary.scored == 0:
+        reasons = [r.reason for _, r in items() if not _skipped(r)]
         make_console(stderr=True).print(
-            f"warning: {other} row(s) kept from {out} were scored with another judge or "
-            "embeddings; give --out a new file to score them all alike"
+            f"no sample could be scored; first: {reasons[0] if reasons else ''}"
         )
+    return exit_code(summary.scored, rows)
+
+
+def _skipped(report: RelevancyReport) -> bool:
+    return bool(report.error) and str(report.error).startswith(SKIPPED)

@@ -7,15 +7,38 @@ no report carries an API key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import hashlib
+import json
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..aio import DEFAULT_MAX_CONCURRENCY
+from ..redaction import redact
 from ..report import RelevancyReport
 from .datafile import Row
-from .providers import Built, build_embeddings, build_judge
+from .providers import (
+    Built,
+    build_embeddings,
+    build_judge,
+    embeddings_label,
+    local_extra_installed,
+    provider_request,
+    show_url,
+)
+
+__all__ = [
+    "DEFAULT_SETTINGS",
+    "Plan",
+    "Scored",
+    "Settings",
+    "Setup",
+    "plan",
+    "prepare",
+    "score_rows",
+    "stream_rows",
+]
 
 
 @dataclass(frozen=True)
@@ -39,6 +62,81 @@ class Settings:
 DEFAULT_SETTINGS = Settings()
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a run will use, known before anything heavy loads: labels and the score's settings.
+
+    :func:`plan` checks the specs and the API keys, so a missing key is reported at once.
+    """
+
+    settings: Settings
+    judge_label: str
+    embeddings_label: str
+    embeddings_spec: str
+    embeddings_url: str | None
+
+    @property
+    def score_settings(self) -> dict[str, Any]:
+        """The settings that change a score (a resumed row must have been scored with these)."""
+        s = self.settings
+        return {
+            "judge": s.judge.strip().lower(),
+            "base_url": show_url(s.base_url) if s.base_url else None,
+            "embeddings": self.embeddings_spec,
+            "embeddings_url": show_url(self.embeddings_url) if self.embeddings_url else None,
+            "strictness": s.strictness,
+            "probe_prompt": s.probe_prompt,
+            "language": s.language,
+        }
+
+    @property
+    def score_tag(self) -> str:
+        """A short hash of :attr:`score_settings`."""
+        text = json.dumps(self.score_settings, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def plan(settings: Settings) -> Plan:
+    """Check the judge and embeddings specs and their keys, and say what they will be.
+
+    Cheap: nothing is built and no provider SDK, RAGAS or numpy is imported. Raises
+    ProviderError (a bad spec) or MissingKeyError (naming the variable).
+    """
+    judge, judge_req = provider_request(
+        "judge",
+        settings.judge,
+        base_url=settings.base_url,
+        max_retries=settings.max_retries,
+        timeout=settings.timeout,
+    )
+    url = _embeddings_url(settings, judge_req.spec.provider)
+    embeddings, embeddings_req = provider_request("embeddings", settings.embeddings, base_url=url)
+    judge.check_key(judge_req)
+    embeddings.check_key(embeddings_req)
+    spec = str(embeddings_req.spec)
+    if spec == "auto":  # the score depends on which one auto picks
+        spec = "local" if local_extra_installed() else "hash"
+    label = judge.label(judge_req)
+    if settings.cache is not None:
+        label += f", replies cached in {settings.cache}"
+    return Plan(
+        settings,
+        judge_label=label,
+        embeddings_label=embeddings_label(embeddings, embeddings_req, settings.one_text_per_call),
+        embeddings_spec=spec,
+        embeddings_url=url,
+    )
+
+
+def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
+    """``--embeddings-base-url``, else ``--base-url`` when both specs name one provider."""
+    if settings.embeddings_base_url is not None or not settings.base_url:
+        return settings.embeddings_base_url
+    if settings.embeddings.partition(":")[0].strip().lower() == judge_provider:
+        return settings.base_url
+    return None
+
+
 @dataclass
 class Setup:
     """The built judge (cached or not) and embeddings, with labels for people."""
@@ -53,7 +151,11 @@ class Setup:
         label = self.judge.label
         if self.settings.cache is not None:
             label += f", replies cached in {self.settings.cache}"
-        return label
+        return redact(label)
+
+    @property
+    def embeddings_label(self) -> str:
+        return redact(self.embeddings.label)
 
     def cache_line(self) -> str | None:
         """``"judge cache DIR: 12 replies reused, 0 judge calls"`` when the cache is on."""
@@ -82,22 +184,20 @@ class Setup:
         return self.cached if self.cached is not None else self.judge.value
 
 
-def prepare(settings: Settings) -> Setup:
-    """Build judge and embeddings (ProviderError for a bad spec or a missing key)."""
+def prepare(settings: Settings, store: Any = None) -> Setup:
+    """Build judge and embeddings (ProviderError for a bad spec or a missing key).
+
+    ``store``: the reply store of ``settings.cache`` when the caller opened it already.
+    """
     judge = build_judge(
         settings.judge,
         base_url=settings.base_url,
         max_retries=settings.max_retries,
         timeout=settings.timeout,
     )
-    embeddings_url = settings.embeddings_base_url
-    if embeddings_url is None and settings.base_url:
-        # one server for both when the two specs name the same provider
-        if settings.embeddings.partition(":")[0].lower() == judge.spec.provider:
-            embeddings_url = settings.base_url
     embeddings = build_embeddings(
         settings.embeddings,
-        base_url=embeddings_url,
+        base_url=_embeddings_url(settings, judge.spec.provider),
         one_text_per_call=settings.one_text_per_call,
         concurrency=settings.concurrency,
         max_retries=settings.max_retries,
@@ -107,7 +207,8 @@ def prepare(settings: Settings) -> Setup:
     if settings.cache is not None:
         from .cache import CachedJudge, disk_store
 
-        setup.cached = CachedJudge(judge.value, disk_store(settings.cache), str(judge.spec))
+        store = store if store is not None else disk_store(settings.cache)
+        setup.cached = CachedJudge(judge.value, store, str(judge.spec))
         if settings.base_url:
             setup.cached.model += f"@{settings.base_url}"
     return setup
@@ -123,15 +224,27 @@ class Scored:
 
 async def score_rows(
     metric: Any,
-    rows: Sequence[Row],
+    rows: Iterable[Row],
     on_done: Callable[[Scored], None] | None = None,
 ) -> list[Scored]:
-    """Score ``rows`` concurrently; ``on_done`` sees each as it finishes; results in row order."""
-    inputs = [{"user_input": row.user_input, "response": row.response} for row in rows]
+    """Score ``rows`` (read lazily, a bounded window at a time); ``on_done`` sees each as it
+    finishes. Returns every row's result in row order."""
     done: list[Scored] = []
-    async for index, result in metric.ascore_each(inputs):
-        scored = Scored(rows[index], result.report)  # keys are masked where errors enter
+    async for scored in stream_rows(metric, rows):
         if on_done is not None:
             on_done(scored)
         done.append(scored)
     return sorted(done, key=lambda s: s.row.number)
+
+
+async def stream_rows(metric: Any, rows: Iterable[Row]) -> Any:
+    """Each row's :class:`Scored` as it finishes; only the rows in flight are held."""
+    in_flight: dict[int, Row] = {}
+
+    def inputs() -> Any:
+        for index, row in enumerate(rows):
+            in_flight[index] = row
+            yield {"user_input": row.user_input, "response": row.response}
+
+    async for index, result in metric.ascore_each(inputs()):
+        yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter

@@ -16,7 +16,8 @@ import asyncio
 import json
 import re
 import zlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections import deque
+from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from typing import Any, TypeVar
 
 from langchain_core.embeddings import Embeddings
@@ -88,22 +89,24 @@ class _RecordingJudge(InstructorBaseRagasLLM):
 
     Each reply waits ``latency`` seconds plus ``token_latency`` seconds per token of the reply
     (characters / 4, as the loopback server bills), so offline runs can model a real judge's
-    time per generated token.
+    time per generated token. ``keep``: how many of the latest prompts to keep (None: all; a
+    long run keeps a few, so memory does not grow with the number of calls).
     """
 
     is_async = True
 
-    def __init__(self, latency: float = 0.0, token_latency: float = 0.0):
+    def __init__(self, latency: float = 0.0, token_latency: float = 0.0, keep: int | None = None):
         self.latency = latency
         self.token_latency = token_latency
-        self.prompts: list[str] = []
+        self.prompts: MutableSequence[str] = [] if keep is None else deque(maxlen=keep)
+        self._calls = 0
         self.in_flight = 0
         self.peak = 0
 
     @property
     def calls(self) -> int:
         """How many times the judge was asked."""
-        return len(self.prompts)
+        return self._calls
 
     def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
         raise NotImplementedError
@@ -113,6 +116,7 @@ class _RecordingJudge(InstructorBaseRagasLLM):
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
+        self._calls += 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:

@@ -11,7 +11,7 @@ import io
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
@@ -75,19 +75,25 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
 
 def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
     """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
-    ``caution`` when the scores do not measure the answers (the offline judge)."""
+    ``caution`` when the scores do not measure the answers (the offline judge).
+
+    ``data`` has ``path``, ``row_count`` and ``bad_count``; ``setup`` has ``settings``,
+    ``judge_label`` and ``embeddings_label``. Every value passes through :func:`redact`.
+    """
+    from ...redaction import redact
+
     settings = setup.settings
     fields = {
-        "file": f"{data.path} ({len(data.rows)} row(s), {len(data.bad)} bad)",
+        "file": f"{data.path} ({data.row_count} row(s), {data.bad_count} bad)",
         "judge": setup.judge_label,
-        "embeddings": setup.embeddings.label,
+        "embeddings": setup.embeddings_label,
         "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}, "
         f"language {settings.language}",
         **extra,
     }
     if is_offline(setup):
         fields["caution"] = OFFLINE_CAUTION
-    return fields
+    return {name: redact(str(value)) for name, value in fields.items()}
 
 
 OFFLINE_CAUTION = (
@@ -98,7 +104,7 @@ OFFLINE_CAUTION = (
 
 def is_offline(setup: Any) -> bool:
     """True when the judge is the offline stand-in (scores show mechanics, not quality)."""
-    return setup.judge.spec.provider == "offline"
+    return setup.settings.judge.strip().lower() == "offline"
 
 
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
@@ -108,15 +114,61 @@ def print_caution(console: Console, fields: Mapping[str, str]) -> None:
         console.print(line, soft_wrap=not console.is_terminal)
 
 
+def print_warnings(console: Console, warnings: Sequence[str]) -> None:
+    """``warning: ...`` lines (stderr) about the input."""
+    for warning in warnings:
+        console.print(Text(f"warning: {warning}", style="yellow"))
+
+
+@contextlib.contextmanager
+def status_line(text: str, enabled: bool = True) -> Iterator[None]:
+    """A spinner with ``text`` on stderr while a slow step runs (terminals only)."""
+    console = Console(file=sys.stderr)
+    if not enabled or not console.is_terminal:
+        yield
+        return
+    with console.status(text):
+        yield
+
+
+CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
+
+
+def print_scores(
+    console: Console,
+    items: Iterable[tuple[int, RelevancyReport]],
+    probes: bool = True,
+    rows: int = 0,
+) -> None:
+    """:func:`scores_table` a chunk of rows at a time, with fixed columns so chunks align."""
+    width = max(3, len(str(rows)))
+    chunk: list[tuple[int, RelevancyReport]] = []
+    first = True
+    for item in items:
+        chunk.append(item)
+        if len(chunk) == CHUNK:
+            console.print(scores_table(chunk, probes, header=first, row_width=width))
+            chunk, first = [], False
+    if chunk or first:
+        console.print(scores_table(chunk, probes, header=first, row_width=width))
+
+
 def scores_table(
-    items: Sequence[tuple[int, RelevancyReport]], probes: bool = True, reasons: bool = False
+    items: Sequence[tuple[int, RelevancyReport]],
+    probes: bool = True,
+    reasons: bool = False,
+    *,
+    header: bool = True,
+    row_width: int | None = None,
 ) -> Table:
     """One line per sample (row, score, question), its response and probes beneath it; the
-    reason beneath every sample when ``reasons``, else only beneath those not scored or 0."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("row", justify="right", style="dim", no_wrap=True)
-    table.add_column("score", justify="right", no_wrap=True)
-    table.add_column("cosine", justify="right", no_wrap=True)
+    reason beneath every sample when ``reasons``, else only beneath those not scored or 0.
+
+    ``header`` and ``row_width`` let a long run print the table in chunks that line up."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, show_header=header)
+    table.add_column("row", justify="right", style="dim", no_wrap=True, width=row_width)
+    table.add_column("score", justify="right", no_wrap=True, width=6)
+    table.add_column("cosine", justify="right", no_wrap=True, width=6)
     table.add_column("question, response (>), probes (nc = noncommittal)")
     for number, report in items:
         table.add_row(

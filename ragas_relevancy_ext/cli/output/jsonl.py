@@ -1,25 +1,53 @@
-"""The JSONL report: one line per sample, written as each finishes, and read back to resume.
+"""The JSONL report: one line per input row, saved as each finishes, resumed, compacted.
 
-Each line is a :meth:`RelevancyReport.to_dict` plus ``row`` (line or item number in the input),
-``key`` (hash of user_input and response), ``judge``, ``embeddings`` and ``extra`` (the
-input's other columns). A run that is stopped keeps every finished line; a re-run with the same
-file skips the rows it already holds (same row number and key) and appends the rest.
+Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
+recognisable as ours), ``row`` (1-based data row of the input), ``line`` (file line, CSV and
+JSONL), ``key`` (hash of user_input, response and the settings that change a score), ``judge``,
+``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
+at all, ``skipped`` (why).
+
+:class:`ReportFile` never writes over a file this tool did not write: an existing file is read
+first, and refused unless every line is a report line. A lock file next to it keeps a second
+process out. Lines are appended as rows finish (completion order); :meth:`ReportFile.compact`
+then rewrites the file in input order, one line per row, through a temporary file and a rename.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, NamedTuple
 
+from ...redaction import redact
 from ...report import RelevancyReport
 from ..errors import UsageError
 
-META_KEYS = ("row", "key", "judge", "embeddings", "extra")
+__all__ = [
+    "FORMAT",
+    "META_KEYS",
+    "ReportFile",
+    "ReportFileError",
+    "ReportLockError",
+    "Saved",
+    "report_from_record",
+    "report_line",
+]
+
+FORMAT = "ragas-relevancy-report/1"
+META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "extra", "skipped")
+_MARK = json.dumps({"format": FORMAT})[:-1].encode()  # b'{"format": "ragas-relevancy-report/1"'
+_LEGACY_KEYS = frozenset({"row", "key", "judge", "embeddings", "score", "user_input"})
 
 
 class ReportFileError(UsageError):
-    """An existing report file cannot be resumed."""
+    """An existing file cannot be used as the report (not ours, or it is the input)."""
+
+
+class ReportLockError(ReportFileError):
+    """Another process is writing the same report."""
 
 
 def report_line(
@@ -29,39 +57,17 @@ def report_line(
     judge: str,
     embeddings: str,
     extra: dict[str, Any] | None = None,
+    *,
+    line: int | None = None,
+    skipped: str | None = None,
 ) -> str:
-    """One JSON line (with its newline) for one sample."""
-    record = {"row": number, "key": key, **report.to_dict()}
-    record.update(judge=judge, embeddings=embeddings, extra=extra or {})
+    """One JSON line (with its newline) for one input row."""
+    record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
+    record.update(report.to_dict())
+    record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
+    if skipped is not None:
+        record["skipped"] = skipped
     return json.dumps(record, ensure_ascii=False, allow_nan=False, default=str) + "\n"
-
-
-def read_report_lines(path: str | Path) -> dict[tuple[int, str], dict[str, Any]]:
-    """Records already in ``path`` by (row, key); ``{}`` when the file does not exist.
-
-    A last line cut off mid-write (no newline) is dropped from the file, so appending goes on
-    from the last complete line.
-    """
-    path = Path(path)
-    if not path.exists():
-        return {}
-    raw = path.read_bytes()
-    if raw and not raw.endswith(b"\n"):
-        raw = raw[: raw.rfind(b"\n") + 1]
-        with path.open("r+b") as handle:
-            handle.truncate(len(raw))
-    records: dict[tuple[int, str], dict[str, Any]] = {}
-    for number, line in enumerate(raw.decode("utf-8", errors="replace").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-            records[(int(record["row"]), str(record["key"]))] = record
-        except (ValueError, KeyError, TypeError):
-            raise ReportFileError(
-                f"{path}: line {number} is not a report line; give --out a new file"
-            ) from None
-    return records
 
 
 def report_from_record(record: dict[str, Any]) -> RelevancyReport:
@@ -69,33 +75,266 @@ def report_from_record(record: dict[str, Any]) -> RelevancyReport:
     return RelevancyReport.from_dict({k: v for k, v in record.items() if k not in META_KEYS})
 
 
-class JsonlWriter:
-    """Appends one line per finished sample and flushes it at once."""
+class Saved(NamedTuple):
+    """Where one key's line sits in the file, and how that row ended."""
 
-    def __init__(self, path: str | Path, judge: str, embeddings: str):
+    offset: int
+    length: int
+    status: str  # "scored", "failed" or "skipped"
+
+    def packed(self) -> int:
+        """One int (a long run keeps one per row): offset, length and status together."""
+        return (self.offset << 34) | (self.length << 2) | _RANK[self.status]
+
+    @classmethod
+    def unpack(cls, value: int) -> Saved:
+        return cls(value >> 34, (value >> 2) & _LENGTH_MASK, _STATUS[value & 3])
+
+
+def _status(record: dict[str, Any]) -> str:
+    if "skipped" in record:
+        return "skipped"
+    return "scored" if record.get("error") is None else "failed"
+
+
+# A later line for a key wins, unless it would replace a scored row with a failed one.
+_RANK = {"skipped": 0, "failed": 1, "scored": 2}
+_STATUS = {rank: status for status, rank in _RANK.items()}
+_LENGTH_MASK = (1 << 32) - 1
+
+
+def _order_digest() -> Any:
+    import hashlib
+
+    return hashlib.sha256()
+
+
+class ReportFile:
+    """One report file: read (and checked) on open, locked, appended to, compacted.
+
+    ``ReportFile(path)`` only reads: it raises :class:`ReportFileError` for a file this tool
+    did not write and leaves it byte for byte as it was. :meth:`lock` and :meth:`begin` are
+    the first steps that touch anything (the lock file, then a torn last line of our own).
+    """
+
+    def __init__(self, path: str | Path, input_path: str | Path | None = None):
         self.path = Path(path)
-        self.judge = judge
-        self.embeddings = embeddings
-        self.written = 0
-        self._handle: IO[str] | None = None
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self.index: dict[str, int] = {}  # key -> Saved.packed()
+        self.lines = 0
+        self.appended = 0
+        self._torn = 0  # bytes of a cut-off last line of ours
+        self._end = 0
+        self._order = _order_digest()  # of (key, row) in file order: one number, not a list
+        self._handle: IO[bytes] | None = None
+        self._lock: IO[str] | None = None
+        if input_path is not None and _same_file(self.path, Path(input_path)):
+            raise ReportFileError(f"--out {self.path} is the input file; give --out a new file")
+        self._load()
 
-    def __enter__(self) -> JsonlWriter:
+    # -- reading ----------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        if not self.path.is_file():
+            raise ReportFileError(f"--out {self.path} is not a regular file")
+        offset = 0
+        with self.path.open("rb") as handle:
+            for number, raw in enumerate(handle, 1):
+                if not raw.endswith(b"\n"):
+                    if not raw.startswith(_MARK):
+                        if raw.strip() or number == 1:
+                            self._refuse(number)
+                    self._torn = len(raw)
+                    break
+                record = _record(raw)
+                if record is None:
+                    if not raw.strip():
+                        offset += len(raw)
+                        continue
+                    self._refuse(number)
+                key = str(record["key"])
+                self._keep(key, Saved(offset, len(raw), _status(record)))
+                self._order.update(f"{key}:{record['row']}\n".encode())
+                offset += len(raw)
+                self.lines += 1
+        self._end = offset
+
+    def _refuse(self, number: int) -> None:
+        raise ReportFileError(
+            f"--out {self.path} exists and is not a report of ragas-relevancy (line {number} "
+            "is not a report line); it was left as it is: give --out a new file"
+        )
+
+    def _keep(self, key: str, saved: Saved) -> None:
+        old = self.index.get(key)
+        if old is None or _RANK[saved.status] >= old & 3:
+            self.index[key] = saved.packed()
+
+    def status(self, key: str) -> str | None:
+        """``"scored"``, ``"failed"``, ``"skipped"`` or None (not in the file)."""
+        packed = self.index.get(key)
+        return None if packed is None else _STATUS[packed & 3]
+
+    def records(self) -> Iterator[dict[str, Any]]:
+        """Every line's record, in file order (a torn last line left out)."""
+        if not self.path.exists():
+            return
+        with self.path.open("rb") as handle:
+            for raw in handle:
+                record = _record(raw) if raw.endswith(b"\n") else None
+                if record is not None:
+                    yield record
+
+    def in_order(self, keys: Iterable[tuple[str, int]]) -> bool:
+        """True when the file as read holds exactly these (key, row) lines in this order,
+        and nothing was appended since."""
+        if self.appended or self._torn:
+            return False
+        expected = _order_digest()
+        for key, row in keys:
+            expected.update(f"{key}:{row}\n".encode())
+        return expected.digest() == self._order.digest()
+
+    # -- lock ------------------------------------------------------------------------------
+
+    def lock(self) -> None:
+        """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = self.path.open("a", encoding="utf-8")
-        return self
+        handle = self.lock_path.open("a+", encoding="utf-8")
+        if not _try_lock(handle):
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            raise ReportLockError(
+                f"--out {self.path} is being written by another ragas-relevancy process "
+                f"(pid {holder}, lock {self.lock_path}); wait for it to finish or give "
+                "--out another file"
+            )
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._lock = handle
 
-    def __exit__(self, *exc: object) -> None:
+    def unlock(self) -> None:
+        """Release and remove the lock file (safe to call twice)."""
+        if self._lock is None:
+            return
+        with contextlib.suppress(OSError):
+            self.lock_path.unlink()
+        self._lock.close()
+        self._lock = None
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def begin(self) -> None:
+        """Open for appending, after dropping a torn last line of ours (a stopped write)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("ab")
+        if self._torn:
+            handle.truncate(self._end)
+            self._torn = 0
+        self._handle = handle
+
+    def write(self, key: str, line: str) -> None:
+        """Append one line and flush it to the operating system at once."""
+        if self._handle is None:
+            raise RuntimeError("ReportFile.begin() was not called")
+        data = line.encode("utf-8")
+        record = json.loads(line)  # the line as it will be read back
+        self._keep(key, Saved(self._end, len(data), _status(record)))
+        self._handle.write(data)
+        self._handle.flush()
+        self._end += len(data)
+        self.lines += 1
+        self.appended += 1
+
+    def close(self) -> None:
+        """Close the file and release the lock."""
         if self._handle is not None:
             self._handle.close()
             self._handle = None
+        self.unlock()
 
-    def write(
-        self, number: int, key: str, report: RelevancyReport, extra: dict[str, Any] | None = None
-    ) -> None:
-        """Write and flush one sample's line."""
-        if self._handle is None:
-            raise RuntimeError("JsonlWriter is not open; use it in a with block")
-        line = report_line(number, key, report, self.judge, self.embeddings, extra)
-        self._handle.write(line)
-        self._handle.flush()
-        self.written += 1
+    def compact(self, rows: Iterable[tuple[str, int, int | None]]) -> int:
+        """Rewrite the file as one line per ``(key, row, line)``, in that order; lines count.
+
+        Written to a temporary file beside it, synced, then renamed over it, so a stop at any
+        moment leaves either the old file or the new one. Lines of keys not listed go.
+        """
+        if self._handle is not None:
+            self._handle.flush()
+        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        written = 0
+        try:
+            with self.path.open("rb") as old, temp.open("wb") as new:
+                for key, number, line in rows:
+                    packed = self.index.get(key)
+                    if packed is None:
+                        continue
+                    saved = Saved.unpack(packed)
+                    old.seek(saved.offset)
+                    raw = old.read(saved.length)
+                    record = json.loads(raw)
+                    if (record.get("row"), record.get("line")) != (number, line):
+                        record["row"], record["line"] = number, line
+                        raw = _dump(record)
+                    new.write(raw)
+                    written += 1
+                new.flush()
+                os.fsync(new.fileno())
+            os.replace(temp, self.path)
+        finally:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+        _sync_dir(self.path.parent)
+        return written
+
+
+def _record(raw: bytes) -> dict[str, Any] | None:
+    """The record of one report line, or None when the line is not one of ours."""
+    try:
+        record = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    ours = record.get("format") == FORMAT or _LEGACY_KEYS <= set(record)
+    if not ours or "key" not in record or not isinstance(record.get("row"), int):
+        return None
+    return record
+
+
+def _dump(record: dict[str, Any]) -> bytes:
+    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _try_lock(handle: IO[str]) -> bool:
+    """An exclusive lock on ``handle`` without waiting (released by the OS if we die)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the lock file alone marks the writer
+        return handle.tell() == 0
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def _sync_dir(directory: Path) -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,135 @@
+"""Many samples with bounded memory: a window of rows in flight, calls of older rows first.
+
+:func:`bounded_map` pulls inputs lazily and keeps at most ``window`` of them in flight, so a
+file of any length costs the memory of ``window`` rows. :class:`CallLimiter` caps judge and
+embedding calls in flight; a row started earlier gets the next free slot before a row started
+later, so rows finish roughly in the order they started and each can be saved at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
+from typing import Any, TypeVar
+
+__all__ = ["CallLimiter", "bounded_map"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class CallLimiter:
+    """At most ``limit`` calls in flight; waiting calls go in order of their row's priority.
+
+    ``limiter.slot(p)`` is an async context manager holding one slot; lower ``p`` goes first
+    (ties in arrival order). A plain ``async with limiter`` waits behind every row.
+    """
+
+    def __init__(self, limit: int):
+        self._free = limit
+        self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._arrivals = itertools.count()
+
+    def slot(self, priority: float) -> _Slot:
+        """One call's slot, for a row of ``priority`` (its start number)."""
+        return _Slot(self, priority)
+
+    async def acquire(self, priority: float = float("inf")) -> None:
+        """Wait for a free slot; earlier priorities are served first."""
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiting, (priority, next(self._arrivals), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled
+            raise
+
+    def release(self) -> None:
+        """Hand the slot to the first live waiter, or free it."""
+        while self._waiting:
+            _, _, future = heapq.heappop(self._waiting)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._free += 1
+
+    async def __aenter__(self) -> None:
+        await self.acquire()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
+
+class _Slot:
+    """``async with limiter.slot(p)``: one slot at priority ``p``."""
+
+    def __init__(self, limiter: CallLimiter, priority: float):
+        self._limiter = limiter
+        self._priority = priority
+
+    async def __aenter__(self) -> None:
+        await self._limiter.acquire(self._priority)
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._limiter.release()
+
+
+async def bounded_map(
+    items: Iterable[T] | AsyncIterable[T],
+    work: Callable[[int, T], Awaitable[R]],
+    window: int,
+) -> AsyncIterator[tuple[int, R]]:
+    """``(index, await work(index, item))`` as each finishes, at most ``window`` at once.
+
+    Items are pulled only when a place in the window is free, so an endless or huge source
+    costs the memory of ``window`` items. ``work`` should not raise (an exception propagates
+    and the rest is cancelled). Closing the generator cancels the work in flight.
+    """
+    if window < 1:
+        raise ValueError(f"window must be >= 1, got {window}")
+    pull = _puller(items)
+    running: dict[asyncio.Task[R], int] = {}
+    exhausted = False
+    index = 0
+    try:
+        while True:
+            while not exhausted and len(running) < window:
+                try:
+                    item = await pull()
+                except StopAsyncIteration:
+                    exhausted = True
+                    break
+                running[asyncio.ensure_future(work(index, item))] = index
+                index += 1
+            if not running:
+                return
+            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+            for task in sorted(done, key=running.__getitem__):
+                yield running.pop(task), task.result()
+    finally:
+        for task in running:
+            task.cancel()
+        if running:
+            await asyncio.gather(*running, return_exceptions=True)
+
+
+def _puller(items: Iterable[Any] | AsyncIterable[Any]) -> Callable[[], Awaitable[Any]]:
+    """An awaitable ``next`` over a sync or async iterable (StopAsyncIteration at the end)."""
+    if isinstance(items, AsyncIterable):
+        iterator = aiter(items)
+        return lambda: anext(iterator)
+    sync_iterator = iter(items)
+
+    async def pull() -> Any:
+        try:
+            return next(sync_iterator)
+        except StopIteration:
+            raise StopAsyncIteration from None
+
+    return pull

@@ -1,0 +1,550 @@
+"""Long runs that never lose work: streaming, interrupts, safe report files, a data-only cache,
+masked secrets and true reasons. Each test reproduces one way a long run used to fail a user.
+
+Tests count rows, lines, calls and modules, never seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ragas_relevancy_ext import AnswerRelevancy
+from ragas_relevancy_ext.cli import app
+from ragas_relevancy_ext.cli.cache import CachedJudge, SqliteStore, disk_store
+from ragas_relevancy_ext.cli.output.jsonl import FORMAT
+from ragas_relevancy_ext.redaction import redact
+from ragas_relevancy_ext.scoring import cosine_similarities, non_finite
+from ragas_relevancy_ext.streaming import CallLimiter
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+ROOT = Path(__file__).resolve().parents[1]
+OFFLINE = ["--embeddings", "hash"]
+SECRET = "sk-test-DO-NOT-PRINT-0123456789"
+
+
+def invoke(*args: str | Path, env: dict[str, str | None] | None = None):
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def rows_of(n: int, start: int = 0) -> list[dict[str, str]]:
+    return [
+        {
+            "user_input": f"What is the policy on case {i}?",
+            "response": f"Case {i} is handled within {i % 9 + 1} days. Contact support.",
+        }
+        for i in range(start, start + n)
+    ]
+
+
+def write_jsonl(path: Path, rows: list[object]) -> Path:
+    text = "".join((r if isinstance(r, str) else json.dumps(r)) + "\n" for r in rows)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def records(path: Path) -> list[dict]:
+    """Every complete line's record (a line cut off by a kill has no newline)."""
+    text = path.read_text(encoding="utf-8")
+    return [json.loads(line) for line in text.split("\n")[:-1]]
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200", **extra}
+    env.update(RAGAS_DO_NOT_TRACK="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    return env
+
+
+# -- 1, 2: streaming with a bounded window ------------------------------------------------------
+
+
+class CountingJudge(PretendJudge):
+    """A PretendJudge that counts the calls in flight at once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.in_flight = 0
+        self.peak = 0
+
+    async def agenerate(self, prompt, response_model):
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await asyncio.sleep(0)
+            return await super().agenerate(prompt, response_model)
+        finally:
+            self.in_flight -= 1
+
+
+def test_ascore_each_reads_lazily_and_saves_rows_as_they_start():
+    judge = CountingJudge()
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=4)
+    pulled = 0
+
+    def source():
+        nonlocal pulled
+        for row in rows_of(400):
+            pulled += 1
+            yield row
+
+    async def run():
+        seen = []
+        async for index, result in metric.ascore_each(source()):
+            seen.append((index, pulled, result.value))
+        return seen
+
+    seen = asyncio.run(run())
+    assert sorted(i for i, _, _ in seen) == list(range(400))
+    # a bounded window: the first result comes after 4 rows were read, not 400
+    assert seen[0][1] <= 5
+    assert max(pulled_then - index for index, pulled_then, _ in seen) <= 5
+    assert judge.peak <= 4
+    # rows finish roughly in the order they start
+    assert max(abs(position - index) for position, (index, _, _) in enumerate(seen)) <= 4
+    assert all(math.isfinite(value) for _, _, value in seen)
+
+
+def test_calls_of_rows_started_earlier_get_the_next_free_slot():
+    async def run():
+        limiter = CallLimiter(1)
+        order: list[int] = []
+        await limiter.acquire(0)
+
+        async def call(priority: int) -> None:
+            async with limiter.slot(priority):
+                order.append(priority)
+
+        tasks = [asyncio.ensure_future(call(p)) for p in (7, 3, 9, 1)]
+        await asyncio.sleep(0)
+        limiter.release()
+        await asyncio.gather(*tasks)
+        return order
+
+    assert asyncio.run(run()) == [1, 3, 7, 9]
+
+
+def test_a_row_that_is_not_a_mapping_is_nan_and_the_batch_goes_on():
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
+    good = rows_of(2)
+    results = asyncio.run(metric.abatch_score([good[0], "oops", good[1]]))
+    assert math.isnan(results[1].value)
+    assert "row must be a mapping, got str" in results[1].reason
+    assert math.isfinite(results[0].value) and math.isfinite(results[2].value)
+
+
+# -- 3, 4: the report file ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["input", "binary"])
+def test_out_that_is_not_a_report_is_refused_and_left_byte_for_byte(tmp_path, kind):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(3))
+    target = data if kind == "input" else tmp_path / "photo.bin"
+    if kind == "binary":
+        target.write_bytes(bytes(range(256)) * 4)  # no newline at the end
+    before = target.read_bytes()
+    result = invoke("score", data, *OFFLINE, "--out", target)
+    assert result.exit_code == 2, result.output
+    assert "give --out a new file" in result.stderr
+    assert target.read_bytes() == before
+    assert not Path(f"{target}.lock").exists()
+
+
+def test_report_lines_are_marked_and_carry_the_data_row_and_file_line(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", [rows_of(1)[0], "", "{oops", rows_of(1, 1)[0]])
+    out, page = tmp_path / "out.jsonl", tmp_path / "page.html"
+    result = invoke("score", data, *OFFLINE, "--out", out, "--html", page)
+    assert result.exit_code == 0, result.output
+    lines = records(out)
+    assert all(r["format"] == FORMAT for r in lines)
+    assert [(r["row"], r["line"]) for r in lines] == [(1, 1), (2, 3), (3, 4)]
+    assert lines[1]["skipped"].startswith("not valid JSON") and lines[1]["score"] is None
+    assert "row 2, line 3" in lines[1]["error"]
+    assert page.read_text(encoding="utf-8").count('class="card"') == 3  # skipped row included
+
+
+def test_a_csv_quote_that_swallows_rows_is_warned_of_on_the_command_line(tmp_path):
+    data = tmp_path / "rows.csv"
+    data.write_text('user_input,response\nQ1?,A1.\nQ2?,"oops\nQ3?,A3.\nQ4?,A4.\n')
+    result = invoke("score", data, *OFFLINE)
+    assert result.exit_code == 0, result.output
+    assert "warning: line 3: the 'response' cell runs over lines 3-5" in result.stderr
+    assert "2 row(s) were read from 4 data line(s)" in result.stderr
+
+
+def test_resume_is_keyed_on_content_and_a_rerun_replaces_failed_rows(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(5))
+    out = tmp_path / "out.jsonl"
+    assert invoke("score", data, *OFFLINE, "--out", out).exit_code == 0
+    # a row inserted at the top and two swapped: only the new row is scored
+    rows = rows_of(5)
+    rows[1], rows[2] = rows[2], rows[1]
+    write_jsonl(data, [*rows_of(1, 100), *rows])
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert "5 row(s) already there, 1 to score" in result.stdout
+    final = records(out)
+    assert [r["row"] for r in final] == [1, 2, 3, 4, 5, 6]  # input order, one line per row
+    assert [r["user_input"] for r in final] == [r["user_input"] for r in [*rows_of(1, 100), *rows]]
+
+    # a failed line is replaced, not appended to
+    lines = out.read_text(encoding="utf-8").splitlines()
+    failed = json.loads(lines[0]) | {"error": "ConnectionError: down", "score": None}
+    out.write_text("\n".join([json.dumps(failed), *lines[1:]]) + "\n", encoding="utf-8")
+    again = invoke("score", data, *OFFLINE, "--out", out)
+    assert "5 row(s) already there, 1 to score, 1 of them failed before" in again.stdout
+    assert len(records(out)) == 6 and all(r["error"] is None for r in records(out))
+
+
+def test_identical_rows_are_scored_once_and_each_gets_its_line(tmp_path):
+    a, b = rows_of(2)
+    data = write_jsonl(tmp_path / "rows.jsonl", [a, b, a])
+    out = tmp_path / "out.jsonl"
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert "0 row(s) already there, 2 to score" in result.stdout
+    final = records(out)
+    assert [r["row"] for r in final] == [1, 2, 3]
+    assert final[0]["score"] == final[2]["score"] and final[0]["key"] == final[2]["key"]
+
+
+def test_a_second_process_on_the_same_out_is_stopped_with_the_holders_pid(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
+    out = tmp_path / "out.jsonl"
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from ragas_relevancy_ext.cli.output.jsonl import ReportFile; "
+            f"r = ReportFile({str(out)!r}); r.lock(); print('locked', flush=True); "
+            "sys.stdin.read(); r.close()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+    )
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        result = invoke("score", data, *OFFLINE, "--out", out)
+        assert result.exit_code == 2
+        assert f"pid {holder.pid}" in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not out.exists()
+    finally:
+        holder.communicate("", timeout=30)
+    assert invoke("score", data, *OFFLINE, "--out", out).exit_code == 0  # lock released
+
+
+# -- interrupts, against the loopback server in a real process ----------------------------------
+
+
+def start_run(server: LoopbackServer, data: Path, out: Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ragas_relevancy_ext", "score", str(data)]
+    command += [*server.cli_options(), "--out", str(out), "--no-probes", "--concurrency", "4"]
+    command += ["--timeout", "20"]
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(OPENAI_API_KEY="test"),
+    )
+
+
+def wait_for_lines(process: subprocess.Popen, out: Path, n: int) -> None:
+    """Until ``out`` holds ``n`` complete lines (bounded by the process's life)."""
+    import time
+
+    for _ in range(6000):  # polls, not a time limit: at most 6000 looks at the file
+        if out.exists() and out.read_bytes().count(b"\n") >= n:
+            return
+        assert process.poll() is None, process.stderr.read()
+        time.sleep(0.02)
+    pytest.fail(f"{out} never reached {n} lines")
+
+
+def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
+    server.reset()
+    result = invoke(
+        "score", data, *server.cli_options(), "--out", out, env={"OPENAI_API_KEY": "test"}
+    )
+    assert result.exit_code == 0, result.output
+    return server.count("chat")
+
+
+def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_again(tmp_path):
+    """Ctrl-C and a kill, each on its own run started at the same time (one wait for both)."""
+    total = 40
+    runs = {}
+    with contextlib.ExitStack() as stack:
+        for how in ("sigint", "sigkill"):
+            folder = tmp_path / how
+            folder.mkdir()
+            data = write_jsonl(folder / "rows.jsonl", rows_of(total))
+            out = folder / "out.jsonl"
+            server = stack.enter_context(LoopbackServer(endpoint_latency={"chat": 0.2}))
+            runs[how] = (server, data, out, start_run(server, data, out))
+        for how, (_, _, out, process) in runs.items():
+            wait_for_lines(process, out, 3)
+            process.send_signal(signal.SIGINT if how == "sigint" else signal.SIGKILL)
+        for how, (server, data, out, process) in runs.items():
+            _, err = process.communicate(timeout=120)
+            asked = server.count("chat")
+            saved = out.read_bytes().count(b"\n")
+            if how == "sigint":
+                assert process.returncode == 130, err
+                assert f"{saved} of {total} rows saved; run the same command to resume" in err
+                assert asked == saved  # rows in flight finished and were written, none after
+            else:
+                assert process.returncode == -signal.SIGKILL
+            assert 3 <= saved < total
+            kept = {r["response"] for r in records(out) if r["error"] is None}
+
+            resumed_calls = resume_in_process(server, data, out)
+            asked_again = [
+                e for e in server.requests("chat") if any(text in str(e.body) for text in kept)
+            ]
+            final = records(out)
+            assert [r["row"] for r in final] == list(range(1, total + 1)), how  # once, in order
+            assert resumed_calls == total - len(kept), how
+            assert asked_again == [], how
+
+
+# -- 5: the cache stores data, never code --------------------------------------------------------
+
+
+class Boom:
+    """Unpickling this would create a file: proof that code ran."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path(self.marker).touch, ())
+
+
+def test_a_planted_pickle_in_the_cache_never_runs(tmp_path):
+    marker = tmp_path / "code-ran"
+    cache = tmp_path / "cache"
+    store = SqliteStore(cache)
+    metric_rows = rows_of(1)
+    first = PretendJudge()
+    run_cached(CachedJudge(first, store, "m"), metric_rows)
+    payload = pickle.dumps(Boom(str(marker)))
+    with store._db:  # every stored reply replaced by a pickle (as bytes and as text)
+        store._db.execute("UPDATE replies SET value = ?", (payload,))
+    (cache / "cache.db").write_bytes(payload)  # where diskcache kept its pickles
+    store.close()
+
+    again = PretendJudge()
+    results = run_cached(CachedJudge(again, disk_store(cache), "m"), metric_rows)
+    assert not marker.exists()
+    assert again.calls == first.calls  # the planted entries were not replies: asked again
+    assert math.isfinite(results[0].value)
+
+
+def run_cached(judge, rows):
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings())
+    return asyncio.run(metric.abatch_score(rows))
+
+
+def test_a_damaged_cache_is_moved_aside_named_and_rebuilt(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "replies.sqlite3").write_bytes(b"not a database at all " * 100)
+    result = invoke("score", data, *OFFLINE, "--cache", cache)
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "damaged" in line]
+    assert len(said) == 1 and str(cache / "replies.sqlite3") in said[0]
+    assert list(cache.glob("replies.sqlite3.damaged-*"))
+    again = invoke("score", data, *OFFLINE, "--cache", cache)
+    assert "2 replies reused, 0 judge calls" in again.stdout
+
+
+def test_a_cache_that_cannot_be_written_is_one_line_naming_it(tmp_path, monkeypatch):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(1))
+    cache = tmp_path / "cache"
+    SqliteStore(cache).close()
+    monkeypatch.setattr(os, "access", lambda path, mode: mode != os.W_OK)  # as for a non-root
+    result = invoke("score", data, *OFFLINE, "--cache", cache)
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"ragas-relevancy: error: --cache {cache / 'replies.sqlite3'}: read-only; give --cache "
+        "a folder you can write"
+    ]
+
+
+def test_two_stores_on_one_directory_see_each_others_replies(tmp_path):
+    one, two = SqliteStore(tmp_path), SqliteStore(tmp_path)
+    for i in range(50):
+        (one if i % 2 else two).set(f"k{i}", json.dumps({"i": i}))
+    assert [json.loads(one.get(f"k{i}"))["i"] for i in range(50)] == list(range(50))
+    assert two.get("absent") is None
+
+
+# -- 6: secrets ----------------------------------------------------------------------------------
+
+
+def test_secrets_in_urls_are_masked():
+    text = f"https://user:{SECRET}@gw.example/v1?api-version=2&api-key={SECRET}#x"
+    masked = redact(text, environ={})
+    assert SECRET not in masked
+    assert masked == "https://***@gw.example/v1?api-version=2&api-key=***#x"
+
+
+def test_a_key_in_the_base_url_is_never_printed_or_written(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(1))
+    out, page = tmp_path / "out.jsonl", tmp_path / "page.html"
+    url = f"http://127.0.0.1:9/v1?api-key={SECRET}"
+    result = invoke(
+        "score",
+        data,
+        "--judge",
+        "openai:m",
+        "--base-url",
+        url,
+        "--embeddings",
+        "openai:e",
+        "--max-retries",
+        "0",
+        "--out",
+        out,
+        "--html",
+        page,
+        env={"OPENAI_API_KEY": "test"},
+    )
+    assert "api-key=***" in result.stdout
+    for text in (result.stdout, result.stderr, out.read_text(), page.read_text()):
+        assert SECRET not in text
+
+
+def test_compare_shows_the_judges_real_error(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
+    with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
+        result = invoke(
+            "compare", data, *server.cli_options(), "--max-retries", "0",
+            env={"OPENAI_API_KEY": "test"},
+        )  # fmt: skip
+    assert "AuthenticationError" in result.stdout
+    assert "ScriptedJudgeExhausted" not in result.stdout and "recorded 0" not in result.stdout
+    assert "the judge failed on 2" in result.stdout
+
+
+# -- 7: true reasons ---------------------------------------------------------------------------
+
+
+def test_a_body_that_is_not_json_is_named_as_such_after_the_retries():
+    from ragas.llms import llm_factory
+
+    with LoopbackServer(faults=[Fault("malformed", fraction=1.0, endpoint="chat")]) as server:
+        judge = llm_factory("m", provider="openai", client=server.openai_client(max_retries=0))
+        metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), probe_prompt="diverse")
+        [result] = asyncio.run(metric.abatch_score(rows_of(1)))
+        calls = server.count("chat")
+    assert math.isnan(result.value)
+    assert f"the judge's HTTP reply was not valid JSON ({calls} attempts)" in result.reason
+    assert "UnboundLocalError" not in result.reason
+    assert calls == 3  # instructor's own retries, counted by the server
+
+
+@pytest.mark.parametrize("scale", [1e308, 1e-320])
+def test_cosines_of_vectors_at_the_float_limits_are_exact(scale):
+    import numpy as np
+
+    question = [0.6 * scale, 0.8 * scale, 0.0]
+    probes = [[0.6 * scale, 0.8 * scale, 0.0], [0.8 * scale, 0.6 * scale, 0.0], [0, 0, scale]]
+    # stock's dot / (norm * norm) overflows (1e308) or underflows (1e-320) here
+    q, p = np.asarray(question), np.asarray(probes)
+    with np.errstate(all="ignore"):
+        naive = (p @ q) / (np.linalg.norm(p, axis=1) * np.linalg.norm(q))
+    assert not np.all(np.isfinite(naive)) or not np.allclose(naive, [1, 0.96, 0], atol=1e-3)
+    # the same vectors scaled by a power of two (exact) into ordinary floats
+    shift = 2.0 ** (-1000 if scale > 1 else 1000)
+    exact = cosine_similarities(
+        [x * shift for x in question], [[x * shift for x in v] for v in probes]
+    )
+    assert cosine_similarities(question, probes) == pytest.approx(exact, abs=1e-12)
+    assert exact == pytest.approx([1.0, 0.96, 0.0], abs=1e-3)
+
+
+def test_a_cosine_that_is_not_finite_is_named():
+    cosines = cosine_similarities([1.0, math.inf], [[1.0, 0.0]])
+    assert non_finite(cosines) == "1 of 1 cosine(s) not finite (cosine 1 is nan)"
+
+
+# -- issue of first lines: the header before RAGAS, and no RAGAS when there is nothing to do -----
+
+PROBE = textwrap.dedent(
+    """
+    import json, sys
+    from ragas_relevancy_ext.cli import main
+
+    results = []
+    for args in json.loads(sys.argv[1]):
+        sys.argv = ["ragas-relevancy", *args]
+        try:
+            main()
+        except SystemExit as exc:
+            results.append([exc.code, "ragas" in sys.modules])
+    print(json.dumps(results))
+    """
+)
+
+
+def test_checks_come_before_ragas_and_a_finished_resume_never_loads_it(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(3))
+    out = tmp_path / "out.jsonl"
+    assert invoke("score", data, *OFFLINE, "--out", out).exit_code == 0
+    not_ours = tmp_path / "notes.txt"
+    not_ours.write_text("my notes\n")
+    runs = [
+        ["score", str(data), *OFFLINE, "--judge", "openai:gpt-4o-mini"],  # no key
+        ["score", str(data), *OFFLINE, "--map", "nothing=user_input"],  # bad --map
+        ["score", str(data), *OFFLINE, "--out", str(not_ours)],  # not a report
+        ["score", str(data), *OFFLINE, "--out", str(out)],  # nothing left to do
+    ]
+    env = child_env()
+    env.pop("OPENAI_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(runs)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == [[2, False]] * 3 + [[0, False]]
+    assert "3 row(s) already there, 0 to score" in done.stdout
+
+
+def test_the_header_is_out_before_ragas_is_set_up(tmp_path, monkeypatch):
+    import importlib
+
+    score_command = importlib.import_module("ragas_relevancy_ext.cli.score")
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
+    seen: list[str] = []
+    real = score_command.prepare
+
+    def prepare(*args, **kwargs):  # RAGAS and the providers load here, and only here
+        sys.stdout.flush()
+        seen.append(sys.stdout.buffer.getvalue().decode())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(score_command, "prepare", prepare)
+    result = invoke("score", data, *OFFLINE)
+    assert result.exit_code == 0, result.output
+    [before] = seen
+    assert before.startswith("file: ") and "(2 row(s), 0 bad)" in before
+    assert "judge: offline" in before and "embeddings: hash" in before
