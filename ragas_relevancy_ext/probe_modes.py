@@ -318,7 +318,35 @@ def render(prompt: Any, data: Any) -> str:
     ``generate_multiple`` does; a collections ``BasePrompt`` has no such step.
     """
     process = getattr(prompt, "process_input", None)
-    return prompt.to_string(process(data) if process is not None else data)
+    return _to_string(prompt, process(data) if process is not None else data)
+
+
+_FIXED_PART = "_ragas_relevancy_fixed_part"
+
+
+def _to_string(prompt: Any, data: Any) -> str:
+    """``prompt.to_string(data)``, byte for byte, without rebuilding its fixed part each time.
+
+    RAGAS's two ``to_string`` implementations rebuild the output model's JSON schema and the
+    examples on every call (milliseconds per row of a long run); only the input JSON at the end
+    changes. The fixed part is cut from one real ``to_string`` and kept on the prompt while its
+    instruction, examples and output model stay the same; a prompt with its own ``to_string``
+    is always asked.
+    """
+    from ragas.prompt import PydanticPrompt
+    from ragas.prompt.metrics.base_prompt import BasePrompt
+
+    if type(prompt).to_string not in (BasePrompt.to_string, PydanticPrompt.to_string):
+        return prompt.to_string(data)
+    tail = f"{data.model_dump_json(indent=4, exclude_none=True)}\nOutput: "
+    stamp = (prompt.instruction, repr(prompt.examples), prompt.output_model)
+    kept = prompt.__dict__.get(_FIXED_PART)
+    if kept is not None and kept[0] == stamp:
+        return kept[1] + tail
+    text = prompt.to_string(data)
+    if text.endswith(tail):
+        prompt.__dict__[_FIXED_PART] = (stamp, text[: -len(tail)])
+    return text
 
 
 class _PromptStep:
