@@ -139,7 +139,7 @@ def run_score(
         scan = source.scan()
         tag = the_plan.score_tag
         for entry in source.entries():
-            _count(work, report, _key(entry, tag))
+            _count(work, report, entry, _key(entry, tag))
         work.other_settings = sum(1 for key in report.index if key not in work.keys)
         extra = {"output": _output_line(out, work)} if out is not None else {}
         fields = run_fields(scan, the_plan, **extra)
@@ -187,7 +187,7 @@ def _key(entry: Entry, tag: str) -> str:
     return row_key(entry.user_input, entry.response, f"{tag}|skipped|{entry.problem}")
 
 
-def _count(work: _Work, report: ReportFile, key: str) -> None:
+def _count(work: _Work, report: ReportFile, entry: Entry, key: str) -> None:
     work.total += 1
     if key in work.keys:
         work.keys[key] += 1
@@ -196,7 +196,7 @@ def _count(work: _Work, report: ReportFile, key: str) -> None:
     status = report.status(key)
     if status in ("scored", "skipped"):
         work.resumed += 1
-    else:
+    elif isinstance(entry, Row):  # a skipped row is written at once, not scored
         work.todo += 1
         work.retried += status == "failed"
 
