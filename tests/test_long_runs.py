@@ -71,26 +71,8 @@ def child_env(**extra: str) -> dict[str, str]:
 # -- 1, 2: streaming with a bounded window ------------------------------------------------------
 
 
-class CountingJudge(PretendJudge):
-    """A PretendJudge that counts the calls in flight at once."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.in_flight = 0
-        self.peak = 0
-
-    async def agenerate(self, prompt, response_model):
-        self.in_flight += 1
-        self.peak = max(self.peak, self.in_flight)
-        try:
-            await asyncio.sleep(0)
-            return await super().agenerate(prompt, response_model)
-        finally:
-            self.in_flight -= 1
-
-
 def test_ascore_each_reads_lazily_and_saves_rows_as_they_start():
-    judge = CountingJudge()
+    judge = PretendJudge()  # counts its calls in flight (peak)
     metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=4)
     pulled = 0
 
