@@ -151,6 +151,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     embeddings=self.embeddings,
                     options=options,
                     limiter=limiter.slot(index),
+                    adapted=self.adapted,
                 )
                 return RelevancyResult(report)
             except Exception as exc:  # one bad sample never loses the others
