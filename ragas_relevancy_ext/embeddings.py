@@ -108,7 +108,31 @@ async def embed_question_and_probes(
 
 
 def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
-    """One finite, non-zero vector per text, all one length, else :class:`EmbeddingShapeError`."""
+    """One finite, non-zero vector per text, all one length, else :class:`EmbeddingShapeError`.
+
+    One numpy conversion and whole-array checks; only a reply numpy cannot read as a
+    (texts, width) array of numbers takes the element-wise path, which words the error.
+    """
+    try:
+        array = np.asarray(vectors, dtype=float)
+    except (TypeError, ValueError):
+        array = None
+    if array is None or array.ndim != 2:
+        return _check_slowly(vectors, n_texts, source)
+    rows, width = array.shape
+    if rows != n_texts:
+        raise EmbeddingShapeError(_count_message(source, rows, [width] * rows, n_texts))
+    if rows and width == 0:
+        raise EmbeddingShapeError(f"{source} returned empty vectors for {n_texts} text(s)")
+    bad = ~np.isfinite(array).all(axis=1) | ~array.any(axis=1)
+    if bad.any():
+        index = int(np.argmax(bad))
+        _raise_bad_row(source, array[index].tolist(), index, n_texts)
+    return array
+
+
+def _check_slowly(vectors: Any, n_texts: int, source: str) -> np.ndarray:
+    """Element by element: for replies numpy cannot read as one array (ragged, not numbers)."""
     try:
         rows = [list(map(float, v)) for v in vectors]
     except (TypeError, ValueError) as exc:
@@ -118,11 +142,7 @@ def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
         ) from exc
     lengths = [len(r) for r in rows]
     if len(rows) != n_texts:
-        raise EmbeddingShapeError(
-            f"{source} returned {len(rows)} vector(s) of length(s) {_lengths(lengths)} for "
-            f"{n_texts} text(s); expected one vector per text. If the provider answers a list "
-            "with one vector, wrap it in ragas_relevancy_ext.OneTextPerCall."
-        )
+        raise EmbeddingShapeError(_count_message(source, len(rows), lengths, n_texts))
     if len(set(lengths)) > 1:
         raise EmbeddingShapeError(
             f"{source} returned {n_texts} vectors of different lengths {_lengths(lengths)} "
@@ -131,17 +151,29 @@ def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
     if lengths and lengths[0] == 0:
         raise EmbeddingShapeError(f"{source} returned empty vectors for {n_texts} text(s)")
     for index, row in enumerate(rows):
-        if not all(math.isfinite(x) for x in row):
-            raise EmbeddingShapeError(
-                f"{source} returned a vector with NaN or infinite values for text {index} "
-                f"of {n_texts}"
-            )
-        if not any(row):
-            raise EmbeddingShapeError(
-                f"{source} returned an all-zero vector for text {index} of {n_texts}; "
-                "its cosine is undefined"
-            )
+        _raise_bad_row(source, row, index, n_texts)
     return np.asarray(rows, dtype=float)
+
+
+def _count_message(source: str, rows: int, lengths: list[int], n_texts: int) -> str:
+    return (
+        f"{source} returned {rows} vector(s) of length(s) {_lengths(lengths)} for "
+        f"{n_texts} text(s); expected one vector per text. If the provider answers a list "
+        "with one vector, wrap it in ragas_relevancy_ext.OneTextPerCall."
+    )
+
+
+def _raise_bad_row(source: str, row: list[float], index: int, n_texts: int) -> None:
+    """EmbeddingShapeError when ``row`` holds NaN or infinity, or is all zero."""
+    if not all(math.isfinite(x) for x in row):
+        raise EmbeddingShapeError(
+            f"{source} returned a vector with NaN or infinite values for text {index} of {n_texts}"
+        )
+    if not any(row):
+        raise EmbeddingShapeError(
+            f"{source} returned an all-zero vector for text {index} of {n_texts}; "
+            "its cosine is undefined"
+        )
 
 
 def _lengths(lengths: list[int]) -> str:
