@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import functools
 import importlib
 import re
 import string
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -315,38 +318,95 @@ def render(prompt: Any, data: Any) -> str:
     """The text ``prompt`` sends for ``data``, as RAGAS renders it.
 
     A ``PydanticPrompt`` passes the data through its ``process_input`` first, as its own
-    ``generate_multiple`` does; a collections ``BasePrompt`` has no such step.
+    ``generate_multiple`` does; a collections ``BasePrompt`` has no such step. The part before
+    the input (instruction, output schema, examples) is rendered by RAGAS once per prompt object
+    and reused while the instruction, examples, language and models stay as they were; only the
+    input is rendered per call, so the text is RAGAS's, byte for byte.
     """
     process = getattr(prompt, "process_input", None)
-    return _to_string(prompt, process(data) if process is not None else data)
-
-
-_FIXED_PART = "_ragas_relevancy_fixed_part"
-
-
-def _to_string(prompt: Any, data: Any) -> str:
-    """``prompt.to_string(data)``, byte for byte, without rebuilding its fixed part each time.
-
-    RAGAS's two ``to_string`` implementations rebuild the output model's JSON schema and the
-    examples on every call (milliseconds per row of a long run); only the input JSON at the end
-    changes. The fixed part is cut from one real ``to_string`` and kept on the prompt while its
-    instruction, examples and output model stay the same; a prompt with its own ``to_string``
-    is always asked.
-    """
-    from ragas.prompt import PydanticPrompt
-    from ragas.prompt.metrics.base_prompt import BasePrompt
-
-    if type(prompt).to_string not in (BasePrompt.to_string, PydanticPrompt.to_string):
-        return prompt.to_string(data)
-    tail = f"{data.model_dump_json(indent=4, exclude_none=True)}\nOutput: "
-    stamp = (prompt.instruction, repr(prompt.examples), prompt.output_model)
-    kept = prompt.__dict__.get(_FIXED_PART)
-    if kept is not None and kept[0] == stamp:
-        return kept[1] + tail
+    if process is not None:
+        data = process(data)
+    held = _RENDERED.get(id(prompt))
+    if held is not None and held.fits(prompt):
+        return held.head + data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
     text = prompt.to_string(data)
-    if text.endswith(tail):
-        prompt.__dict__[_FIXED_PART] = (stamp, text[: -len(tail)])
+    _remember(prompt, data, text)
     return text
+
+
+# RAGAS's prompts end their text with the input's JSON and this line.
+_INPUT_TAIL = "\nOutput: "
+# The rendering methods whose output depends only on what _Rendered.fits compares.
+_RENDERING = ("to_string", "_generate_examples", "_generate_output_signature")
+
+
+@dataclass
+class _Rendered:
+    """A prompt's text up to its input, and what it was rendered from (examples deep-copied,
+    so an edit in place of an example shows up as a difference)."""
+
+    head: str
+    instruction: Any
+    examples: Any
+    language: Any
+    models: tuple[Any, Any]
+
+    @classmethod
+    def of(cls, prompt: Any, head: str) -> _Rendered:
+        return cls(
+            head,
+            prompt.instruction,
+            copy.deepcopy(prompt.examples),
+            getattr(prompt, "language", None),
+            (prompt.input_model, prompt.output_model),
+        )
+
+    def fits(self, prompt: Any) -> bool:
+        """Whether ``prompt`` still has what the head was rendered from."""
+        return (
+            prompt.instruction == self.instruction
+            and getattr(prompt, "language", None) == self.language
+            and (prompt.input_model, prompt.output_model) == self.models
+            and prompt.examples == self.examples
+        )
+
+
+# id(prompt) -> a weak reference to it, and its head; both go when the prompt does.
+_RENDERED_REFS: dict[int, weakref.ref[Any]] = {}
+_RENDERED: dict[int, _Rendered] = {}
+
+
+def _remember(prompt: Any, data: Any, text: str) -> None:
+    """Keep the head of ``text`` for ``prompt`` when RAGAS's own methods rendered it."""
+    if not _renders_as_ragas(type(prompt)):
+        return
+    tail = data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
+    if not text.endswith(tail):
+        return
+    key = id(prompt)
+    try:
+        ref = weakref.ref(prompt, lambda _, key=key: _forget(key))
+    except TypeError:  # not weakly referable: rendered every time
+        return
+    _RENDERED_REFS[key] = ref
+    _RENDERED[key] = _Rendered.of(prompt, text[: len(text) - len(tail)])
+
+
+def _forget(key: int) -> None:
+    _RENDERED_REFS.pop(key, None)
+    _RENDERED.pop(key, None)
+
+
+@functools.cache
+def _renders_as_ragas(cls: type) -> bool:
+    """Whether ``cls`` renders with RAGAS's ``PydanticPrompt`` or collections ``BasePrompt``
+    methods unchanged (a subclass overriding one of them is rendered every time)."""
+    for family in _prompt_families():
+        if issubclass(cls, family):
+            return all(
+                getattr(cls, name, None) is getattr(family, name, None) for name in _RENDERING
+            )
+    return False
 
 
 class _PromptStep:

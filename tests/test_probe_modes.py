@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 
@@ -239,3 +240,59 @@ def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():
     example_probes = DiverseProbePrompt().examples[0][1].probes
     assert len({p.question for p in example_probes}) == len(example_probes)
     json.dumps(DiverseProbePrompt().output_model.model_json_schema())
+
+
+@pytest.mark.parametrize("mode", ["diverse", "sequential", "stock"])
+def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode, monkeypatch):
+    from ragas_relevancy_ext.probe_modes import MODES, render
+
+    prompt = MODES[mode].prompt_class()()
+    family = type(prompt).__mro__[1]
+    rendered = []
+    original = family.to_string
+
+    def counting(self, data=None):
+        rendered.append(1)
+        return original(self, data)
+
+    monkeypatch.setattr(family, "to_string", counting)
+    inputs = {
+        "diverse": lambda r: prompt.input_model(response=r, n=2, avoid=[P1]),
+        "sequential": lambda r: prompt.input_model(response=r, previous_questions=[P1]),
+        "stock": lambda r: prompt.input_model(response=r),
+    }[mode]
+
+    def fresh(data):  # what RAGAS renders for a new object of the same state
+        twin = copy.deepcopy(prompt)
+        process = getattr(twin, "process_input", None)
+        return original(twin, process(data) if process else data)
+
+    for response in (A, "Another answer", A):
+        assert render(prompt, inputs(response)) == fresh(inputs(response))
+    assert len(rendered) == 1
+
+    prompt.instruction = "Edited instruction."
+    assert render(prompt, inputs(A)).startswith("Edited instruction.\n")
+    example_in, example_out = prompt.examples[0]
+    example_in.response = "An edited example answer."  # edited in place, same list object
+    assert "An edited example answer." in render(prompt, inputs(A))
+    prompt.examples = []
+    assert "EXAMPLES" not in render(prompt, inputs(A))
+    prompt.language = "spanish"
+    assert render(prompt, inputs(A)) == fresh(inputs(A))
+    assert len(rendered) == 5
+
+
+def test_a_prompt_rendering_its_own_way_is_rendered_every_time():
+    from ragas_relevancy_ext.probe_modes import render
+
+    class Counted(DiverseProbePrompt):
+        calls = 0
+
+        def to_string(self, data=None):
+            type(self).calls += 1
+            return f"call {type(self).calls}: " + super().to_string(data)
+
+    prompt = Counted()
+    data = prompt.input_model(response=A, n=1)
+    assert [render(prompt, data)[:7] for _ in range(3)] == ["call 1:", "call 2:", "call 3:"]
