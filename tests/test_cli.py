@@ -416,3 +416,42 @@ def test_gemini_example_says_it_needs_a_key():
 def test_command_line_script_is_valid_bash():
     done = subprocess.run(["bash", "-n", str(ROOT / "examples" / "command_line.sh")], timeout=30)
     assert done.returncode == 0
+
+
+# -- analytics --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("flags", "expected"), [((), "true"), (("--analytics",), None)])
+def test_the_command_turns_ragas_analytics_off_for_itself_unless_asked(
+    tmp_path, monkeypatch, flags, expected
+):
+    import importlib
+
+    score_command = importlib.import_module("ragas_relevancy_ext.cli.score")
+    seen = []
+    real_prepare = score_command.prepare
+
+    def prepare(settings):  # the judge is built here, before any judge call
+        seen.append(os.environ.get("RAGAS_DO_NOT_TRACK"))
+        return real_prepare(settings)
+
+    monkeypatch.setattr(score_command, "prepare", prepare)
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    done = invoke("score", path, *OFFLINE, *flags, env={"RAGAS_DO_NOT_TRACK": None})
+    assert done.exit_code == 0, done.output
+    assert seen == [expected]
+
+
+def test_the_library_leaves_the_analytics_setting_alone(monkeypatch):
+    from ragas_relevancy_ext import AnswerRelevancy
+    from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+    monkeypatch.delenv("RAGAS_DO_NOT_TRACK", raising=False)
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings(64))
+    assert metric.score(user_input="Where is order A17?", response="It shipped.").value > -1
+    assert "RAGAS_DO_NOT_TRACK" not in os.environ
+
+
+def test_help_says_analytics_are_off_by_default():
+    done = invoke("score", "--help", env={"COLUMNS": "200"})
+    assert "--analytics" in done.output and "RAGAS_DO_NOT_TRACK=true" in done.output

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from enum import Enum
@@ -25,7 +26,18 @@ from .output import FORMATS
 from .providers import EMBEDDINGS, JUDGES, choices
 from .setup import Settings
 
-__all__ = ["FileArg", "MapOpt", "ProbePrompt", "SETTING_OPTIONS", "with_settings"]
+__all__ = [
+    "DO_NOT_TRACK",
+    "FileArg",
+    "MapOpt",
+    "ProbePrompt",
+    "SETTING_OPTIONS",
+    "analytics_for_this_process",
+    "with_settings",
+]
+
+# RAGAS reads it once, at its first analytics event; "true" stops every analytics request.
+DO_NOT_TRACK = "RAGAS_DO_NOT_TRACK"
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -128,6 +140,15 @@ SETTING_OPTIONS: dict[str, Any] = {
         Path | None,
         typer.Option(metavar="DIR", help="Keep judge replies in DIR; a re-run reuses them."),
     ],
+    "analytics": Annotated[
+        bool,
+        typer.Option(
+            "--analytics",
+            help="Let RAGAS send its usage analytics (a request per judge call). Off by default: "
+            f"the command sets {DO_NOT_TRACK}=true for itself; with --analytics the "
+            "environment decides.",
+        ),
+    ],
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
 assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one option"
@@ -177,6 +198,17 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
     return decorate
 
 
+def analytics_for_this_process(on: bool) -> None:
+    """Unless ``on``, set :data:`DO_NOT_TRACK` for this process before RAGAS loads.
+
+    RAGAS's instructor judge sends a request to RAGAS's analytics server on every judge call and
+    waits for it: a privacy surprise and several times the wall time. The command runs in its
+    own process, so this changes no one else's environment; the library never sets it.
+    """
+    if not on:
+        os.environ[DO_NOT_TRACK] = "true"
+
+
 def _default(name: str) -> Any:
     default = _DEFAULTS[name]
     return ProbePrompt(default) if name == "probe_prompt" else default
@@ -193,6 +225,7 @@ def _output_option(help_text: str) -> Any:
 
 
 def _settings(values: dict[str, Any]) -> Settings:
+    analytics_for_this_process(bool(values.get("analytics", False)))
     if "language" in values:
         try:
             values["language"] = check_language(values["language"])

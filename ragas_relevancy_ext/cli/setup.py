@@ -57,6 +57,7 @@ class Settings:
     language: str = "auto"
     concurrency: int = DEFAULT_MAX_CONCURRENCY
     cache: Path | None = None
+    analytics: bool = False
 
 
 DEFAULT_SETTINGS = Settings()
