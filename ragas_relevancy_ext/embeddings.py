@@ -12,8 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from ragas.embeddings.base import BaseRagasEmbedding
 
 __all__ = [
+    "REQUEST_LIMIT",
     "Embeddings",
     "EmbeddingsKind",
     "check_options",
@@ -34,7 +36,15 @@ __all__ = [
     "embed_question_and_probes",
     "embed_texts",
     "embeddings_kind",
+    "request_slot",
+    "sends_one_request",
 ]
+
+# The limit on requests in flight of the scoring call under way, lent to embeddings that send
+# a request per text (OneTextPerCall), so they count each request against the metric's limit.
+REQUEST_LIMIT: ContextVar[AbstractAsyncContextManager[Any] | None] = ContextVar(
+    "request_limit", default=None
+)
 
 # Every embeddings object the metrics accept (legacy BaseRagasEmbeddings is a LangChain Embeddings).
 Embeddings: TypeAlias = "BaseRagasEmbedding | LangChainEmbeddings"
@@ -71,12 +81,37 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
     return await embeddings.aembed_query(text)
 
 
+def sends_one_request(embeddings: Any) -> bool:
+    """Whether one call of ``embeddings`` is one request (not so for :class:`OneTextPerCall`)."""
+    return not getattr(embeddings, "one_request_per_text", False)
+
+
+@contextlib.asynccontextmanager
+async def request_slot(
+    embeddings: Any, limiter: AbstractAsyncContextManager[Any] | None
+) -> AsyncIterator[None]:
+    """Hold one of ``limiter``'s slots for a call of ``embeddings`` that is one request; for
+    embeddings that send a request per text, lend them ``limiter`` (:data:`REQUEST_LIMIT`) so
+    each of their requests takes a slot of its own."""
+    if limiter is None:
+        yield
+    elif sends_one_request(embeddings):
+        async with limiter:
+            yield
+    else:
+        token = REQUEST_LIMIT.set(limiter)
+        try:
+            yield
+        finally:
+            REQUEST_LIMIT.reset(token)
+
+
 async def embed_texts(
     embeddings: Any, texts: Sequence[str], limiter: AbstractAsyncContextManager[Any] | None = None
 ) -> np.ndarray:
     """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array."""
     kind = embeddings_kind(embeddings)
-    async with limiter if limiter is not None else contextlib.nullcontext():
+    async with request_slot(embeddings, limiter):
         if kind == "modern":
             vectors = await aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:

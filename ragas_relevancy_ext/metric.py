@@ -48,8 +48,8 @@ class AnswerRelevancy(StockAnswerRelevancy):
 
     probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
         ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
-    max_concurrency: judge and embedding calls in flight at once, per call of
-        ``ascore``/``abatch_score``.
+    max_concurrency: requests in flight at once (judge and embeddings, each text a
+        ``OneTextPerCall`` sends counted alone), per call of ``ascore``/``abatch_score``.
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``prompt.adapt`` does.

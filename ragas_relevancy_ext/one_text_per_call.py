@@ -10,6 +10,7 @@ before any arithmetic sees them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -17,7 +18,14 @@ from typing import Any
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .aio import run_sync
-from .embeddings import Embeddings, check_options, check_vectors, embed_one, embeddings_kind
+from .embeddings import (
+    REQUEST_LIMIT,
+    Embeddings,
+    check_options,
+    check_vectors,
+    embed_one,
+    embeddings_kind,
+)
 from .errors import EmbeddingCallError
 from .pipeline import check_max_concurrency
 from .redaction import KEY_VARIABLES
@@ -40,6 +48,10 @@ class OneTextPerCall(BaseRagasEmbedding):
     ``embed_documents``) methods, sync and async, so one object serves the collections metrics,
     the legacy metrics and ``ragas.evaluate``.
     """
+
+    # Each text is a request of its own: never coalesced with others, and each takes a slot of
+    # the metric's limit on requests in flight (REQUEST_LIMIT) besides this object's own.
+    one_request_per_text = True
 
     def __init__(self, inner: Embeddings, max_concurrency: int = 8):
         super().__init__()
@@ -68,9 +80,10 @@ class OneTextPerCall(BaseRagasEmbedding):
         check_options(self.inner, kwargs)
         # Made here, not in __init__: every sync call runs in an event loop of its own.
         limiter = asyncio.Semaphore(self.max_concurrency)
+        shared = REQUEST_LIMIT.get()
 
         async def one(index: int, text: str) -> Any:
-            async with limiter:
+            async with limiter, shared if shared is not None else contextlib.nullcontext():
                 try:
                     return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:

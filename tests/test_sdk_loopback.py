@@ -441,3 +441,27 @@ def test_fault_settings_are_checked() -> None:
         Fault("hang", fraction=1.5)
     with pytest.raises(ValueError, match="not of chat"):
         Fault("nan", endpoint="chat")
+
+
+@pytest.mark.parametrize("mode", ["stock", "diverse"])
+def test_max_concurrency_bounds_requests_at_the_server_through_one_text_per_call(
+    server: LoopbackServer, mode: str
+) -> None:
+    server.latency = 0.02
+
+    async def run() -> None:
+        client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")
+        metric = AnswerRelevancy(
+            llm=llm_factory("gpt-4o-mini", provider="openai", client=client),
+            embeddings=OneTextPerCall(OpenAIEmbeddings(client=client), max_concurrency=8),
+            strictness=10,
+            probe_prompt=mode,
+            max_concurrency=4,
+        )
+        rows = [{"user_input": f"{QUESTION} ({i})", "response": RESPONSE} for i in range(8)]
+        results = await metric.abatch_score(rows)
+        assert all(r.report.error is None for r in results)
+
+    asyncio.run(run())
+    assert server.count("embeddings") >= 8 * 11  # one request per text
+    assert server.peak_in_flight == 4
