@@ -31,6 +31,7 @@ __all__ = [
     "Embeddings",
     "EmbeddingsKind",
     "check_options",
+    "check_same_width",
     "check_vectors",
     "embed_one",
     "embed_question_and_probes",
@@ -133,13 +134,18 @@ async def embed_question_and_probes(
     question_vectors, probe_vectors = await asyncio.gather(
         embed_texts(embeddings, [question], limiter), embed_texts(embeddings, probes, limiter)
     )
+    check_same_width(type(embeddings).__name__, question_vectors, probe_vectors)
+    return question_vectors[0], probe_vectors
+
+
+def check_same_width(source: str, question_vectors: np.ndarray, probe_vectors: np.ndarray) -> None:
+    """EmbeddingShapeError when the question's vector and the probes' differ in length."""
     if question_vectors.shape[1] != probe_vectors.shape[1]:
         raise EmbeddingShapeError(
-            f"{type(embeddings).__name__} returned a vector of length "
+            f"{source} returned a vector of length "
             f"{question_vectors.shape[1]} for the question but vectors of length "
-            f"{probe_vectors.shape[1]} for the {len(probes)} probe(s)"
+            f"{probe_vectors.shape[1]} for the {len(probe_vectors)} probe(s)"
         )
-    return question_vectors[0], probe_vectors
 
 
 def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:

@@ -73,6 +73,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``adapt_prompts`` does.
+    batch_embeddings: rows scored concurrently in one run share embedding requests (up to 64
+        texts each); False sends two per row, as stock. Never for embeddings that send a
+        request per text (``OneTextPerCall``). A question met again in a run is embedded once.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -84,6 +87,7 @@ class ResponseRelevancy(StockAnswerRelevancy):
     probe_prompt: t.Any = None
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     language: str = AUTO
+    batch_embeddings: bool = True
     _adapted: AdaptedPrompts = field(
         default_factory=AdaptedPrompts, init=False, repr=False, compare=False
     )
@@ -188,6 +192,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
                 callbacks=callbacks,
                 trace_name=PROMPT_NAME,
                 adapted=self._adapted,
+                embedder=self._limiter.embedder(
+                    self._calls_in_flight(options), self.embeddings, options.batch_embeddings
+                ),
             )
         except (Exception, asyncio.CancelledError) as exc:
             cause = exc if isinstance(exc, Exception) else TimeoutError(_CANCELLED)
@@ -214,6 +221,7 @@ class ResponseRelevancy(StockAnswerRelevancy):
             self.max_concurrency,
             legacy=True,
             language=self.language,
+            batch_embeddings=self.batch_embeddings,
         )
 
 

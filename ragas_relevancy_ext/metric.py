@@ -17,6 +17,7 @@ from typing import Any
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.result import MetricResult
 
+from .batching import RunEmbedder
 from .embeddings import Embeddings
 from .judges import Judge
 from .languages import AUTO, AdaptedPrompts
@@ -53,6 +54,10 @@ class AnswerRelevancy(StockAnswerRelevancy):
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``prompt.adapt`` does.
+    batch_embeddings: in ``abatch_score`` (and ``ascore_each``), send the texts of concurrent
+        samples in shared embedding requests (up to 64 texts each); False sends two per sample,
+        as stock. Never for embeddings that send a request per text (``OneTextPerCall``).
+        A question met again in one ``abatch_score`` is embedded once either way.
 
     ``prompt`` (stock's attribute) holds the prompt object that is sent; setting ``prompt`` or
     ``probe_prompt`` replaces it, and the probe mode follows the object at scoring time, so
@@ -70,15 +75,23 @@ class AnswerRelevancy(StockAnswerRelevancy):
         probe_prompt: PromptSpec = "diverse",
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         language: str = AUTO,
+        batch_embeddings: bool = True,
         **kwargs: Any,
     ):
-        options = ProbeOptions.resolve(strictness, probe_prompt, max_concurrency, language=language)
+        options = ProbeOptions.resolve(
+            strictness,
+            probe_prompt,
+            max_concurrency,
+            language=language,
+            batch_embeddings=batch_embeddings,
+        )
         super().__init__(
             llm=llm, embeddings=embeddings, name=name, strictness=options.strictness, **kwargs
         )
         self.max_concurrency = options.max_concurrency
         self.language = options.language
         self.adapted = AdaptedPrompts()
+        self.batch_embeddings = options.batch_embeddings
         self.prompt = options.prompt
 
     @property
@@ -107,11 +120,20 @@ class AnswerRelevancy(StockAnswerRelevancy):
     def probe_options(self) -> ProbeOptions:
         """The options a scoring call uses now, read from the instance's attributes."""
         return ProbeOptions.resolve(
-            self.strictness, self.prompt, self.max_concurrency, language=self.language
+            self.strictness,
+            self.prompt,
+            self.max_concurrency,
+            language=self.language,
+            batch_embeddings=self.batch_embeddings,
         )
 
     async def ascore(  # type: ignore[override]
-        self, user_input: str, response: str, *, _limiter: Any = None
+        self,
+        user_input: str,
+        response: str,
+        *,
+        _limiter: Any = None,
+        _embedder: RunEmbedder | None = None,
     ) -> RelevancyResult:
         """Score one sample; the result's ``.report`` lists every probe."""
         limiter = _limiter or asyncio.Semaphore(self.max_concurrency)
@@ -123,6 +145,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
             options=self.probe_options(),
             limiter=limiter,
             adapted=self.adapted,
+            embedder=_embedder,
         )
         return RelevancyResult(report)
 
@@ -140,6 +163,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
         """
         limiter = CallLimiter(self.max_concurrency)
         options = self.probe_options()
+        embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
 
         async def one(index: int, row: Any) -> RelevancyResult:
             try:
@@ -152,6 +176,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     options=options,
                     limiter=limiter.slot(index),
                     adapted=self.adapted,
+                    embedder=embedder,
                 )
                 return RelevancyResult(report)
             except Exception as exc:  # one bad sample never loses the others

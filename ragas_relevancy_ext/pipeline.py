@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .aio import DEFAULT_MAX_CONCURRENCY
+from .batching import RunEmbedder
 from .embeddings import embed_question_and_probes
 from .errors import EmbeddingShapeError
 from .languages import AUTO, AdaptedPrompts, check_language, detect_language
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "ProbeOptions",
     "RunLimiter",
+    "check_flag",
     "check_inputs",
     "check_max_concurrency",
     "check_strictness",
@@ -68,6 +70,13 @@ def check_strictness(strictness: Any) -> int:
     return strictness
 
 
+def check_flag(name: str, value: Any) -> bool:
+    """A switch is True or False, nothing else (a string "false" would read as on)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return value
+
+
 def check_max_concurrency(limit: Any) -> int:
     """Calls in flight at once: a whole number from 1 up."""
     if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -90,6 +99,7 @@ class ProbeOptions:
     prompt_name: str
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     language: str = AUTO
+    batch_embeddings: bool = True
 
     @classmethod
     def resolve(
@@ -99,6 +109,7 @@ class ProbeOptions:
         max_concurrency: Any = DEFAULT_MAX_CONCURRENCY,
         legacy: bool = False,
         language: Any = AUTO,
+        batch_embeddings: Any = True,
     ) -> ProbeOptions:
         """Check and resolve a metric's settings (ValueError/TypeError naming the bad one).
 
@@ -118,19 +129,21 @@ class ProbeOptions:
             prompt_name=name,
             max_concurrency=check_max_concurrency(max_concurrency),
             language=language,
+            batch_embeddings=check_flag("batch_embeddings", batch_embeddings),
         )
 
 
 class RunLimiter:
-    """One semaphore per event loop, shared by every row a metric scores in that loop.
+    """One semaphore and one :class:`RunEmbedder` per event loop, shared by every row a metric
+    scores in that loop.
 
     ``ragas.evaluate`` runs a metric's rows concurrently in one loop; sharing the limiter bounds
-    the calls in flight across rows (as stock's ``max_workers`` does), not per row. A copy of
-    the metric starts with its own.
+    the calls in flight across rows (as stock's ``max_workers`` does), not per row, and sharing
+    the embedder lets rows share embedding requests. A copy of the metric starts with its own.
     """
 
     def __init__(self) -> None:
-        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[int, Any]] = (
+        self._by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[Any, ...]] = (
             weakref.WeakKeyDictionary()
         )
 
@@ -139,9 +152,19 @@ class RunLimiter:
         loop = asyncio.get_running_loop()
         held = self._by_loop.get(loop)
         if held is None or held[0] != size:
-            held = (size, asyncio.Semaphore(size))
+            held = (size, asyncio.Semaphore(size), {})
             self._by_loop[loop] = held
         return held[1]
+
+    def embedder(self, size: int, embeddings: Any, coalesce: bool) -> RunEmbedder:
+        """The running loop's embedder for ``embeddings``, on the semaphore of ``size``."""
+        limiter = self.get(size)
+        embedders = self._by_loop[asyncio.get_running_loop()][2]
+        key = (id(embeddings), coalesce)
+        held = embedders.get(key)
+        if held is None or held.embeddings is not embeddings:
+            held = embedders[key] = RunEmbedder(embeddings, limiter, coalesce=coalesce)
+        return held
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunLimiter:
         return RunLimiter()
@@ -161,6 +184,7 @@ async def score_sample(
     callbacks: Any = None,
     trace_name: str | None = None,
     adapted: AdaptedPrompts | None = None,
+    embedder: RunEmbedder | None = None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample.
 
@@ -169,6 +193,8 @@ async def score_sample(
     prompt step of that name, as stock's prompt does. A sample with no usable probe is NaN
     (not measured), with the judge's failures in its notes. With a named ``options.language``
     the prompt is adapted to it first, once per ``adapted`` (the metric's store).
+    (not measured), with the judge's failures in its notes. With ``embedder`` (the run's, for
+    ``embeddings``), embedding requests are shared with the run's other samples.
     """
     check_inputs(user_input, response)
     prompt = options.prompt
@@ -198,9 +224,14 @@ async def score_sample(
     if not probes.questions:
         return RelevancyReport(score=math.nan, all_noncommittal=False, **common)
 
-    question_vector, probe_vectors = await embed_question_and_probes(
-        embeddings, user_input, probes.questions, limiter
-    )
+    if embedder is not None:
+        question_vector, probe_vectors = await embedder.question_and_probes(
+            user_input, probes.questions
+        )
+    else:
+        question_vector, probe_vectors = await embed_question_and_probes(
+            embeddings, user_input, probes.questions, limiter
+        )
     cosines = cosine_similarities(question_vector, probe_vectors)
     problem = non_finite(cosines)
     if problem is not None:

@@ -293,7 +293,8 @@ def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
     assert [json.loads(line)["strictness"] for line in out.read_text().splitlines()] == [2, 2]
 
 
-def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):
+@pytest.mark.parametrize("batching", ["--batch-embeddings", "--no-batch-embeddings"])
+def test_openai_judge_and_embeddings_against_a_local_server(tmp_path, batching):
     from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
@@ -310,14 +311,21 @@ def test_openai_judge_and_embeddings_against_a_local_server(tmp_path):
             "openai:loop-embed",
             "--max-retries",
             "0",
+            batching,
             env={"OPENAI_API_KEY": None},  # a server on this machine needs no key
         )
         counts = server.counts
+        texts = sorted(len(r.texts) for r in server.requests("embeddings"))
     assert result.exit_code == 0, result.output
     assert f"judge: openai:loop-judge at {base_url}" in result.stdout
     assert "2 sample(s), 2 scored" in result.stdout
-    # diverse: one judge call per sample; question and probes embedded in two calls, as stock
-    assert counts == {"chat": 2, "embeddings": 4}
+    # diverse: one judge call per sample; off, question and probes in two calls, as stock;
+    # on, the two samples' questions and probes share requests (one each when they meet)
+    assert counts["chat"] == 2
+    if batching == "--no-batch-embeddings":
+        assert counts["embeddings"] == 4 and texts == [1, 1, 3, 3]
+    else:
+        assert counts["embeddings"] <= 4 and sum(texts) == 8
 
 
 # -- compare and calibrate --------------------------------------------------------------------

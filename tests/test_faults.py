@@ -7,6 +7,10 @@ asked again) must be scored; a row hit by a malformed, miscounted, wrongly sized
 answer must be NaN with a reason naming that fault. The command line is also killed mid-run and
 started again on the same ``--out`` and ``--cache``: it must not ask the judge about rows it
 already finished.
+
+Embedding requests are per sample here (``batch_embeddings`` off), so each fault hits one row's
+request; requests shared by several samples, and a faulted one retried per sample, are tested
+in ``test_batching.py``.
 """
 
 from __future__ import annotations
@@ -119,6 +123,7 @@ def batch_run() -> Iterator[tuple[list[Outcome], list[set[str]]]]:
             metric = AnswerRelevancy(
                 llm=llm_factory("loop-judge", provider="openai", client=api),
                 embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
+                batch_embeddings=False,
             )
             return await metric.abatch_score(rows)
 
@@ -156,7 +161,7 @@ def test_evaluate_keeps_every_row_and_names_lasting_faults() -> None:
             api = openai_client(server)
             result = evaluate(
                 EvaluationDataset.from_list(rows),
-                metrics=[ResponseRelevancy()],
+                metrics=[ResponseRelevancy(batch_embeddings=False)],
                 llm=llm_factory("loop-judge", provider="openai", client=api),
                 embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
                 run_config=RunConfig(max_workers=16),
@@ -197,6 +202,7 @@ def cli(data: Path, out: Path, cache: Path, server: LoopbackServer) -> list[str]
         str(cache),
         "--no-probes",
         "--no-progress",
+        "--no-batch-embeddings",
     ]
 
 

@@ -108,6 +108,13 @@ SETTING_OPTIONS: dict[str, Any] = {
             help="Send one text per embeddings call (providers that merge a list).",
         ),
     ],
+    "batch_embeddings": Annotated[
+        bool,
+        typer.Option(
+            help="Send the texts of concurrent samples in shared embedding requests (up to 64 "
+            "texts); off: two requests per sample. Never with --one-text-per-call.",
+        ),
+    ],
     "strictness": Annotated[int, typer.Option(min=1, metavar="N", help="Probes per sample.")],
     "probe_prompt": Annotated[
         ProbePrompt,

@@ -52,6 +52,7 @@ class Settings:
     embeddings: str = "auto"
     embeddings_base_url: str | None = None
     one_text_per_call: bool = False
+    batch_embeddings: bool = True
     strictness: int = 3
     probe_prompt: str = "diverse"
     language: str = "auto"
@@ -178,6 +179,7 @@ class Setup:
             probe_prompt=probe_prompt or self.settings.probe_prompt,
             max_concurrency=self.settings.concurrency,
             language=self.settings.language,
+            batch_embeddings=self.settings.batch_embeddings,
         )
 
     def judge_for_runs(self) -> Any:

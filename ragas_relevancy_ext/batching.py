@@ -1,0 +1,195 @@
+"""Embedding requests of a run: samples' texts coalesced into shared requests, questions reused.
+
+Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time
+it takes for one, so two requests per sample waste both. A :class:`RunEmbedder` lives as long as
+a run (``abatch_score``, one ``ragas.evaluate`` loop): each sample hands it its question and its
+probes, and it sends the texts of concurrent samples as one request of up to ``max_batch``
+texts, or what has come within ``window`` seconds. The vectors are checked once per request
+(one per text, one width, finite, non-zero), then split back per sample; questions and probes
+go in separate requests, so each sample's two widths still come from two answers. A coalesced
+request that fails is sent again per sample, so a sample whose texts are fine never fails with a
+neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`) are never
+coalesced. A question seen before in the run is not embedded again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import numpy as np
+
+from .embeddings import (
+    check_same_width,
+    embed_question_and_probes,
+    embed_texts,
+    sends_one_request,
+)
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
+
+DEFAULT_MAX_BATCH = 64
+DEFAULT_WINDOW = 0.005
+# Question vectors kept for reuse in one run, the least recently used dropped first.
+MAX_REUSED_QUESTIONS = 20_000
+
+
+class _Share:
+    """One sample's texts in a coalesced request, and where its vectors go."""
+
+    def __init__(self, texts: list[str]):
+        self.texts = texts
+        self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+
+    def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
+        if self.future.done():  # its sample was cancelled
+            return
+        if error is not None:
+            self.future.set_exception(error)
+        else:
+            self.future.set_result(vectors)  # type: ignore[arg-type]
+
+
+class _Coalescer:
+    """Texts of concurrent callers sent as one request: ``max_batch`` texts, or after ``window``."""
+
+    def __init__(self, embeddings: Any, limiter: Any, max_batch: int, window: float):
+        self.embeddings, self.limiter = embeddings, limiter
+        self.max_batch, self.window = max_batch, window
+        self._pending: list[_Share] = []
+        self._pending_texts = 0
+        self._timer: asyncio.TimerHandle | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def embed(self, texts: list[str]) -> np.ndarray:
+        """A checked (len(texts), d) array, from a request shared with other callers' texts."""
+        share = _Share(texts)
+        self._pending.append(share)
+        self._pending_texts += len(texts)
+        if self._pending_texts >= self.max_batch:
+            self._flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+        return await share.future
+
+    def _flush(self) -> None:
+        """Send what is pending as one request."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        shares, self._pending, self._pending_texts = self._pending, [], 0
+        if shares:
+            task = asyncio.ensure_future(self._send(shares))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+    async def _send(self, shares: list[_Share]) -> None:
+        texts = [text for share in shares for text in share.texts]
+        try:
+            vectors = await embed_texts(self.embeddings, texts, self.limiter)
+        except asyncio.CancelledError as exc:
+            for share in shares:
+                share.settle(error=exc)
+            raise
+        except Exception as exc:
+            if len(shares) == 1:
+                shares[0].settle(error=exc)
+            else:  # each caller's share alone: neighbours of a bad text are not failed
+                await asyncio.gather(*(self._send([share]) for share in shares))
+            return
+        start = 0
+        for share in shares:
+            share.settle(vectors[start : start + len(share.texts)])
+            start += len(share.texts)
+
+
+class RunEmbedder:
+    """The embedding requests of one run (one event loop) for one embeddings object.
+
+    Questions and probes travel in separate requests, as stock sends them, so a request
+    answered with vectors of a wrong size shows up as a question/probes length mismatch; that
+    sample then asks again for its own two texts alone before it fails. ``coalesce`` False (or
+    embeddings that send a request per text) sends each sample's question and probes in
+    requests of their own, two per sample as stock does; question vectors are reused either
+    way. ``limiter`` bounds requests in flight, shared with the judge.
+    """
+
+    def __init__(
+        self,
+        embeddings: Any,
+        limiter: AbstractAsyncContextManager[Any] | None = None,
+        *,
+        coalesce: bool = True,
+        max_batch: int = DEFAULT_MAX_BATCH,
+        window: float = DEFAULT_WINDOW,
+    ):
+        self.embeddings = embeddings
+        self.limiter = limiter
+        self.coalesce = coalesce and sends_one_request(embeddings)
+        self.max_batch = max_batch
+        self.window = window
+        self._streams = {
+            kind: _Coalescer(embeddings, limiter, max_batch, window)
+            for kind in ("questions", "probes")
+        }
+        self._questions: OrderedDict[str, asyncio.Future[np.ndarray]] = OrderedDict()
+
+    async def question_and_probes(
+        self, question: str, probes: Sequence[str]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The question's vector and the probes' (len(probes), d) array."""
+        probe_share = asyncio.ensure_future(self._embed("probes", list(probes)))
+        try:
+            question_vector = await self.question(question)
+        except BaseException:
+            probe_share.cancel()
+            await asyncio.gather(probe_share, return_exceptions=True)
+            raise
+        probe_vectors = await probe_share
+        name = type(self.embeddings).__name__
+        if question_vector.shape[0] != probe_vectors.shape[1] and self.coalesce:
+            # one of two shared requests answered another width: ask again, alone
+            question_vector, probe_vectors = await embed_question_and_probes(
+                self.embeddings, question, probes, self.limiter
+            )
+            self._questions[question] = _done(question_vector[None, :])
+        check_same_width(name, question_vector[None, :], probe_vectors)
+        return question_vector, probe_vectors
+
+    async def question(self, text: str) -> np.ndarray:
+        """``text``'s vector, embedded once per run however many samples ask."""
+        held = self._questions.get(text)
+        if held is None:
+            held = asyncio.ensure_future(self._embed("questions", [text]))
+            self._questions[text] = held
+            while len(self._questions) > MAX_REUSED_QUESTIONS:
+                self._questions.popitem(last=False)
+        else:
+            self._questions.move_to_end(text)
+        try:
+            vectors = await asyncio.shield(held)
+        except Exception:
+            if self._questions.get(text) is held:  # the next sample asks again
+                del self._questions[text]
+            raise
+        return vectors[0]
+
+    async def _embed(self, stream: str, texts: list[str]) -> np.ndarray:
+        if not self.coalesce:
+            return await embed_texts(self.embeddings, texts, self.limiter)
+        return await self._streams[stream].embed(texts)
+
+    def __repr__(self) -> str:
+        return (
+            f"RunEmbedder({type(self.embeddings).__name__}, coalesce={self.coalesce}, "
+            f"max_batch={self.max_batch}, window={self.window})"
+        )
+
+
+def _done(value: np.ndarray) -> asyncio.Future[np.ndarray]:
+    future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+    future.set_result(value)
+    return future

@@ -1,0 +1,156 @@
+"""Embedding requests shared across samples, counted at the loopback server."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+from google import genai
+from google.genai import types
+from openai import AsyncOpenAI
+from ragas.embeddings import GoogleEmbeddings, OpenAIEmbeddings
+
+from ragas_relevancy_ext import AnswerRelevancy, OneTextPerCall
+from ragas_relevancy_ext.batching import RunEmbedder
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+
+@pytest.fixture
+def server() -> Any:
+    with LoopbackServer(width=64) as running:
+        yield running
+
+
+def openai_embeddings(server: LoopbackServer) -> OpenAIEmbeddings:
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    return OpenAIEmbeddings(client=client, model="text-embedding-3-small")
+
+
+def rows(n: int, questions: int | None = None) -> list[dict[str, str]]:
+    return [
+        {
+            "user_input": f"Where is order A{i % (questions or n)}?",
+            "response": f"Order A{i} shipped on day {i}. It arrives soon.",
+        }
+        for i in range(n)
+    ]
+
+
+def score_all(metric: AnswerRelevancy, inputs: list[dict[str, str]]) -> list[Any]:
+    return [r.report for r in asyncio.run(metric.abatch_score(inputs))]
+
+
+def expected(server: LoopbackServer, report: Any) -> float:
+    q = np.asarray(server.vector(report.user_input))
+    cosines = [
+        float(q @ (p := np.asarray(server.vector(probe.question))))
+        / (np.linalg.norm(q) * np.linalg.norm(p))
+        for probe in report.probes
+    ]
+    return float(np.mean(cosines))
+
+
+def test_vectors_go_back_to_the_samples_that_sent_them(server: LoopbackServer) -> None:
+    shuffle = random.Random(19)
+    shares = [
+        [f"sample {i} text {j} {shuffle.random()}" for j in range(shuffle.randint(1, 9))]
+        for i in range(40)
+    ]
+
+    async def run() -> list[np.ndarray]:
+        embedder = RunEmbedder(openai_embeddings(server), max_batch=64, window=0.01)
+
+        async def one(texts: list[str]) -> np.ndarray:
+            await asyncio.sleep(shuffle.random() * 0.02)  # arrive in a random order
+            return await embedder._embed("probes", texts)
+
+        return await asyncio.gather(*(one(texts) for texts in shares))
+
+    results = asyncio.run(run())
+    for texts, vectors in zip(shares, results, strict=True):
+        np.testing.assert_allclose(vectors, [server.vector(t) for t in texts])
+    total = sum(len(texts) for texts in shares)
+    assert server.count("embeddings") < len(shares) / 2
+    assert sum(len(r.texts) for r in server.requests("embeddings")) == total
+
+
+def test_samples_share_requests_and_score_as_alone(server: LoopbackServer) -> None:
+    inputs = rows(16)
+    reports = score_all(AnswerRelevancy(PretendJudge(), openai_embeddings(server)), inputs)
+    batched = server.count("embeddings")
+    assert all(r.error is None for r in reports)
+    for report in reports:
+        assert report.score == pytest.approx(expected(server, report), rel=1e-12)
+    assert batched <= len(inputs) / 2
+
+    server.reset()
+    off = AnswerRelevancy(PretendJudge(), openai_embeddings(server), batch_embeddings=False)
+    alone = score_all(off, inputs)
+    assert server.count("embeddings") == 2 * len(inputs)  # question and probes, as stock
+    assert [r.score for r in alone] == [r.score for r in reports]
+
+
+def test_a_question_met_again_is_embedded_once(server: LoopbackServer) -> None:
+    inputs = rows(20, questions=2)
+    metric = AnswerRelevancy(PretendJudge(), openai_embeddings(server), batch_embeddings=False)
+    reports = score_all(metric, inputs)
+    assert all(r.error is None for r in reports)
+    texts = [t for r in server.requests("embeddings") for t in r.texts]
+    assert sorted(t for t in texts if t.startswith("Where is")) == [
+        "Where is order A0?",
+        "Where is order A1?",
+    ]
+    assert server.count("embeddings") == 20 + 2
+
+
+def test_a_collapsing_provider_is_caught_and_named_inside_a_batch(server: LoopbackServer) -> None:
+    client = genai.Client(api_key="test", http_options=types.HttpOptions(base_url=server.url))
+    embeddings = GoogleEmbeddings(client=client, model="gemini-embedding-2")
+    reports = score_all(AnswerRelevancy(PretendJudge(), embeddings), rows(6))
+    for report in reports:
+        assert math.isnan(report.score)
+        assert "GoogleEmbeddings returned 1 vector(s)" in report.error
+        assert "for 3 text(s)" in report.error and "OneTextPerCall" in report.error
+
+
+def test_one_faulted_request_does_not_fail_its_neighbours(server: LoopbackServer) -> None:
+    inputs = rows(8)
+    server.faults = [Fault("server_error", at=(1, 2), endpoint="embeddings")]
+    reports = score_all(AnswerRelevancy(PretendJudge(), openai_embeddings(server)), inputs)
+    assert [r.error for r in reports] == [None] * len(inputs)
+    # the first two (shared) requests failed; every sample's share was then sent alone
+    assert [r.status for r in server.requests("embeddings")[:2]] == [500, 500]
+    assert server.count("embeddings") >= 2 + len(inputs)
+
+
+def test_one_bad_text_fails_only_its_own_sample() -> None:
+    class OneBadText(HashEmbeddings):
+        requests = 0
+
+        async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+            type(self).requests += 1
+            return [[math.nan] * 64 if "A3 " in t else self.embed_text(t) for t in texts]
+
+    inputs = rows(8)
+    reports = score_all(AnswerRelevancy(PretendJudge(), OneBadText(64)), inputs)
+    failed = [i for i, r in enumerate(reports) if r.error]
+    assert failed == [3]
+    assert "OneBadText returned a vector with NaN or infinite values" in reports[3].error
+    assert OneBadText.requests < 2 * len(inputs)
+
+
+def test_one_text_per_call_is_never_coalesced(server: LoopbackServer) -> None:
+    embeddings = OneTextPerCall(openai_embeddings(server))
+    reports = score_all(AnswerRelevancy(PretendJudge(), embeddings), rows(5))
+    assert all(r.error is None for r in reports)
+    assert [len(r.texts) for r in server.requests("embeddings")] == [1] * (5 * 4)
+
+
+def test_batch_embeddings_must_be_a_switch() -> None:
+    with pytest.raises(ValueError, match="batch_embeddings must be True or False"):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), batch_embeddings="no")
