@@ -15,6 +15,7 @@ coalesced. A question seen before in the run is not embedded again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from contextlib import AbstractAsyncContextManager
@@ -54,7 +55,12 @@ class _Share:
 
 
 class _Coalescer:
-    """Texts of concurrent callers sent as one request: ``max_batch`` texts, or after ``window``."""
+    """Texts of concurrent callers sent as one request of up to ``max_batch`` texts.
+
+    A request is sent ``window`` seconds after its first text came (at once when ``max_batch``
+    texts are waiting). It takes its texts when it gets a slot of ``limiter``, so texts that
+    come while it waits for one (behind judge calls) ride along instead of queueing requests.
+    """
 
     def __init__(self, embeddings: Any, limiter: Any, max_batch: int, window: float):
         self.embeddings, self.limiter = embeddings, limiter
@@ -76,34 +82,65 @@ class _Coalescer:
         return await share.future
 
     def _flush(self) -> None:
-        """Send what is pending as one request."""
+        """Start a request for what is pending (it takes its texts once it has a slot)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        shares, self._pending, self._pending_texts = self._pending, [], 0
-        if shares:
-            task = asyncio.ensure_future(self._send(shares))
+        if self._pending:
+            task = asyncio.ensure_future(self._send())
             self._sending.add(task)
             task.add_done_callback(self._sending.discard)
 
-    async def _send(self, shares: list[_Share]) -> None:
-        texts = [text for share in shares for text in share.texts]
-        try:
-            vectors = await embed_texts(self.embeddings, texts, self.limiter)
-        except asyncio.CancelledError as exc:
-            for share in shares:
-                share.settle(error=exc)
-            raise
-        except Exception as exc:
+    def _take(self) -> list[_Share]:
+        """Up to ``max_batch`` texts' worth of waiting shares (always at least one share)."""
+        taken: list[_Share] = []
+        size = 0
+        while self._pending:
+            share = self._pending[0]
+            if taken and size + len(share.texts) > self.max_batch:
+                break
+            self._pending.pop(0)
+            self._pending_texts -= len(share.texts)
+            if not share.future.done():  # its sample was cancelled
+                taken.append(share)
+                size += len(share.texts)
+        if self._pending and self._pending_texts >= self.max_batch:
+            self._flush()
+        elif self._pending and self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+        return taken
+
+    async def _send(self) -> None:
+        failed: Exception | None = None
+        async with self.limiter if self.limiter is not None else contextlib.nullcontext():
+            shares = self._take()
+            if not shares:
+                return
+            texts = [text for share in shares for text in share.texts]
+            try:
+                vectors = await embed_texts(self.embeddings, texts)
+            except asyncio.CancelledError as exc:
+                for share in shares:
+                    share.settle(error=exc)
+                raise
+            except Exception as exc:
+                failed = exc
+        if failed is not None:
             if len(shares) == 1:
-                shares[0].settle(error=exc)
+                shares[0].settle(error=failed)
             else:  # each caller's share alone: neighbours of a bad text are not failed
-                await asyncio.gather(*(self._send([share]) for share in shares))
+                await asyncio.gather(*(self._send_alone(share) for share in shares))
             return
         start = 0
         for share in shares:
             share.settle(vectors[start : start + len(share.texts)])
             start += len(share.texts)
+
+    async def _send_alone(self, share: _Share) -> None:
+        try:
+            share.settle(await embed_texts(self.embeddings, share.texts, self.limiter))
+        except Exception as exc:
+            share.settle(error=exc)
 
 
 class RunEmbedder:

@@ -154,3 +154,19 @@ def test_one_text_per_call_is_never_coalesced(server: LoopbackServer) -> None:
 def test_batch_embeddings_must_be_a_switch() -> None:
     with pytest.raises(ValueError, match="batch_embeddings must be True or False"):
         AnswerRelevancy(PretendJudge(), HashEmbeddings(), batch_embeddings="no")
+
+
+def test_shared_requests_keep_within_max_concurrency(server: LoopbackServer) -> None:
+    server.latency = 0.02
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    from ragas.llms import llm_factory
+
+    metric = AnswerRelevancy(
+        llm_factory("gpt-4o-mini", provider="openai", client=client),
+        OpenAIEmbeddings(client=client, model="text-embedding-3-small"),
+        max_concurrency=3,
+    )
+    reports = score_all(metric, rows(24))
+    assert all(r.error is None for r in reports)
+    assert server.count("embeddings") < 24
+    assert server.peak_in_flight == 3
