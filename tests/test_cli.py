@@ -463,3 +463,4 @@ def test_the_library_leaves_the_analytics_setting_alone(monkeypatch):
 def test_help_says_analytics_are_off_by_default():
     done = invoke("score", "--help", env={"COLUMNS": "200"})
     assert "--analytics" in done.output and "RAGAS_DO_NOT_TRACK=true" in done.output
+
