@@ -122,30 +122,29 @@ def part_requests(samples: int, concurrency: int, latency: float) -> None:
 
 def stand_in_loop(variant: str, rows: list[dict[str, str]], width: int) -> Any:
     """A bare loop making the stand-in calls the metric makes (prompts built beforehand)."""
-    from ragas_relevancy_ext.prompts import (
-        AnswerRelevanceInput,
-        AnswerRelevanceOutput,
-        AnswerRelevancePrompt,
-        DiverseProbeInput,
-        DiverseProbeOutput,
-        DiverseProbePrompt,
-    )
+    from ragas_relevancy_ext import prompts
 
     judge, embeddings = PretendJudge(), HashEmbeddings(width)
     if variant == "stock":
-        prompt = AnswerRelevancePrompt()
-        texts = [prompt.to_string(AnswerRelevanceInput(response=r["response"])) for r in rows]
+        prompt = prompts.AnswerRelevancePrompt()
+        texts = [
+            prompt.to_string(prompts.AnswerRelevanceInput(response=r["response"])) for r in rows
+        ]
     else:
-        diverse = DiverseProbePrompt()
-        texts = [diverse.to_string(DiverseProbeInput(response=r["response"], n=3)) for r in rows]
+        diverse = prompts.DiverseProbePrompt()
+        texts = [
+            diverse.to_string(prompts.DiverseProbeInput(response=r["response"], n=3)) for r in rows
+        ]
 
     async def loop() -> None:
         for row, text in zip(rows, texts, strict=True):
             if variant == "stock":
-                replies = [await judge.agenerate(text, AnswerRelevanceOutput) for _ in range(3)]
+                replies = [
+                    await judge.agenerate(text, prompts.AnswerRelevanceOutput) for _ in range(3)
+                ]
                 questions = [r.question for r in replies]
             else:
-                reply = await judge.agenerate(text, DiverseProbeOutput)
+                reply = await judge.agenerate(text, prompts.DiverseProbeOutput)
                 questions = [p.question for p in reply.probes]
             for question in [row["user_input"], *questions]:
                 embeddings.embed_text(question)
@@ -188,14 +187,18 @@ def part_cpu(samples: int, repeats: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--samples", type=int, default=1000)
-    parser.add_argument("--cpu-samples", type=int, default=2000)
-    parser.add_argument("--concurrency", type=int, default=16)
-    parser.add_argument("--latency", type=float, default=0.05, help="judge s/request")
-    parser.add_argument("--repeats", type=int, default=3, help="CPU runs per measurement")
+    for flag, default, text in (
+        ("--samples", 1000, "samples on the server, per variant"),
+        ("--cpu-samples", 2000, "samples per CPU measurement"),
+        ("--concurrency", 16, "requests in flight (stock: samples at once)"),
+        ("--latency", 0.05, "judge seconds per request"),
+        ("--repeats", 3, "CPU runs per measurement (the least counts)"),
+    ):
+        parser.add_argument(flag, type=type(default), default=default, help=text)
     parser.add_argument("--quick", action="store_true", help="small sizes")
     parser.add_argument("--skip-server", action="store_true", help="CPU part only")
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     if args.quick:
         args.samples, args.cpu_samples, args.repeats = 200, 300, 1
     started = time.perf_counter()
