@@ -75,7 +75,14 @@ SCORE_SETTINGS = (
     "probe_prompt",
     "language",
 )
-RUN_SETTINGS = ("max_retries", "timeout", "concurrency", "cache")
+RUN_SETTINGS = (
+    "max_retries",
+    "timeout",
+    "concurrency",
+    "cache",
+    "batch_embeddings",
+    "analytics",
+)
 DEFAULT_ACTORS = 2
 ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
 LOWEST_SHOWN = 5
