@@ -439,9 +439,9 @@ def test_the_command_turns_ragas_analytics_off_for_itself_unless_asked(
     seen = []
     real_prepare = score_command.prepare
 
-    def prepare(settings):  # the judge is built here, before any judge call
+    def prepare(settings, *args):  # the judge is built here, before any judge call
         seen.append(os.environ.get("RAGAS_DO_NOT_TRACK"))
-        return real_prepare(settings)
+        return real_prepare(settings, *args)
 
     monkeypatch.setattr(score_command, "prepare", prepare)
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
@@ -463,4 +463,3 @@ def test_the_library_leaves_the_analytics_setting_alone(monkeypatch):
 def test_help_says_analytics_are_off_by_default():
     done = invoke("score", "--help", env={"COLUMNS": "200"})
     assert "--analytics" in done.output and "RAGAS_DO_NOT_TRACK=true" in done.output
-
