@@ -1,6 +1,7 @@
 """Probe modes: how the judge is asked for probe questions, one registry entry per mode.
 
-stock: N independent calls with RAGAS's prompt, run concurrently, duplicates kept (as stock).
+stock: N independent calls with RAGAS's prompt, run concurrently; replies kept as stock keeps
+them (question as written, flag as given, duplicates included).
 sequential: one call at a time, each shown the probes so far.
 diverse: one call for N probes.
 angles: N one-probe calls at once, each asked to word the question from another angle.
@@ -75,11 +76,10 @@ class ProbeSet:
     judge_calls: int = 0
     duplicates_dropped: int = 0
     notes: list[str] = field(default_factory=list)
-    dedupe: bool = True
     _seen: set[str] = field(default_factory=set, repr=False)
 
     def offer(self, question: Any, flag: Any, where: str) -> bool:
-        """Keep one candidate probe if it is usable (and new, when deduplicating)."""
+        """Our modes' cleaning: keep one candidate probe, stripped, if usable and new."""
         if not isinstance(question, str) or not question.strip():
             self.notes.append(f"{where}: dropped an empty question")
             return False
@@ -87,13 +87,27 @@ class ProbeSet:
             self.notes.append(f"{where}: dropped {question!r}: noncommittal={flag!r} is not 0 or 1")
             return False
         key = normalise_question(question)
-        if self.dedupe and key in self._seen:
+        if key in self._seen:
             self.duplicates_dropped += 1
             return False
         self._seen.add(key)
         self.questions.append(question.strip())
         self.noncommittal.append(int(flag))
         return True
+
+    def keep_as_stock(self, question: str, flag: int, where: str) -> None:
+        """Stock's handling of one reply: a question is kept as written, its flag as given.
+
+        Stock drops an empty question and keeps a whitespace-only one, which every RAGAS
+        embeddings class then refuses; that one is dropped here with a note instead.
+        """
+        if not question:
+            return
+        if not question.strip():
+            self.notes.append(f"{where}: dropped a whitespace-only question")
+            return
+        self.questions.append(question)
+        self.noncommittal.append(flag)
 
 
 # (the prompt's input data) -> the judge's reply as the prompt's output model; counts the call.
@@ -116,7 +130,6 @@ class ProbeMode:
     name: str
     prompt: str
     collect: Collect
-    dedupe: bool
     help: str
     legacy_prompt: str = ""
     ragas_replies: bool = False
@@ -153,7 +166,7 @@ async def _collect_stock(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     data = prompt.input_model(response=response)
-    await _ask_at_once(ask, [data] * strictness, probes, first_call=1)
+    await _ask_at_once(ask, [data] * strictness, probes, first_call=1, as_stock=True)
 
 
 async def _collect_sequential(
@@ -227,7 +240,6 @@ register(
         "diverse",
         "DiverseProbePrompt",
         _collect_diverse,
-        dedupe=True,
         help="one judge call returns N distinct probes",
     )
 )
@@ -236,7 +248,6 @@ register(
         "sequential",
         "SequentialProbePrompt",
         _collect_sequential,
-        dedupe=True,
         help="N calls, each shown the probes so far",
     )
 )
@@ -245,7 +256,6 @@ register(
         "stock",
         "AnswerRelevancePrompt",
         _collect_stock,
-        dedupe=False,
         help="RAGAS's own prompt, one call per probe",
         legacy_prompt="ResponseRelevancePrompt",
         ragas_replies=True,
@@ -257,7 +267,6 @@ register(
         "angles",
         "AngleProbePrompt",
         _collect_angles,
-        dedupe=True,
         help="N concurrent one-probe calls, each from another angle",
     )
 )
@@ -463,7 +472,7 @@ async def collect_probes(
     """
     from .judges import ask_judge
 
-    probes = ProbeSet(dedupe=mode.dedupe)
+    probes = ProbeSet()
     step = _PromptStep(trace_name, callbacks)
 
     def repaired(requests: int) -> None:
@@ -495,8 +504,11 @@ async def collect_probes(
     return probes
 
 
-async def _ask_at_once(ask: Ask, inputs: list[Any], probes: ProbeSet, first_call: int) -> None:
-    """Ask with each of ``inputs`` at once; offer the replies in order; transport errors raise."""
+async def _ask_at_once(
+    ask: Ask, inputs: list[Any], probes: ProbeSet, first_call: int, as_stock: bool = False
+) -> None:
+    """Ask with each of ``inputs`` at once; offer the replies in order (kept as written when
+    ``as_stock``, else cleaned); transport errors raise."""
     replies = await asyncio.gather(*(ask(data) for data in inputs), return_exceptions=True)
     for reply in replies:
         if isinstance(reply, BaseException) and not is_reply_error(reply):
@@ -505,6 +517,8 @@ async def _ask_at_once(ask: Ask, inputs: list[Any], probes: ProbeSet, first_call
         where = f"call {number}"
         if isinstance(reply, BaseException):
             probes.notes.append(f"{where}: {_describe(reply)}")
+        elif as_stock:
+            probes.keep_as_stock(reply.question, reply.noncommittal, where)
         else:
             probes.offer(reply.question, reply.noncommittal, where)
 
