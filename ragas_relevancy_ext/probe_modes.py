@@ -99,12 +99,11 @@ class ProbeSet:
         """Stock's handling of one reply: a question is kept as written, its flag as given.
 
         Stock drops an empty question and keeps a whitespace-only one, which every RAGAS
-        embeddings class then refuses; that one is dropped here with a note instead.
+        embeddings class then refuses; both are dropped here, with a note.
         """
-        if not question:
-            return
         if not question.strip():
-            self.notes.append(f"{where}: dropped a whitespace-only question")
+            kind = "a whitespace-only" if question else "an empty"
+            self.notes.append(f"{where}: dropped {kind} question")
             return
         self.questions.append(question)
         self.noncommittal.append(flag)

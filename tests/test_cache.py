@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from pydantic import BaseModel
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli.cache import CachedJudge, disk_store, reply_key
@@ -92,3 +93,45 @@ def test_key_depends_on_model_prompt_output_and_occurrence():
     assert reply_key("m", "p", AnswerRelevanceOutput, 0) == reply_key(
         "m", "p", AnswerRelevanceOutput, 0
     )
+
+
+def test_key_depends_on_the_output_model():
+    class Other(AnswerRelevanceOutput):
+        pass
+
+    assert reply_key("m", "p", AnswerRelevanceOutput, 0) != reply_key("m", "p", Other, 0)
+
+
+def test_one_prompt_asked_for_two_output_models_gets_two_replies(tmp_path):
+    from ragas_relevancy_ext.prompts import DiverseProbeOutput
+
+    judge = ScriptedJudge([("Where is A17?", 0), [("When did A17 ship?", 0)]])
+    cached = CachedJudge(judge, disk_store(tmp_path), "m")
+    one = asyncio.run(cached.agenerate("same prompt", AnswerRelevanceOutput))
+    listed = asyncio.run(cached.agenerate("same prompt", DiverseProbeOutput))
+    assert judge.calls == 2 and cached.misses == 2
+    assert one.question == "Where is A17?"
+    assert [p.question for p in listed.probes] == ["When did A17 ship?"]
+
+
+def test_a_stale_reply_is_asked_again_and_replaced(tmp_path):
+    # a reply stored under an output model of the same name but another shape (an older
+    # version of the model) does not parse any more: the judge is asked again
+    class AnswerRelevanceOutput(BaseModel):  # the old shape, same name, so the same key
+        text: str
+
+    old_judge = ScriptedJudge([{"text": "an old reply"}])
+    asyncio.run(
+        CachedJudge(old_judge, disk_store(tmp_path), "m").agenerate("prompt", AnswerRelevanceOutput)
+    )
+    from ragas_relevancy_ext.prompts import AnswerRelevanceOutput as Current
+
+    judge = ScriptedJudge([("Where is A17?", 1)])
+    cached = CachedJudge(judge, disk_store(tmp_path), "m")
+    reply = asyncio.run(cached.agenerate("prompt", Current))
+    assert (reply.question, reply.noncommittal) == ("Where is A17?", 1)
+    assert (judge.calls, cached.hits, cached.misses) == (1, 0, 1)
+
+    again = CachedJudge(ScriptedJudge([]), disk_store(tmp_path), "m")
+    assert asyncio.run(again.agenerate("prompt", Current)) == reply
+    assert (again.hits, again.misses) == (1, 0)

@@ -9,6 +9,7 @@ import math
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy, DiverseProbePrompt, SequentialProbePrompt
+from ragas_relevancy_ext.errors import JudgeReplyError
 from ragas_relevancy_ext.probe_modes import MAX_EXTRA_CALLS
 from ragas_relevancy_ext.prompts import AnswerRelevancePrompt
 from ragas_relevancy_ext.testing.offline import (
@@ -296,3 +297,36 @@ def test_a_prompt_rendering_its_own_way_is_rendered_every_time():
     prompt = Counted()
     data = prompt.input_model(response=A, n=1)
     assert [render(prompt, data)[:7] for _ in range(3)] == ["call 1:", "call 2:", "call 3:"]
+
+
+@pytest.mark.parametrize("mode", ["stock", "sequential", "diverse"])
+def test_an_api_key_inside_an_unparseable_reply_is_masked_in_the_notes(monkeypatch, mode):
+    key = "sk-test-0123456789abcdef"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    good = [(P1, 0), (P2, 0), (P3, 0)] if mode == "diverse" else (P1, 0)
+    # as parse_reply words it when a judge echoes the request back instead of JSON
+    bad = JudgeReplyError(f"judge reply holds no JSON object: 'Bearer {key} was sent'")
+    result, _ = run([bad, good, good, good], mode=mode, strictness=3 if mode == "diverse" else 2)
+    notes = "\n".join(result.report.notes)
+    assert "call 1: reply did not parse (JudgeReplyError: judge reply holds no JSON" in notes
+    assert key not in notes and "***" in notes
+    assert key not in str(result.report)
+
+
+def test_our_modes_strip_the_probes_they_keep():
+    result, _ = run([[(f"  {P1}\n", 0), (f"\t{P2}", 0), (f"{P3}\u00a0", 0)]])
+    assert [p.question for p in result.report.probes] == [P1, P2, P3]
+
+
+def test_stock_mode_keeps_replies_as_written_and_flags_as_given():
+    replies = [(f"  {P1}\n", 2), (P1, 1), ("", 0), (f"{P2} ", -1)]
+    result, judge = run(replies, mode="stock", strictness=4)
+    assert [(p.question, p.noncommittal) for p in result.report.probes] == [
+        (f"  {P1}\n", 2),
+        (P1, 1),
+        (f"{P2} ", -1),
+    ]
+    # stock's rule: every kept flag is truthy, so the answer counts as evasive
+    assert result.value == 0.0 and result.report.all_noncommittal
+    assert result.report.duplicates_dropped == 0
+    assert result.report.notes == ["call 3: dropped an empty question"]

@@ -1,0 +1,153 @@
+"""The report's numbers, clipping, table edges and JSON round trip, character for character;
+and what a clean run and a run without probes put into a report."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ragas_relevancy_ext import AnswerRelevancy, Probe, RelevancyReport
+from ragas_relevancy_ext.report import clip, fmt, format_report
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+
+QUESTION = "Where is order A17?"
+
+
+def report(**changes) -> RelevancyReport:
+    values = dict(
+        user_input=QUESTION,
+        response="Order A17 shipped\non 3 March.",
+        score=0.123456,
+        strictness=3,
+        probe_prompt="stock",
+        all_noncommittal=False,
+        probes=[
+            Probe("When did order A17 ship?", 0, 0.98765),
+            Probe("Is A17 late?", 1, -0.05),
+        ],
+        judge_calls=3,
+        duplicates_dropped=0,
+        distinct_probes=2,
+        probe_similarity=0.56789,
+        notes=["call 3: reply did not parse (JudgeReplyError: no JSON)"],
+        reason="a reason given by hand",
+    )
+    values.update(changes)
+    return RelevancyReport(**values)
+
+
+def test_text_table_without_probes_notes_or_similarity():
+    text = format_report(
+        report(probes=[], probe_similarity=None, notes=[], distinct_probes=0, score=0.0)
+    )
+    assert text.splitlines()[2:] == [
+        "  cosine  nc  probe",
+        "score 0.0000 | prompt stock | judge calls 3 | distinct 0/3 | probe similarity -",
+        "reason: a reason given by hand",
+    ]
+
+
+def test_text_table_clips_a_long_response_to_160_characters():
+    line = format_report(report(response="word " * 100)).splitlines()[1]
+    assert line == "response: " + ("word " * 32)[:159] + "…"
+
+
+@pytest.mark.parametrize(
+    ("text", "width", "clipped"),
+    [
+        ("short", 10, "short"),
+        ("exactly10!", 10, "exactly10!"),
+        ("eleven char", 10, "eleven ch…"),
+        ("  two\n\tlines  here ", 20, "two lines here"),
+        ("", 5, ""),
+    ],
+)
+def test_clip(text, width, clipped):
+    assert clip(text, width) == clipped
+    assert len(clip(text, width)) <= width
+
+
+@pytest.mark.parametrize(
+    ("value", "digits", "text"),
+    [
+        (0.123456, 4, "0.1235"),
+        (0.123456, 2, "0.12"),
+        (-1.0, 3, "-1.000"),
+        (0, 1, "0.0"),
+        (None, 4, "NaN"),
+        (math.nan, 4, "NaN"),
+        (math.inf, 2, "NaN"),
+    ],
+)
+def test_fmt(value, digits, text):
+    assert fmt(value, digits) == text
+
+
+def test_fmt_default_is_four_digits():
+    assert fmt(2 / 3) == "0.6667"
+
+
+def test_to_dict_exactly_and_back():
+    original = report()
+    data = original.to_dict()
+    assert data == {
+        "user_input": QUESTION,
+        "response": "Order A17 shipped\non 3 March.",
+        "score": 0.123456,
+        "strictness": 3,
+        "probe_prompt": "stock",
+        "all_noncommittal": False,
+        "probes": [
+            {"question": "When did order A17 ship?", "noncommittal": 0, "cosine": 0.98765},
+            {"question": "Is A17 late?", "noncommittal": 1, "cosine": -0.05},
+        ],
+        "judge_calls": 3,
+        "duplicates_dropped": 0,
+        "distinct_probes": 2,
+        "probe_similarity": 0.56789,
+        "notes": ["call 3: reply did not parse (JudgeReplyError: no JSON)"],
+        "error": None,
+        "reason": "a reason given by hand",
+    }
+    again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
+    assert again == original
+
+
+def test_nan_becomes_null_in_json_and_nan_again():
+    failed = report(score=math.nan, probes=[Probe("q?", 0, math.nan)], probe_similarity=None)
+    data = failed.to_dict()
+    assert data["score"] is None and data["probes"][0]["cosine"] is None
+    text = json.dumps(data, allow_nan=False)  # strict JSON: no NaN token
+    again = RelevancyReport.from_dict(json.loads(text))
+    assert math.isnan(again.score) and math.isnan(again.probes[0].cosine)
+    assert isinstance(again.probes[0], Probe)
+
+
+def test_a_report_without_a_reason_explains_itself():
+    made = report(reason="")
+    assert made.reason and made.reason != "a reason given by hand"
+    assert format_report(made).endswith(f"reason: {made.reason}")
+
+
+# --- what real runs put into reports ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("probe_prompt", ["stock", "sequential", "diverse"])
+def test_a_clean_run_has_no_notes(probe_prompt):
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings(), probe_prompt=probe_prompt)
+    result = metric.score(user_input=QUESTION, response="Order A17 shipped on 3 March.")
+    assert result.report.notes == []
+    assert "note:" not in str(result.report)
+    assert len(result.report.probes) == 3 and result.value > 0
+
+
+def test_no_probes_is_not_all_noncommittal():
+    judge = ScriptedJudge([("", 1), ("", 1), ("", 1)])
+    metric = AnswerRelevancy(judge, HashEmbeddings(), probe_prompt="stock")
+    made = metric.score(user_input=QUESTION, response="Order A17 shipped.").report
+    assert math.isnan(made.score)  # not measured: 0 comes only from the noncommittal rule
+    assert (made.all_noncommittal, made.probes, made.judge_calls) == (False, [], 3)
+    assert made.notes == [f"call {n}: dropped an empty question" for n in (1, 2, 3)]
+    assert made.to_dict()["all_noncommittal"] is False

@@ -1,0 +1,966 @@
+"""Mutation testing of the metric core: does the suite notice when the code is subtly wrong?
+
+Each mutant in :data:`MUTANTS` replaces one piece of text in one core module with a wrong
+variant. For each, the package and the tests are copied to a temporary directory, the mutant is
+applied to the copy (the working tree is never edited), and the test files that cover that module
+(:data:`TESTS`) run with ``-x -q`` in a process forked after RAGAS is imported once (POSIX).
+A failing run kills the mutant; a passing one lets it survive.
+Prints killed/total per module and every survivor; survivors known to be equivalent (no test can
+tell them apart) are listed with the reason from :data:`EQUIVALENT`.
+
+    python tools/mutate.py                    # every mutant, 2 at a time
+    python tools/mutate.py --module report.py --jobs 1
+    python tools/mutate.py --list             # the catalogue, without running
+    python tools/mutate.py --root /path/to/other/checkout   # score another tree's tests
+
+Too slow for the test suite (each mutant imports RAGAS): it is a tool, run by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["EQUIVALENT", "MUTANTS", "TESTS", "Mutant", "Outcome", "main", "run_mutant"]
+
+PACKAGE = "ragas_relevancy_ext"
+REPO = Path(__file__).resolve().parent.parent
+TIMEOUT = 300  # seconds per mutant; a mutant that hangs the tests counts as killed
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """Replace ``old`` (which must occur exactly once) by ``new`` in ``module``."""
+
+    module: str
+    old: str
+    new: str
+    what: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}: {self.what}"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one mutant: killed, survived, timeout, or stale (old text not found)."""
+
+    mutant: Mutant
+    status: str
+    detail: str = ""
+
+
+# The test files that cover each module, fastest and most direct first (``-x`` stops at the
+# first failure). Files missing from the tree being scored are left out.
+TESTS: dict[str, list[str]] = {
+    "scoring.py": ["test_scoring.py", "test_parity.py", "test_metric.py"],
+    "probe_modes.py": [
+        "test_probe_modes.py",
+        "test_metric.py",
+        "test_parity.py",
+        "test_concurrency.py",
+    ],
+    "pipeline.py": [
+        "test_metric.py",
+        "test_probe_modes.py",
+        "test_report.py",
+        "test_concurrency.py",
+        "test_parity.py",
+        "test_security.py",
+        "test_evaluate.py",
+    ],
+    "embeddings.py": [
+        "test_metric.py",
+        "test_adapter.py",
+        "test_concurrency.py",
+        "test_evaluate.py",
+        "test_sdk_loopback.py",
+    ],
+    "report.py": ["test_report.py", "test_metric.py", "test_writers.py"],
+    "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py"],
+    "cli/cache.py": ["test_cache.py"],
+    "metric.py": ["test_metric.py", "test_concurrency.py", "test_parity.py", "test_probe_modes.py"],
+    "legacy.py": ["test_evaluate.py", "test_concurrency.py"],
+}
+
+_NO_LIMIT = "asyncio.Semaphore(10**6)"
+
+MUTANTS: list[Mutant] = [
+    # -- scoring.py ---------------------------------------------------------------------------
+    Mutant(
+        "scoring.py",
+        "np.linalg.norm(probes, axis=1) * np.linalg.norm(question, axis=1)",
+        "np.linalg.norm(probes, axis=1)",
+        "cosine ignores the question's length",
+    ),
+    Mutant(
+        "scoring.py",
+        "norm = np.linalg.norm(probes, axis=1) * ",
+        "norm = 1.0 * ",
+        "cosine ignores the probes' lengths",
+    ),
+    Mutant(
+        "scoring.py",
+        "return np.dot(probes, question.T).reshape(-1) / norm",
+        "return np.abs(np.dot(probes, question.T)).reshape(-1) / norm",
+        "negative cosines turned positive",
+    ),
+    Mutant(
+        "scoring.py",
+        "if len(cosines) != len(noncommittal):",
+        "if False:",
+        "cosines and flags of different lengths accepted",
+    ),
+    Mutant(
+        "scoring.py",
+        "    if len(cosines) == 0:\n        return 0.0",
+        "    if len(cosines) == 0:\n        return float('nan')",
+        "no probe gives NaN instead of 0",
+    ),
+    Mutant(
+        "scoring.py",
+        "mean = float(np.mean(np.asarray(cosines, dtype=float)))",
+        "mean = float(np.median(np.asarray(cosines, dtype=float)))",
+        "median instead of mean",
+    ),
+    Mutant(
+        "scoring.py",
+        "return mean * int(not all_noncommittal(noncommittal))",
+        "return mean * int(not any(noncommittal))",
+        "any noncommittal probe zeroes the score",
+    ),
+    Mutant(
+        "scoring.py",
+        "return len(noncommittal) > 0 and bool(",
+        "return bool(",
+        "no probe counts as all noncommittal",
+    ),
+    Mutant(
+        "scoring.py",
+        "bool(np.all(np.asarray(noncommittal)))",
+        "bool(np.any(np.asarray(noncommittal)))",
+        "all_noncommittal true when any is",
+    ),
+    Mutant(
+        "scoring.py",
+        "matrix.shape[0] < 2",
+        "matrix.shape[0] < 1",
+        "diversity of a single probe is not None",
+    ),
+    Mutant("scoring.py", "k=1)", "k=0)", "diversity counts each probe with itself"),
+    Mutant(
+        "scoring.py",
+        "unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)",
+        "unit = matrix",
+        "diversity on unnormalised vectors",
+    ),
+    Mutant(
+        "scoring.py",
+        "return float(np.mean(sims[upper]))",
+        "return float(np.min(sims[upper]))",
+        "diversity is the least similar pair",
+    ),
+    # -- probe_modes.py -----------------------------------------------------------------------
+    Mutant(
+        "probe_modes.py",
+        'folded = _APOSTROPHES.sub("", question.casefold())',
+        'folded = _APOSTROPHES.sub("", question)',
+        "duplicates compared case-sensitively",
+    ),
+    Mutant(
+        "probe_modes.py",
+        '_SPACES.sub(" ", _PUNCTUATION.sub(" ", folded)).strip()',
+        '_SPACES.sub(" ", folded).strip()',
+        "duplicates compared with punctuation",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "if not isinstance(question, str) or not question.strip():",
+        "if not isinstance(question, str) or not question:",
+        "our modes keep whitespace-only questions",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "if isinstance(flag, bool) or flag not in (0, 1):",
+        "if flag not in (0, 1, 2):",
+        "our modes accept a flag of 2",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        if key in self._seen:\n            self.duplicates_dropped += 1\n"
+        "            return False",
+        "        if False:\n            return False",
+        "our modes keep duplicates",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "            self.duplicates_dropped += 1\n",
+        "            pass\n",
+        "dropped duplicates not counted",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "self.questions.append(question.strip())",
+        "self.questions.append(question)",
+        "our modes do not strip probes",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        self.questions.append(question)\n        self.noncommittal.append(flag)",
+        "        self.questions.append(question.strip())\n        self.noncommittal.append(flag)",
+        "stock mode strips probes",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        if not question.strip():\n            kind",
+        "        if not question:\n            kind",
+        "stock mode keeps a whitespace-only question",
+    ),
+    Mutant(
+        "probe_modes.py",
+        '            self.notes.append(f"{where}: dropped {kind} question")\n',
+        "",
+        "stock mode drops a question without a note",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "return_exceptions=True)",
+        "return_exceptions=False)",
+        "stock mode: one unparseable reply fails the sample",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        if isinstance(reply, BaseException) and not is_reply_error(reply):\n"
+        "            raise reply",
+        "        if isinstance(reply, BaseException) and not is_reply_error(reply):\n"
+        "            continue",
+        "stock mode swallows transport errors",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "budget = strictness + MAX_EXTRA_CALLS",
+        "budget = strictness",
+        "sequential never asks again",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "previous = list(probes.questions) or None",
+        "previous = None",
+        "sequential does not show the probes so far",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "probes.judge_calls < 1 + MAX_EXTRA_CALLS",
+        "probes.judge_calls < 1",
+        "diverse never asks again",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "input_model(response=response, n=missing, avoid=avoid)",
+        "input_model(response=response, n=strictness, avoid=avoid)",
+        "diverse asks again for all N, not the missing ones",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "avoid = list(probes.questions) or None",
+        "avoid = None",
+        "diverse does not say which probes to avoid",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "            if len(probes.questions) >= strictness:\n                break",
+        "            if False:\n                break",
+        "diverse keeps probes beyond N",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        if len(items) != missing:\n",
+        "        if False:\n",
+        "wrong number of items not noted",
+    ),
+    Mutant(
+        "probe_modes.py",
+        'return redact(f"reply did not parse',
+        'return (f"reply did not parse',
+        "API key in an unparseable reply reaches the notes",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "    if len(probes.questions) < strictness:\n        probes.notes.append(",
+        "    if False:\n        probes.notes.append(",
+        "shortfall not noted",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "async with limiter if limiter is not None else contextlib.nullcontext():",
+        "async with contextlib.nullcontext():",
+        "judge calls ignore max_concurrency",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        if not is_reply_error(exc):\n            raise\n",
+        "        if False:\n            raise\n",
+        "our modes swallow transport errors",
+    ),
+    # -- pipeline.py --------------------------------------------------------------------------
+    Mutant(
+        "pipeline.py",
+        "if not value.strip():",
+        "if not value:",
+        "whitespace-only input accepted",
+    ),
+    Mutant(
+        "pipeline.py",
+        '        if not isinstance(value, str):\n            raise TypeError(f"{name} must be',
+        '        if False:\n            raise TypeError(f"{name} must be',
+        "non-string input not refused by name",
+    ),
+    Mutant(
+        "pipeline.py",
+        "if isinstance(strictness, bool) or not isinstance(strictness, int) or strictness < 1:",
+        "if not isinstance(strictness, int) or strictness < 1:",
+        "strictness=True accepted",
+    ),
+    Mutant("pipeline.py", "strictness < 1:", "strictness < 0:", "strictness 0 accepted"),
+    Mutant("pipeline.py", "limit < 1:", "limit < 0:", "max_concurrency 0 accepted"),
+    Mutant(
+        "pipeline.py",
+        "return RelevancyReport(score=0.0, all_noncommittal=False, **common)",
+        "return RelevancyReport(score=0.0, all_noncommittal=True, **common)",
+        "no probes marked all_noncommittal",
+    ),
+    Mutant(
+        "pipeline.py",
+        "embeddings, user_input, probes.questions, limiter\n",
+        "embeddings, user_input, probes.questions, None\n",
+        "embeddings calls ignore max_concurrency",
+    ),
+    Mutant(
+        "pipeline.py",
+        "distinct_probes=len({normalise_question(q) for q in probes.questions})",
+        "distinct_probes=len(probes.questions)",
+        "distinct probes not folded",
+    ),
+    Mutant(
+        "pipeline.py",
+        "probe_diversity=mean_pairwise_cosine(probe_vectors)",
+        "probe_diversity=None",
+        "diversity lost",
+    ),
+    Mutant("pipeline.py", "notes=probes.notes,", "notes=[],", "notes lost"),
+    Mutant(
+        "pipeline.py",
+        "judge_calls=probes.judge_calls,",
+        "judge_calls=options.strictness,",
+        "judge calls reported as strictness",
+    ),
+    Mutant(
+        "pipeline.py",
+        "duplicates_dropped=probes.duplicates_dropped,",
+        "duplicates_dropped=0,",
+        "dropped duplicates not reported",
+    ),
+    Mutant(
+        "pipeline.py",
+        'error=redact(f"{type(exc).__name__}: {exc}")',
+        'error=f"{type(exc).__name__}: {exc}"',
+        "API key in a failure reaches the report",
+    ),
+    Mutant("pipeline.py", "score=math.nan,", "score=0.0,", "a failed sample scores 0"),
+    Mutant(
+        "pipeline.py",
+        "options.strictness, limiter, callbacks\n",
+        "options.strictness, limiter, None\n",
+        "callbacks do not reach the judge",
+    ),
+    # -- embeddings.py ------------------------------------------------------------------------
+    Mutant(
+        "embeddings.py",
+        '    if kwargs and embeddings_kind(embeddings) != "modern":\n        raise',
+        "    if False:\n        raise",
+        "options to LangChain embeddings not refused",
+    ),
+    Mutant(
+        "embeddings.py",
+        "    async with limiter if limiter is not None else contextlib.nullcontext():\n"
+        '        if kind == "modern":',
+        '    async with contextlib.nullcontext():\n        if kind == "modern":',
+        "embeddings calls ignore the limiter",
+    ),
+    Mutant(
+        "embeddings.py",
+        "return check_vectors(vectors, len(texts), type(embeddings).__name__)",
+        "return np.asarray(vectors, dtype=float)",
+        "vectors not checked",
+    ),
+    Mutant(
+        "embeddings.py",
+        "    if question_vectors.shape[1] != probe_vectors.shape[1]:\n",
+        "    if False:\n",
+        "question/probe length mismatch not caught",
+    ),
+    Mutant(
+        "embeddings.py",
+        "if len(rows) != n_texts:",
+        "if len(rows) < n_texts:",
+        "more vectors than texts accepted",
+    ),
+    Mutant(
+        "embeddings.py",
+        "if len(set(lengths)) > 1:",
+        "if len(set(lengths)) > 2:",
+        "three texts of two lengths accepted",
+    ),
+    Mutant(
+        "embeddings.py",
+        "if lengths and lengths[0] == 0:",
+        "if False:",
+        "empty vectors not named as empty",
+    ),
+    Mutant(
+        "embeddings.py",
+        "if not all(math.isfinite(x) for x in row):",
+        "if False:",
+        "NaN vectors accepted",
+    ),
+    Mutant(
+        "embeddings.py",
+        "        if not any(row):\n",
+        "        if False:\n",
+        "zero vectors accepted",
+    ),
+    Mutant(
+        "embeddings.py",
+        "except (TypeError, ValueError) as exc:",
+        "except TypeError as exc:",
+        "non-numeric vector text escapes as a bare ValueError",
+    ),
+    Mutant(
+        "embeddings.py",
+        '"aembed_texts", "embed_texts", list(texts)',
+        '"aembed_texts", "aembed_texts", list(texts)',
+        "sync-client embeddings called through the async method",
+    ),
+    Mutant(
+        "embeddings.py",
+        '    if isinstance(embeddings, BaseRagasEmbedding):\n        return "modern"',
+        '    if isinstance(embeddings, BaseRagasEmbedding):\n        return "langchain"',
+        "modern embeddings treated as LangChain",
+    ),
+    # -- report.py (the reason sentences are left to their own tests) -------------------------
+    Mutant(
+        "report.py", "        if not self.reason:\n", "        if False:\n", "no reason computed"
+    ),
+    Mutant(
+        "report.py",
+        'data["score"] = _finite_or_none(self.score)',
+        'data["score"] = self.score',
+        "NaN score written as NaN, not null",
+    ),
+    Mutant(
+        "report.py",
+        'data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]',
+        'data["probes"] = [dict(p) for p in data["probes"]]',
+        "NaN cosine written as NaN",
+    ),
+    Mutant(
+        "report.py",
+        'Probe(p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]))',
+        'Probe(p["question"], int(p["noncommittal"]), p["cosine"])',
+        "null cosine read back as None",
+    ),
+    Mutant(
+        "report.py",
+        'values["score"] = _nan_if_none(data.get("score"))',
+        'values["score"] = data.get("score")',
+        "null score read back as None",
+    ),
+    Mutant(
+        "report.py",
+        'f"response: {clip(report.response, 160)}"',
+        'f"response: {report.response}"',
+        "long response not clipped in the table",
+    ),
+    Mutant(
+        "report.py",
+        'f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {probe.question}"',
+        'f"{probe.cosine:>8.4f}  {probe.question}"',
+        "nc column dropped",
+    ),
+    Mutant(
+        "report.py",
+        'f"{probe.cosine:>8.4f}  {probe.noncommittal',
+        'f"{probe.cosine:>8.2f}  {probe.noncommittal',
+        "cosines with 2 decimals",
+    ),
+    Mutant(
+        "report.py",
+        'lines.extend(f"note: {note}" for note in report.notes)',
+        "lines.extend([])",
+        "notes missing from str(report)",
+    ),
+    Mutant(
+        "report.py",
+        'diversity = "-" if report.probe_diversity is None else f"{report.probe_diversity:.3f}"',
+        'diversity = f"{report.probe_diversity}"',
+        "diversity printed raw",
+    ),
+    Mutant(
+        "report.py",
+        'f"score {report.score:.4f} | prompt',
+        'f"score {report.score:.2f} | prompt',
+        "score with 2 decimals in the table",
+    ),
+    Mutant(
+        "report.py",
+        "distinct {report.distinct_probes}/{report.strictness}",
+        "distinct {report.distinct_probes}/{len(report.probes)}",
+        "distinct out of probes, not strictness",
+    ),
+    Mutant(
+        "report.py",
+        'lines.append(f"reason: {report.reason}")',
+        "pass",
+        "reason missing from the table",
+    ),
+    Mutant("report.py", 'flat = " ".join(text.split())', "flat = text", "clip keeps line breaks"),
+    Mutant(
+        "report.py",
+        'flat[: width - 1] + "…"',
+        'flat[:width] + "…"',
+        "clip one character too long",
+    ),
+    Mutant("report.py", "len(flat) <= width", "len(flat) < width", "clip cuts at exactly width"),
+    Mutant(
+        "report.py",
+        'if value is None or not math.isfinite(value):\n        return "NaN"',
+        'if value is None:\n        return "NaN"',
+        "fmt(nan) prints nan",
+    ),
+    Mutant(
+        "report.py", 'return f"{value:.{digits}f}"', 'return f"{value:.4f}"', "fmt ignores digits"
+    ),
+    # -- one_text_per_call.py -----------------------------------------------------------------
+    Mutant(
+        "one_text_per_call.py",
+        "limiter = asyncio.Semaphore(self.max_concurrency)",
+        f"limiter = {_NO_LIMIT}",
+        "adapter ignores max_concurrency",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "                        index,\n                    ) from exc",
+        "                        0,\n                    ) from exc",
+        "failing text's index lost",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "            for task in tasks:\n                task.cancel()\n",
+        "            for task in tasks:\n                pass\n",
+        "a failure leaves the other calls running",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "return check_vectors(vectors, len(texts), self.source).tolist()",
+        "return [list(v) for v in vectors]",
+        "adapter does not check vectors",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "    if isinstance(texts, str):\n        raise",
+        "    if False:\n        raise",
+        "one string taken as a list of characters",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "        if not isinstance(text, str):\n            raise",
+        "        if False:\n            raise",
+        "non-string text not refused",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "            self.inner.set_run_config(run_config)",
+        "            pass",
+        "run config not handed on",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "        try:\n            embeddings_kind(inner)\n        except TypeError:",
+        "        try:\n            pass\n        except TypeError:",
+        "wrong inner accepted",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        'return f"OneTextPerCall({type(self.inner).__name__})"',
+        'return "OneTextPerCall"',
+        "errors do not name the inner class",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "inner = GoogleEmbeddings(client=client, model=model, **kwargs)",
+        "inner = GoogleEmbeddings(client=client, model=DEFAULT_GEMINI_MODEL, **kwargs)",
+        "gemini model argument ignored",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "return run_sync(self.aembed_texts(texts))",
+        "return run_sync(self.aembed_texts(texts[:1]))",
+        "sync embed_documents returns only the first vector",
+    ),
+    # -- cli/cache.py -------------------------------------------------------------------------
+    Mutant(
+        "cli/cache.py",
+        "[KEY_VERSION, model, output_model.__name__, prompt, occurrence]",
+        "[KEY_VERSION, model, prompt, occurrence]",
+        "output model missing from the key",
+    ),
+    Mutant(
+        "cli/cache.py",
+        "[KEY_VERSION, model, output_model.__name__, prompt, occurrence]",
+        "[KEY_VERSION, model, output_model.__name__, prompt, 0]",
+        "occurrence missing from the key",
+    ),
+    Mutant(
+        "cli/cache.py",
+        "[KEY_VERSION, model, output_model.__name__, prompt, occurrence]",
+        "[KEY_VERSION, output_model.__name__, prompt, occurrence]",
+        "judge model missing from the key",
+    ),
+    Mutant(
+        "cli/cache.py",
+        "        self._asked[(prompt, response_model.__name__)] += 1\n",
+        "        pass\n",
+        "occurrence never advances",
+    ),
+    Mutant(
+        "cli/cache.py",
+        "            except ValueError:\n                reply = None",
+        "            except ValueError:\n                raise",
+        "a stale reply crashes instead of being asked again",
+    ),
+    Mutant("cli/cache.py", "self.hits += 1", "pass", "hits not counted"),
+    Mutant(
+        "cli/cache.py",
+        "self.store.set(key, reply.model_dump_json())",
+        "pass",
+        "replies not stored",
+    ),
+    Mutant("cli/cache.py", "if stored is not None:", "if False:", "store never read"),
+    # -- metric.py ----------------------------------------------------------------------------
+    Mutant(
+        "metric.py",
+        "limiter = _limiter or asyncio.Semaphore(self.max_concurrency)",
+        f"limiter = _limiter or {_NO_LIMIT}",
+        "single ascore ignores max_concurrency",
+    ),
+    Mutant(
+        "metric.py",
+        '        """\n        limiter = asyncio.Semaphore(self.max_concurrency)',
+        f'        """\n        limiter = {_NO_LIMIT}',
+        "batch ignores max_concurrency",
+    ),
+    Mutant(
+        "metric.py",
+        "_limiter=limiter",
+        "_limiter=None",
+        "each sample of a batch gets its own limit",
+    ),
+    Mutant(
+        "metric.py",
+        "        finally:\n            for task in tasks:\n                task.cancel()",
+        "        finally:\n            for task in tasks:\n                pass",
+        "ascore_each leaves pending tasks running when the caller stops",
+    ),
+    Mutant(
+        "metric.py",
+        'unexpected = sorted(set(row) - {"user_input", "response"})',
+        "unexpected = []",
+        "unknown row fields ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "except Exception as exc:  # one bad sample",
+        "except ValueError as exc:  # one bad sample",
+        "a failing sample fails the batch",
+    ),
+    Mutant(
+        "metric.py",
+        "for finished in asyncio.as_completed(tasks):",
+        "for finished in tasks:",
+        "ascore_each yields in input order, not as each finishes",
+    ),
+    Mutant(
+        "metric.py",
+        "mode=MODES[self.probe_mode],",
+        'mode=MODES["diverse"],',
+        "probe mode ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "self.max_concurrency = options.max_concurrency",
+        "self.max_concurrency = DEFAULT_MAX_CONCURRENCY",
+        "max_concurrency argument ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "super().__init__(value=report.score, reason=report.reason)",
+        "super().__init__(value=report.score, reason=None)",
+        "result has no reason",
+    ),
+    Mutant(
+        "metric.py",
+        "strictness=check_strictness(self.strictness),",
+        "strictness=self.strictness,",
+        "strictness changed on the instance not checked",
+    ),
+    # -- legacy.py ----------------------------------------------------------------------------
+    Mutant(
+        "legacy.py",
+        "        judge_kind(self.llm)\n",
+        "",
+        "evaluate accepts an unknown judge",
+    ),
+    Mutant(
+        "legacy.py",
+        "            _trace_report(callbacks, failed)\n",
+        "",
+        "a failed row leaves no report",
+    ),
+    Mutant(
+        "legacy.py",
+        "limiter=asyncio.Semaphore(options.max_concurrency),",
+        "limiter=None,",
+        "evaluate rows ignore max_concurrency",
+    ),
+    Mutant(
+        "legacy.py",
+        "                callbacks=callbacks,\n            )",
+        "                callbacks=None,\n            )",
+        "callbacks do not reach the judge in evaluate",
+    ),
+    Mutant(
+        "legacy.py",
+        "except (Exception, asyncio.CancelledError) as exc:",
+        "except Exception as exc:",
+        "a timed-out row leaves no report",
+    ),
+    Mutant(
+        "legacy.py",
+        'run.on_chain_end({"output": report.to_dict()})',
+        'run.on_chain_end({"output": {}})',
+        "report not kept in the trace",
+    ),
+    Mutant(
+        "legacy.py",
+        "if self.llm is None or self.embeddings is None:",
+        "if self.llm is None:",
+        "missing embeddings not named",
+    ),
+    Mutant(
+        "legacy.py",
+        "        super().__post_init__()\n        self._options()",
+        "        super().__post_init__()",
+        "bad options not refused at construction",
+    ),
+    Mutant(
+        "legacy.py",
+        "return ProbeOptions.resolve(self.strictness, self.probe_prompt, self.max_concurrency)",
+        "return ProbeOptions.resolve(3, self.probe_prompt, self.max_concurrency)",
+        "strictness ignored in evaluate",
+    ),
+]
+
+# Survivors no test can tell from the original, and why.
+EQUIVALENT: dict[str, str] = {}
+
+
+def _copy_tree(root: Path, into: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".venv", ".ci-venv")
+    for name in (PACKAGE, "tests", "examples"):
+        if (root / name).exists():
+            shutil.copytree(root / name, into / name, ignore=ignore)
+    shutil.copy2(root / "pyproject.toml", into / "pyproject.toml")
+
+
+def _test_files(root: Path, module: str) -> list[str]:
+    return [f"tests/{name}" for name in TESTS[module] if (root / "tests" / name).exists()]
+
+
+def _preload() -> None:
+    """Import what every test run needs once, in this process; each run forks from here.
+
+    RAGAS takes seconds to import; the package under test is never imported here, so each
+    forked run imports its own (mutated) copy.
+    """
+    os.environ.update(RAGAS_DO_NOT_TRACK="true", HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
+    import numpy  # noqa: F401
+    import pytest  # noqa: F401
+    import ragas  # noqa: F401
+    import ragas.metrics  # noqa: F401
+    import ragas.metrics.collections  # noqa: F401
+
+    if PACKAGE in sys.modules:
+        sys.exit(f"{PACKAGE} was imported before the runs fork; each run must import its copy")
+
+
+def _start(workdir: Path, files: list[str]) -> int:
+    """Fork a child that runs ``pytest -x -q files`` in ``workdir``; returns its pid."""
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the child: never returns
+        import pytest
+
+        os.chdir(workdir)
+        sys.path.insert(0, str(workdir))
+        log = os.open(workdir / "pytest.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        code = pytest.main(["-x", "-q", "-p", "no:cacheprovider", *files])
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(int(code))
+    except BaseException:
+        os._exit(99)
+
+
+def _last_line(workdir: Path) -> str:
+    try:
+        lines = (workdir / "pytest.log").read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def _run_all(root: Path, mutants: list[Mutant], jobs: int, timeout: float) -> list[Outcome]:
+    """Run every mutant, ``jobs`` at once, printing each outcome as it comes."""
+    waiting = list(mutants)
+    running: dict[int, tuple[Mutant, Path, float]] = {}
+    outcomes: list[Outcome] = []
+
+    def done(outcome: Outcome) -> None:
+        print(f"{outcome.status:>8}  {outcome.mutant.key}  {outcome.detail}", flush=True)
+        outcomes.append(outcome)
+
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            mutant = waiting.pop(0)
+            text = (root / PACKAGE / mutant.module).read_text(encoding="utf-8")
+            if text.count(mutant.old) != 1:
+                done(Outcome(mutant, "stale", f"old text found {text.count(mutant.old)} times"))
+                continue
+            workdir = Path(tempfile.mkdtemp(prefix="mutant-"))
+            _copy_tree(root, workdir)
+            target = workdir / PACKAGE / mutant.module
+            target.write_text(text.replace(mutant.old, mutant.new), encoding="utf-8")
+            pid = _start(workdir, _test_files(root, mutant.module))
+            running[pid] = (mutant, workdir, time.monotonic() + timeout)
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            for child, (mutant, workdir, deadline) in list(running.items()):
+                if time.monotonic() > deadline:
+                    os.kill(child, signal.SIGKILL)
+                    os.waitpid(child, 0)
+                    del running[child]
+                    shutil.rmtree(workdir, ignore_errors=True)
+                    done(Outcome(mutant, "timeout", f"over {timeout:.0f} s"))
+            time.sleep(0.1)
+            continue
+        mutant, workdir, _ = running.pop(pid)
+        code = os.waitstatus_to_exitcode(status)
+        last = _last_line(workdir)
+        shutil.rmtree(workdir, ignore_errors=True)
+        done(Outcome(mutant, "survived" if code == 0 else "killed", last))
+    order = {mutant.key: i for i, mutant in enumerate(mutants)}
+    return sorted(outcomes, key=lambda o: order[o.mutant.key])
+
+
+def run_mutant(root: Path, mutant: Mutant, timeout: float = TIMEOUT) -> Outcome:
+    """Apply ``mutant`` to a copy of ``root`` and run the module's tests on the copy."""
+    _preload()
+    return _run_all(root, [mutant], 1, timeout)[0]
+
+
+def _baseline(root: Path, modules: list[str]) -> None:
+    """The unmutated tests must pass, and the copy (not an installed package) is what they test."""
+    files = sorted({f for m in modules for f in _test_files(root, m)})
+    workdir = Path(tempfile.mkdtemp(prefix="mutant-base-"))
+    try:
+        _copy_tree(root, workdir)
+        marker = workdir / "tests" / "test_zz_mutation_copy.py"
+        marker.write_text(
+            f"import {PACKAGE}\n\n\ndef test_the_copy_is_tested():\n"
+            f"    assert {PACKAGE}.__file__.startswith({str(workdir)!r})\n"
+        )
+        pid = _start(workdir, [*files, "tests/test_zz_mutation_copy.py"])
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            sys.exit(f"the unmutated tests do not pass: {_last_line(workdir)}")
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _report(outcomes: list[Outcome]) -> int:
+    by_module: dict[str, list[Outcome]] = defaultdict(list)
+    for outcome in outcomes:
+        by_module[outcome.mutant.module].append(outcome)
+    print(f"\n{'module':<24} {'killed':>9} {'%':>5}  equivalent  stale")
+    below = 0
+    for module in TESTS:
+        results = by_module.get(module, [])
+        if not results:
+            continue
+        live = [o for o in results if o.status != "stale"]
+        equivalent = [o for o in live if o.status == "survived" and o.mutant.key in EQUIVALENT]
+        killed = sum(o.status in ("killed", "timeout") for o in live)
+        judged = len(live) - len(equivalent)
+        share = 100.0 * killed / judged if judged else 100.0
+        below += share < 90.0
+        print(
+            f"{module:<24} {killed:>4}/{judged:<4} {share:>5.0f}  {len(equivalent):>10}  "
+            f"{len(results) - len(live):>5}"
+        )
+    total_live = [o for o in outcomes if o.status != "stale"]
+    total_killed = sum(o.status in ("killed", "timeout") for o in total_live)
+    print(f"{'all':<24} {total_killed:>4}/{len(total_live):<4}")
+    for outcome in outcomes:
+        key = outcome.mutant.key
+        if outcome.status == "survived":
+            why = EQUIVALENT.get(key)
+            print(f"  {'equivalent' if why else 'SURVIVED'}: {key}" + (f" ({why})" if why else ""))
+        elif outcome.status == "stale":
+            print(f"  stale: {key} ({outcome.detail})")
+    return 1 if below else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the catalogue (or part of it) and print the table; exit 1 if a module is under 90%."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=REPO, help="checkout whose tests to score")
+    parser.add_argument("--module", action="append", help="only this module (repeatable)")
+    parser.add_argument("--jobs", type=int, default=2, help="mutants run at once")
+    parser.add_argument("--list", action="store_true", help="print the catalogue and stop")
+    args = parser.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.module or m.module in args.module]
+    if args.list:
+        for mutant in chosen:
+            print(mutant.key)
+        return 0
+    root = args.root.resolve()
+    _preload()
+    _baseline(root, sorted({m.module for m in chosen}))
+    outcomes = _run_all(root, chosen, max(1, args.jobs), TIMEOUT)
+    return _report(outcomes)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
