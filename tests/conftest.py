@@ -14,6 +14,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# Set to 1 (CI does) and a missing [local] extra fails the suite instead of skipping its tests.
+REQUIRE_LOCAL = "RAGAS_RELEVANCY_REQUIRE_LOCAL"
+# Set to 1 (CI does) and a run with any skipped test fails.
+NO_SKIPS = "RAGAS_RELEVANCY_NO_SKIPS"
 
 
 def load_cases() -> list[dict[str, Any]]:
@@ -33,3 +37,14 @@ def cases() -> list[dict[str, Any]]:
 
 # real pytest sessions for the pytest plugin's tests (tests/test_pytest_plugin.py)
 pytest_plugins = ("pytester",)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Under ``RAGAS_RELEVANCY_NO_SKIPS=1`` a skipped test or module fails the run."""
+    if os.environ.get(NO_SKIPS) != "1" or exitstatus != 0:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = reporter.stats.get("skipped", []) if reporter else []
+    if skipped:
+        reporter.write_line(f"{NO_SKIPS}=1: {len(skipped)} skipped, which fails this run")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,88 @@
+"""What keeps CI honest: every imported package is declared, and a missing [local] extra fails
+the run when CI asks for it instead of quietly skipping the local-model tests."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+import re
+import sys
+from importlib.metadata import packages_distributions
+from pathlib import Path
+
+import pytest
+import tomllib
+from conftest import REQUIRE_LOCAL
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _imported_top_levels(folder: Path) -> set[str]:
+    names: set[str] = set()
+    for path in folder.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"ragas_relevancy_ext", "conftest"}
+
+
+def _declared(groups: list[str]) -> set[str]:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    requirements = list(project["dependencies"])
+    for group in groups:
+        requirements += project["optional-dependencies"][group]
+    return {_normal(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) for r in requirements}
+
+
+@functools.cache
+def _owners() -> dict[str, list[str]]:
+    return packages_distributions()
+
+
+def _undeclared(folder: str, groups: list[str]) -> list[str]:
+    owners = _owners()
+    declared = _declared(groups)
+    missing = []
+    for name in sorted(_imported_top_levels(ROOT / folder)):
+        dists = {_normal(d) for d in owners.get(name, [name])}
+        if not dists & declared:
+            missing.append(f"{name} (from {sorted(dists)})")
+    return missing
+
+
+def test_every_package_the_package_imports_is_declared():
+    assert _undeclared("ragas_relevancy_ext", ["local", "pandas"]) == []
+
+
+def test_every_package_the_tests_import_is_declared():
+    assert _undeclared("tests", ["local", "pandas", "test"]) == []
+
+
+def test_the_scan_sees_the_direct_imports():
+    assert {"typer", "rich", "pydantic", "numpy", "ragas"} <= _imported_top_levels(
+        ROOT / "ragas_relevancy_ext"
+    )
+
+
+def _load_local_model_tests() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "local_model_under_guard", ROOT / "tests" / "test_local_model.py"
+    )
+    spec.loader.exec_module(importlib.util.module_from_spec(spec))
+
+
+def test_a_missing_local_extra_fails_the_run_when_ci_requires_it(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if not installed
+    monkeypatch.setenv(REQUIRE_LOCAL, "1")
+    with pytest.raises(ImportError, match="sentence_transformers"):
+        _load_local_model_tests()
+    monkeypatch.delenv(REQUIRE_LOCAL)
+    with pytest.raises(pytest.skip.Exception):
+        _load_local_model_tests()
