@@ -338,3 +338,37 @@ def test_stock_makes_one_probe_with_an_instructor_judge_ours_makes_strictness() 
     # and stock cannot use modern embeddings at all
     failed = run(stock.AnswerRelevancy(), rows, llm=PretendJudge(), embeddings=HashEmbeddings())
     assert all(math.isnan(s) for s in scores(failed))
+
+
+# --- the row's callbacks reach the judge; a metric without embeddings says so ------------------
+
+
+def test_every_judge_call_reaches_the_runs_callbacks() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    class CountChatCalls(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.prompts: list[str] = []
+
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            self.prompts.extend(str(m[0].content) for m in messages)
+
+    counter = CountChatCalls()
+    rows = make_rows(2)
+    result = run(
+        ResponseRelevancy(strictness=3, probe_prompt="stock"),
+        rows,
+        llm=PretendChatModel(),
+        embeddings=HashEmbeddings(),
+        callbacks=[counter],
+    )
+    assert not any(math.isnan(s) for s in scores(result))
+    assert len(counter.prompts) == 6  # 3 probes for each of 2 rows, each seen by the handler
+    assert sum(rows[0]["response"] in p for p in counter.prompts) == 3
+
+
+def test_a_metric_without_embeddings_names_what_is_missing() -> None:
+    metric = ResponseRelevancy(llm=PretendJudge())
+    row = {"user_input": "Where is order A17?", "response": "It shipped."}
+    with pytest.raises(ValueError, match="needs both llm and embeddings"):
+        asyncio.run(metric._ascore(row, None))

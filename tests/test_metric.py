@@ -350,3 +350,13 @@ def test_ascore_each_yields_every_sample_as_it_finishes():
     assert seen[-1][0] == 0  # the slow sample comes last, the others did not wait for it
     by_index = dict(seen)
     assert math.isnan(by_index[2].value) and by_index[1].value > 0
+
+
+def test_options_changed_on_the_instance_are_checked_when_scoring():
+    metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
+    metric.strictness = 0
+    with pytest.raises(ValueError, match="strictness must be a whole number >= 1, got 0"):
+        metric.score(user_input=QUESTION, response="It shipped.")
+    metric.strictness, metric.max_concurrency = 2, 0
+    with pytest.raises(ValueError, match="max_concurrency must be a whole number >= 1, got 0"):
+        metric.score(user_input=QUESTION, response="It shipped.")

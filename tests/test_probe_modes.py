@@ -137,9 +137,10 @@ def test_nothing_usable_in_any_call_is_not_measured_and_says_why():
     assert "no usable probe" in result.reason
 
 
-def test_transport_errors_are_not_swallowed():
+@pytest.mark.parametrize("mode", ["stock", "sequential", "diverse"])
+def test_transport_errors_are_not_swallowed(mode):
     with pytest.raises(ConnectionError, match="refused"):
-        run([ConnectionError("connection refused")])
+        run([(P1, 0), ConnectionError("connection refused"), (P2, 0)], mode=mode)
 
 
 def test_noncommittal_rule_is_unchanged_in_diverse_mode():
