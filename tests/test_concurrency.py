@@ -110,22 +110,32 @@ def test_abatch_score_without_a_tight_limit_runs_samples_together():
     assert judge.flight.peak == 15 and embeddings.flight.peak > 3
 
 
-@pytest.mark.parametrize(
-    ("limit", "judge_peak", "embeddings_peak"), [(1, 1, 1), (2, 2, 2), (16, 4, 2)]
-)
-def test_evaluate_bounds_each_rows_calls(limit, judge_peak, embeddings_peak):
+def _evaluate(limit: int, workers: int) -> tuple[CountingJudge, CountingEmbeddings]:
     judge, embeddings = CountingJudge(), CountingEmbeddings()
     result = evaluate(
         EvaluationDataset.from_list(ROWS[:3]),
         metrics=[ResponseRelevancy(strictness=4, probe_prompt="stock", max_concurrency=limit)],
         llm=judge,
         embeddings=embeddings,
-        run_config=RunConfig(max_workers=1),  # one row at a time: the peak is one row's
+        run_config=RunConfig(max_workers=workers),
         show_progress=False,
     )
     assert all(score > 0 for score in result["answer_relevancy"])
     assert (judge.flight.calls, embeddings.flight.calls) == (12, 6)
-    assert (judge.flight.peak, embeddings.flight.peak) == (judge_peak, embeddings_peak)
+    return judge, embeddings
+
+
+@pytest.mark.parametrize(("limit", "workers"), [(1, 16), (2, 16), (3, 16), (16, 2)])
+def test_evaluate_bounds_calls_across_rows(limit, workers):
+    # the run's rows share one bound: max_concurrency, or max_workers when it is lower
+    judge, embeddings = _evaluate(limit, workers)
+    bound = min(limit, workers)
+    assert (judge.flight.peak, embeddings.flight.peak) == (bound, bound)
+
+
+def test_evaluate_without_a_tight_limit_runs_rows_together():
+    judge, embeddings = _evaluate(16, 16)
+    assert judge.flight.peak > 4 and embeddings.flight.peak > 2  # more than one row at once
 
 
 # --- ascore_each: a caller that stops early leaves nothing running -----------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import random
 import zlib
 from typing import Any
@@ -163,7 +164,10 @@ async def _stock_and_ours(
 
 def _assert_same_as_stock(case, stock_score, ours, stock_judge, ours_judge):
     used = [(q, f) for q, f in case["replies"][: case["strictness"]] if q]
-    assert abs(stock_score - ours.value) <= 1e-9, (case["id"], stock_score, ours.value)
+    if used:
+        assert abs(stock_score - ours.value) <= 1e-9, (case["id"], stock_score, ours.value)
+    else:  # no question at all: stock says 0, ours "not measured"
+        assert stock_score == 0.0 and math.isnan(ours.value), (case["id"], ours.value)
     assert ours_judge.prompts == stock_judge.prompts
     assert ours_judge.calls == case["strictness"]
     # every kept reply exactly as the judge wrote it: no stripping, duplicates kept

@@ -88,8 +88,19 @@ TESTS: dict[str, list[str]] = {
     "report.py": ["test_report.py", "test_metric.py", "test_writers.py"],
     "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py"],
     "cli/cache.py": ["test_cache.py"],
-    "metric.py": ["test_metric.py", "test_concurrency.py", "test_parity.py", "test_probe_modes.py"],
-    "legacy.py": ["test_evaluate.py", "test_concurrency.py"],
+    "metric.py": [
+        "test_metric.py",
+        "test_concurrency.py",
+        "test_parity.py",
+        "test_probe_modes.py",
+        "test_compat.py",
+    ],
+    "legacy.py": [
+        "test_evaluate.py",
+        "test_concurrency.py",
+        "test_compat.py",
+        "test_parity_legacy.py",
+    ],
 }
 
 _NO_LIMIT = "asyncio.Semaphore(10**6)"
@@ -122,9 +133,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "scoring.py",
+        '    if len(cosines) == 0:\n        return float("nan")',
         "    if len(cosines) == 0:\n        return 0.0",
-        "    if len(cosines) == 0:\n        return float('nan')",
-        "no probe gives NaN instead of 0",
+        "no probe gives 0 instead of NaN",
     ),
     Mutant(
         "scoring.py",
@@ -334,8 +345,8 @@ MUTANTS: list[Mutant] = [
     Mutant("pipeline.py", "limit < 1:", "limit < 0:", "max_concurrency 0 accepted"),
     Mutant(
         "pipeline.py",
-        "return RelevancyReport(score=0.0, all_noncommittal=False, **common)",
-        "return RelevancyReport(score=0.0, all_noncommittal=True, **common)",
+        "return RelevancyReport(score=math.nan, all_noncommittal=False, **common)",
+        "return RelevancyReport(score=math.nan, all_noncommittal=True, **common)",
         "no probes marked all_noncommittal",
     ),
     Mutant(
@@ -375,11 +386,16 @@ MUTANTS: list[Mutant] = [
         'error=f"{type(exc).__name__}: {exc}"',
         "API key in a failure reaches the report",
     ),
-    Mutant("pipeline.py", "score=math.nan,", "score=0.0,", "a failed sample scores 0"),
     Mutant(
         "pipeline.py",
-        "options.strictness, limiter, callbacks\n",
-        "options.strictness, limiter, None\n",
+        "        score=math.nan,\n        strictness=strictness,",
+        "        score=0.0,\n        strictness=strictness,",
+        "a failed sample scores 0",
+    ),
+    Mutant(
+        "pipeline.py",
+        "        limiter,\n        callbacks,\n        trace_name,",
+        "        limiter,\n        None,\n        trace_name,",
         "callbacks do not reach the judge",
     ),
     # -- embeddings.py ------------------------------------------------------------------------
@@ -700,9 +716,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        "mode=MODES[self.probe_mode],",
-        'mode=MODES["diverse"],',
-        "probe mode ignored",
+        "return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)",
+        'return ProbeOptions.resolve(self.strictness, "diverse", self.max_concurrency)',
+        "the prompt in use ignored",
     ),
     Mutant(
         "metric.py",
@@ -718,9 +734,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        "strictness=check_strictness(self.strictness),",
-        "strictness=self.strictness,",
-        "strictness changed on the instance not checked",
+        "return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)",
+        "return ProbeOptions.resolve(3, self.prompt, self.max_concurrency)",
+        "strictness set on the instance ignored",
     ),
     # -- legacy.py ----------------------------------------------------------------------------
     Mutant(
@@ -737,14 +753,26 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "legacy.py",
-        "limiter=asyncio.Semaphore(options.max_concurrency),",
+        "limiter=self._limiter.get(self._calls_in_flight(options)),",
         "limiter=None,",
         "evaluate rows ignore max_concurrency",
     ),
     Mutant(
         "legacy.py",
-        "                callbacks=callbacks,\n            )",
-        "                callbacks=None,\n            )",
+        "limiter=self._limiter.get(self._calls_in_flight(options)),",
+        "limiter=asyncio.Semaphore(self._calls_in_flight(options)),",
+        "each evaluate row gets its own limit",
+    ),
+    Mutant(
+        "legacy.py",
+        "return min(workers, options.max_concurrency)",
+        "return options.max_concurrency",
+        "max_workers does not cap calls in flight",
+    ),
+    Mutant(
+        "legacy.py",
+        "                callbacks=callbacks,\n                trace_name=PROMPT_NAME,",
+        "                callbacks=None,\n                trace_name=PROMPT_NAME,",
         "callbacks do not reach the judge in evaluate",
     ),
     Mutant(
@@ -767,14 +795,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "legacy.py",
-        "        super().__post_init__()\n        self._options()",
-        "        super().__post_init__()",
+        '        self.__dict__["_ready"] = True\n        self._options()',
+        '        self.__dict__["_ready"] = True',
         "bad options not refused at construction",
     ),
     Mutant(
         "legacy.py",
-        "return ProbeOptions.resolve(self.strictness, self.probe_prompt, self.max_concurrency)",
-        "return ProbeOptions.resolve(3, self.probe_prompt, self.max_concurrency)",
+        "self.strictness, self.question_generation, self.max_concurrency, legacy=True",
+        "3, self.question_generation, self.max_concurrency, legacy=True",
         "strictness ignored in evaluate",
     ),
 ]
