@@ -72,7 +72,7 @@ TESTS: dict[str, list[str]] = {
     "pipeline.py": [
         "test_metric.py",
         "test_probe_modes.py",
-        "test_report.py",
+        "test_report_data.py",
         "test_concurrency.py",
         "test_parity.py",
         "test_security.py",
@@ -85,7 +85,7 @@ TESTS: dict[str, list[str]] = {
         "test_evaluate.py",
         "test_sdk_loopback.py",
     ],
-    "report.py": ["test_report.py", "test_metric.py", "test_writers.py"],
+    "report.py": ["test_report.py", "test_report_data.py", "test_metric.py", "test_writers.py"],
     "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py"],
     "cli/cache.py": ["test_cache.py"],
     "metric.py": [
@@ -282,9 +282,15 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "probe_modes.py",
-        "avoid = list(probes.questions) or None",
-        "avoid = None",
+        "        avoid = list(probes.questions) or None\n        data = prompt.input_model(",
+        "        avoid = None\n        data = prompt.input_model(",
         "diverse does not say which probes to avoid",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "        avoid = list(probes.questions) or None\n        inputs = [",
+        "        avoid = None\n        inputs = [",
+        "angles does not say which probes to avoid",
     ),
     Mutant(
         "probe_modes.py",
@@ -363,9 +369,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "pipeline.py",
-        "probe_diversity=mean_pairwise_cosine(probe_vectors)",
-        "probe_diversity=None",
-        "diversity lost",
+        "probe_similarity=mean_pairwise_cosine(probe_vectors)",
+        "probe_similarity=None",
+        "probe similarity lost",
     ),
     Mutant("pipeline.py", "notes=probes.notes,", "notes=[],", "notes lost"),
     Mutant(
@@ -508,8 +514,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "report.py",
-        'f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {probe.question}"',
-        'f"{probe.cosine:>8.4f}  {probe.question}"',
+        'f"{probe.cosine:>8.4f}  {probe.noncommittal:>2}  {clip(probe.question, 300)}"',
+        'f"{probe.cosine:>8.4f}  {clip(probe.question, 300)}"',
         "nc column dropped",
     ),
     Mutant(
@@ -526,14 +532,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "report.py",
-        'diversity = "-" if report.probe_diversity is None else f"{report.probe_diversity:.3f}"',
-        'diversity = f"{report.probe_diversity}"',
-        "diversity printed raw",
+        "similarity = fmt(report.probe_similarity, 3) if report.probe_similarity is not None",
+        "similarity = str(report.probe_similarity) if report.probe_similarity is not None",
+        "probe similarity printed raw",
     ),
     Mutant(
         "report.py",
-        'f"score {report.score:.4f} | prompt',
-        'f"score {report.score:.2f} | prompt',
+        'f"score {fmt(report.score)} | prompt',
+        'f"score {fmt(report.score, 2)} | prompt',
         "score with 2 decimals in the table",
     ),
     Mutant(
@@ -548,7 +554,18 @@ MUTANTS: list[Mutant] = [
         "pass",
         "reason missing from the table",
     ),
-    Mutant("report.py", 'flat = " ".join(text.split())', "flat = text", "clip keeps line breaks"),
+    Mutant(
+        "report.py",
+        'flat = " ".join(neutralise_bidi(text).split())',
+        "flat = neutralise_bidi(text)",
+        "clip keeps line breaks",
+    ),
+    Mutant(
+        "report.py",
+        'flat = " ".join(neutralise_bidi(text).split())',
+        'flat = " ".join(text.split())',
+        "clip lets bidi controls through",
+    ),
     Mutant(
         "report.py",
         'flat[: width - 1] + "…"',
