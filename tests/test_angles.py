@@ -41,7 +41,6 @@ def angles_sent(judge) -> list[str]:
 
 def test_the_mode_is_registered_with_its_prompt():
     assert MODES["angles"].prompt_class() is AngleProbePrompt
-    assert MODES["angles"].dedupe
 
 
 @pytest.mark.parametrize("strictness", [1, 3, 10])

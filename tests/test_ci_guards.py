@@ -30,7 +30,10 @@ def _imported_top_levels(folder: Path) -> set[str]:
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    return names - set(sys.stdlib_module_names) - {"ragas_relevancy_ext", "conftest"}
+    local = {p.stem for p in ROOT.glob("*/*.py")} | {
+        p.parent.name for p in ROOT.glob("*/*/__init__.py")
+    }
+    return names - set(sys.stdlib_module_names) - local - {"ragas_relevancy_ext"}
 
 
 def _declared(groups: list[str]) -> set[str]:

@@ -65,6 +65,7 @@ TESTS: dict[str, list[str]] = {
     "scoring.py": ["test_scoring.py", "test_parity.py", "test_metric.py"],
     "probe_modes.py": [
         "test_probe_modes.py",
+        "test_angles.py",
         "test_metric.py",
         "test_parity.py",
         "test_concurrency.py",
