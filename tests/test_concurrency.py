@@ -160,6 +160,14 @@ class WaitingJudge(PretendJudge):
         return await super().agenerate(prompt, response_model)
 
 
+def _sample_tasks() -> list[asyncio.Task[Any]]:
+    """Tasks still running a coroutine (an async generator's closing step is not one)."""
+    current = asyncio.current_task()
+    return [
+        t for t in asyncio.all_tasks() if t is not current and hasattr(t.get_coro(), "cr_frame")
+    ]
+
+
 def _rows() -> list[dict[str, str]]:
     rows = [dict(row) for row in ROWS]
     rows[2]["response"] = "The fast order shipped."
@@ -175,8 +183,7 @@ def test_ascore_each_cancels_pending_samples_when_the_caller_stops():
             index, _ = await anext(each)
         for _ in range(5):  # let the cancellations land
             await asyncio.sleep(0)
-        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        return index, others
+        return index, _sample_tasks()
 
     index, still_running = asyncio.run(take_first())
     assert index == 2
@@ -199,7 +206,7 @@ def test_ascore_each_cancels_pending_samples_when_the_caller_fails():
             await fail_on_first()
         for _ in range(5):
             await asyncio.sleep(0)
-        return len([t for t in asyncio.all_tasks() if t is not asyncio.current_task()])
+        return len(_sample_tasks())
 
     assert asyncio.run(run()) == 0
     assert judge.cancelled == judge.waiting == 8

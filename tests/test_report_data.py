@@ -100,8 +100,13 @@ def test_to_dict_exactly_and_back():
         "probe_prompt": "stock",
         "all_noncommittal": False,
         "probes": [
-            {"question": "When did order A17 ship?", "noncommittal": 0, "cosine": 0.98765},
-            {"question": "Is A17 late?", "noncommittal": 1, "cosine": -0.05},
+            {
+                "question": "When did order A17 ship?",
+                "noncommittal": 0,
+                "cosine": 0.98765,
+                "language": None,
+            },
+            {"question": "Is A17 late?", "noncommittal": 1, "cosine": -0.05, "language": None},
         ],
         "judge_calls": 3,
         "duplicates_dropped": 0,
@@ -110,6 +115,7 @@ def test_to_dict_exactly_and_back():
         "notes": ["call 3: reply did not parse (JudgeReplyError: no JSON)"],
         "error": None,
         "reason": "a reason given by hand",
+        "question_language": None,
     }
     again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
     assert again == original
