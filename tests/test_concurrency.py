@@ -100,7 +100,9 @@ def test_abatch_score_bounds_judge_and_embeddings_calls_across_samples(limit):
     results = asyncio.run(scorer.abatch_score(ROWS))
     assert all(r.value > 0 for r in results)
     assert (judge.flight.calls, embeddings.flight.calls) == (15, 10)
-    assert (judge.flight.peak, embeddings.flight.peak) == (limit, limit)
+    # judge calls all queue at once, so they fill the bound; embeddings calls start as samples
+    # finish their probes, so they may not
+    assert judge.flight.peak == limit and 1 <= embeddings.flight.peak <= limit
 
 
 def test_abatch_score_without_a_tight_limit_runs_samples_together():
