@@ -407,7 +407,8 @@ def test_token_latency_waits_per_token_of_the_longest_reply(server: LoopbackServ
     client.embeddings.create(input="text", model="m")
     chat, embedding = server.requests("chat")[0], server.requests("embeddings")[0]
     # n choices are written side by side: one reply's tokens count, not the three's
-    assert server.writing_seconds(chat) == pytest.approx(0.01 * count_tokens(reply))
+    expected = 0.01 * count_tokens(reply)
+    assert server.writing_seconds(chat) == pytest.approx(expected)  # not a timing: computed
     assert chat.completion_tokens == 3 * count_tokens(reply)
     assert waited >= server.writing_seconds(chat)
     assert server.writing_seconds(embedding) == 0.0  # embeddings write no tokens
