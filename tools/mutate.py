@@ -110,20 +110,21 @@ MUTANTS: list[Mutant] = [
     # -- scoring.py ---------------------------------------------------------------------------
     Mutant(
         "scoring.py",
-        "np.linalg.norm(probes, axis=1) * np.linalg.norm(question, axis=1)",
-        "np.linalg.norm(probes, axis=1)",
+        "question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))",
+        "question = np.asarray(question_vector, dtype=float).reshape(1, -1)",
         "cosine ignores the question's length",
     ),
     Mutant(
         "scoring.py",
-        "norm = np.linalg.norm(probes, axis=1) * ",
-        "norm = 1.0 * ",
+        "probes = unit_rows(np.asarray(probe_vectors, dtype=float)"
+        ".reshape(len(probe_vectors), -1))",
+        "probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)",
         "cosine ignores the probes' lengths",
     ),
     Mutant(
         "scoring.py",
-        "return np.dot(probes, question.T).reshape(-1) / norm",
-        "return np.abs(np.dot(probes, question.T)).reshape(-1) / norm",
+        "return np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)",
+        "return np.clip(np.abs(probes @ question.T).reshape(-1), -1.0, 1.0)",
         "negative cosines turned positive",
     ),
     Mutant(
@@ -171,14 +172,14 @@ MUTANTS: list[Mutant] = [
     Mutant("scoring.py", "k=1)", "k=0)", "diversity counts each probe with itself"),
     Mutant(
         "scoring.py",
-        "unit = matrix / np.linalg.norm(matrix, axis=1, keepdims=True)",
-        "unit = matrix",
+        "    unit = unit_rows(matrix)\n    sims",
+        "    unit = matrix\n    sims",
         "diversity on unnormalised vectors",
     ),
     Mutant(
         "scoring.py",
-        "return float(np.mean(sims[upper]))",
-        "return float(np.min(sims[upper]))",
+        "value = float(np.mean(sims[upper]))",
+        "value = float(np.min(sims[upper]))",
         "diversity is the least similar pair",
     ),
     # -- probe_modes.py -----------------------------------------------------------------------
