@@ -80,6 +80,7 @@ TESTS: dict[str, list[str]] = {
         "test_evaluate.py",
     ],
     "embeddings.py": [
+        "test_vector_checks.py",
         "test_metric.py",
         "test_adapter.py",
         "test_concurrency.py",

@@ -1,0 +1,29 @@
+"""The vector checks on replies numpy cannot read as one array (ragged, or vectors given as
+iterators): the same errors, naming the same problems, as the whole-array path."""
+
+from __future__ import annotations
+
+import pytest
+
+from ragas_relevancy_ext import EmbeddingShapeError
+from ragas_relevancy_ext.embeddings import check_vectors
+
+
+def test_a_ragged_reply_with_more_vectors_than_texts_is_a_count_error():
+    with pytest.raises(EmbeddingShapeError, match="3 vector\\(s\\) .* for 2 text\\(s\\); expected"):
+        check_vectors([[0.1, 0.2], [0.3], [0.4, 0.5]], 2, "Ragged")
+
+
+def test_a_ragged_reply_with_one_vector_per_text_names_the_lengths():
+    with pytest.raises(EmbeddingShapeError, match="different lengths \\[2, 1\\]"):
+        check_vectors([[0.1, 0.2], [0.3]], 2, "Ragged")
+
+
+def test_empty_vectors_given_as_iterators_are_named_as_empty():
+    with pytest.raises(EmbeddingShapeError, match="Lazy returned empty vectors for 2 text"):
+        check_vectors([iter([]), iter([])], 2, "Lazy")
+
+
+def test_vectors_given_as_iterators_are_read_like_lists():
+    vectors = check_vectors([iter([1.0, 0.0]), iter([0.0, 2.0])], 2, "Lazy")
+    assert vectors.tolist() == [[1.0, 0.0], [0.0, 2.0]]
