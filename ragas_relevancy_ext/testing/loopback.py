@@ -113,6 +113,7 @@ class LoggedRequest:
     replies: tuple[str, ...] = ()
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    waited: float = 0.0  # seconds the server held the answer back (latency and writing)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None
 
@@ -361,6 +362,7 @@ class LoopbackServer:
         try:
             latency = self.endpoint_latency.get(endpoint, self.latency)
             if latency > 0:
+                entry.waited += latency
                 self._stopping.wait(latency)
             self._answer(handler, entry)
         finally:
@@ -432,6 +434,7 @@ class LoopbackServer:
             return
         writing = self.writing_seconds(entry)
         if writing > 0:
+            entry.waited += writing
             self._stopping.wait(writing)
         if entry.fault == "malformed":
             text = json.dumps(payload)
