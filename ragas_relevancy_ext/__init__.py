@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from .parity import compare_with_stock
     from .prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
     from .report import Probe, RelevancyReport
-    from .results import probe_frame, report_for, reports_for
+    from .results import probe_frame, report_for, reports_for, usage_for
+    from .usage import Usage
 
 __all__ = [
     "AngleProbePrompt",
@@ -40,6 +41,7 @@ __all__ = [
     "RelevancyResult",
     "ResponseRelevancy",
     "SequentialProbePrompt",
+    "Usage",
     "answer_relevancy",
     "compare_with_stock",
     "gemini_embeddings",
@@ -47,6 +49,7 @@ __all__ = [
     "probe_frame",
     "report_for",
     "reports_for",
+    "usage_for",
 ]
 
 # public name -> module that defines it, loaded on first use
@@ -70,7 +73,9 @@ _EXPORTS: dict[str, str] = {
     "probe_frame": "results",
     "report_for": "results",
     "reports_for": "results",
+    "usage_for": "results",
     "CachedJudge": "cli.cache",
+    "Usage": "usage",
 }
 
 

@@ -10,6 +10,13 @@ go in separate requests, so each sample's two widths still come from two answers
 request that fails is sent again per sample, so a sample whose texts are fine never fails with a
 neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`) are never
 coalesced. A question seen before in the run is not embedded again.
+
+Usage: a shared request's requests and tokens are split over the samples in it in proportion
+to the characters of each sample's texts (whole numbers, largest remainders), so each sample
+carries a fair part and the parts add up to exactly what the provider reported: the sum over a
+run's samples is the run's usage. A failed shared request is split the same way; each sample's
+own retry is its own. A reused question costs the sample that first asked for it, and nothing
+to the samples that reuse it.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from .embeddings import (
     embed_texts,
     sends_one_request,
 )
+from .usage import Usage, UsageMeter, metering, record, split_usage
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
 
@@ -44,6 +52,7 @@ class _Share:
     def __init__(self, texts: list[str]):
         self.texts = texts
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
+        self.usage = Usage()  # its part of the requests that carried its texts
 
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
@@ -79,7 +88,10 @@ class _Coalescer:
             self._flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
-        return await share.future
+        try:
+            return await share.future
+        finally:
+            record(share.usage)  # to the asking sample's meter
 
     def _flush(self) -> None:
         """Start a request for what is pending (it takes its texts once it has a slot)."""
@@ -117,14 +129,18 @@ class _Coalescer:
             if not shares:
                 return
             texts = [text for share in shares for text in share.texts]
+            meter = UsageMeter()
             try:
-                vectors = await embed_texts(self.embeddings, texts)
+                with metering(meter):
+                    vectors = await embed_texts(self.embeddings, texts)
             except asyncio.CancelledError as exc:
+                _charge(shares, meter)
                 for share in shares:
                     share.settle(error=exc)
                 raise
             except Exception as exc:
                 failed = exc
+            _charge(shares, meter)
         if failed is not None:
             if len(shares) == 1:
                 shares[0].settle(error=failed)
@@ -137,10 +153,23 @@ class _Coalescer:
             start += len(share.texts)
 
     async def _send_alone(self, share: _Share) -> None:
+        meter = UsageMeter()
         try:
-            share.settle(await embed_texts(self.embeddings, share.texts, self.limiter))
+            with metering(meter):
+                vectors = await embed_texts(self.embeddings, share.texts, self.limiter)
         except Exception as exc:
+            share.usage += meter.usage
             share.settle(error=exc)
+            return
+        share.usage += meter.usage
+        share.settle(vectors)
+
+
+def _charge(shares: list[_Share], meter: UsageMeter) -> None:
+    """Split a shared request's usage over its shares by their texts' characters."""
+    weights = [sum(len(text) for text in share.texts) for share in shares]
+    for share, part in zip(shares, split_usage(meter.usage, weights), strict=True):
+        share.usage += part
 
 
 class RunEmbedder:

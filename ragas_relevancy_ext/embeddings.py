@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import inspect
 import math
+import sys
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
@@ -21,6 +24,7 @@ import numpy as np
 
 from . import aio
 from .errors import EmbeddingShapeError
+from .usage import Usage, record, tokens_from
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings as LangChainEmbeddings
@@ -37,6 +41,8 @@ __all__ = [
     "embed_question_and_probes",
     "embed_texts",
     "embeddings_kind",
+    "metered",
+    "metered_call",
     "request_slot",
     "sends_one_request",
 ]
@@ -78,8 +84,100 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
     """One text in one call, unchecked: ``aembed_text`` (modern) or ``aembed_query``."""
     check_options(embeddings, kwargs)
     if embeddings_kind(embeddings) == "modern":
-        return await aio.call(embeddings, "aembed_text", "embed_text", text, **kwargs)
-    return await embeddings.aembed_query(text)
+        return await metered(
+            embeddings, aio.call(embeddings, "aembed_text", "embed_text", text, **kwargs)
+        )
+    return await metered(embeddings, embeddings.aembed_query(text))
+
+
+# -- usage: what the provider reported for each request -------------------------------------
+
+# The usage objects the OpenAI SDK returned during the embeddings call under way.
+_SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage", default=None)
+_TAPPED = "_ragas_relevancy_usage_tap"
+
+
+async def metered(embeddings: Any, call: Any) -> Any:
+    """Await one embeddings call of ``embeddings`` and record its requests and tokens.
+
+    Tokens are the ``usage`` of the OpenAI SDK's answers (read by :func:`_tap`); embeddings
+    that are not on an OpenAI SDK client (Gemini's embedContent, local models) report none,
+    so their tokens are None. Requests: the answers seen (a LangChain client may split a long
+    list), else 1. A call that failed counts one request and 0 tokens.
+    """
+    _tap_openai(embeddings)
+    seen: list[Any] = []
+    token = _SDK_USAGE.set(seen)
+    try:
+        vectors = await call
+    except Exception:
+        record(Usage(embedding_requests=max(1, len(seen))))
+        raise
+    finally:
+        _SDK_USAGE.reset(token)
+    counts = [None if u is None else tokens_from(u, "prompt_tokens", "total_tokens") for u in seen]
+    tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
+    record(Usage(embedding_requests=max(1, len(seen)), embedding_tokens=tokens))
+    return vectors
+
+
+def _tap_openai(embeddings: Any, depth: int = 0) -> None:
+    """Let :func:`metered` see the ``usage`` of each answer of an OpenAI embeddings client.
+
+    Finds the SDK's embeddings resource of RAGAS's ``OpenAIEmbeddings`` (``client``),
+    LangChain's (``client``/``async_client``) and of wrappers holding one (``embeddings``),
+    and puts a pass-through in front of its ``create``: same arguments, same answer, only its
+    ``usage`` noted. Nothing else on the client changes.
+    """
+    openai = sys.modules.get("openai")
+    if openai is None or depth > 2 or embeddings is None:
+        return
+    from openai.resources.embeddings import AsyncEmbeddings
+    from openai.resources.embeddings import Embeddings as SyncEmbeddings
+
+    for name in ("client", "async_client"):
+        held = getattr(embeddings, name, None)
+        if isinstance(held, (openai.OpenAI, openai.AsyncOpenAI)):
+            held = held.embeddings
+        if isinstance(held, (SyncEmbeddings, AsyncEmbeddings)):
+            _tap(held)
+    inner = getattr(embeddings, "embeddings", None)
+    if inner is not None and not isinstance(inner, (SyncEmbeddings, AsyncEmbeddings)):
+        _tap_openai(inner, depth + 1)
+
+
+def _tap(resource: Any) -> None:
+    if getattr(resource, _TAPPED, False):
+        return
+    create = resource.create
+
+    def note(answer: Any) -> Any:
+        seen = _SDK_USAGE.get()
+        if seen is not None:
+            seen.append(getattr(answer, "usage", None))
+        return answer
+
+    if inspect.iscoroutinefunction(create):
+
+        @functools.wraps(create)
+        async def tapped(*args: Any, **kwargs: Any) -> Any:
+            return note(await create(*args, **kwargs))
+
+    else:
+
+        @functools.wraps(create)
+        def tapped(*args: Any, **kwargs: Any) -> Any:
+            return note(create(*args, **kwargs))
+
+    resource.create = tapped
+    setattr(resource, _TAPPED, True)
+
+
+async def metered_call(embeddings: Any, call: Any) -> Any:
+    """:func:`metered` for embeddings that send one request per call; others record their own."""
+    if sends_one_request(embeddings):
+        return await metered(embeddings, call)
+    return await call
 
 
 def sends_one_request(embeddings: Any) -> bool:
@@ -114,9 +212,10 @@ async def embed_texts(
     kind = embeddings_kind(embeddings)
     async with request_slot(embeddings, limiter):
         if kind == "modern":
-            vectors = await aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
+            call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:
-            vectors = await embeddings.aembed_documents(list(texts))
+            call = embeddings.aembed_documents(list(texts))
+        vectors = await metered_call(embeddings, call)
     return check_vectors(vectors, len(texts), type(embeddings).__name__)
 
 

@@ -15,6 +15,13 @@ from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM
 
 from . import aio
 from .errors import JudgeHTTPError, JudgeReplyError
+from .usage import (
+    Usage,
+    judge_request_usage,
+    judge_usage_from_result,
+    judge_usage_of_reply,
+    record,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -64,25 +71,59 @@ async def ask_judge(
     RAGAS's ``PydanticPrompt`` reads it (stock legacy): the first JSON in the text, and RAGAS's
     repair requests (``fix_output_format``) to the judge when it does not parse;
     ``repairs`` is told how many were sent.
+
+    Each request's usage, as the provider returned it, goes to the current usage meter
+    (:func:`.usage.record`); a :class:`JudgeWrapper` records nothing itself, the judge it asks
+    does (so a cached reply is no request, and nothing is counted twice).
     """
     kind = judge_kind(llm)
     if kind == "instructor":
-        try:
+        if isinstance(llm, JudgeWrapper):
             return await aio.call(llm, "agenerate", "generate", prompt, output_model)
-        except UnboundLocalError as exc:
-            raise _true_failure(llm, exc) from exc.__context__
+        return await _ask_instructor(llm, prompt, output_model)
 
     from langchain_core.prompt_values import StringPromptValue
 
     value = StringPromptValue(text=prompt)
     if kind == "ragas":
-        result = await llm.generate(value, n=1, callbacks=callbacks)
+        result = await _metered(llm.generate(value, n=1, callbacks=callbacks))
         if repairs is not None:
             text = result.generations[0][0].text
             return await _read_as_ragas(llm, value, text, output_model, callbacks, repairs)
     else:
-        result = await llm.agenerate_prompt([value], callbacks=callbacks)
+        result = await _metered(llm.agenerate_prompt([value], callbacks=callbacks))
     return parse_reply(result.generations[0][0].text, output_model)
+
+
+async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
+    """One instructor call, its usage recorded: the reply's, or on failure instructor's total
+    over its attempts (none when no answer came: an error is not billed)."""
+    try:
+        reply = await aio.call(llm, "agenerate", "generate", prompt, output_model)
+    except UnboundLocalError as exc:
+        record(_FAILED)
+        raise _true_failure(llm, exc) from exc.__context__
+    except Exception as exc:
+        total = getattr(exc, "total_usage", None)  # instructor's InstructorRetryException
+        record(_FAILED if total is None else judge_request_usage(total))
+        raise
+    record(judge_usage_of_reply(reply))
+    return reply
+
+
+# A judge request that got no answer: sent, and billed nothing.
+_FAILED = Usage(judge_requests=1)
+
+
+async def _metered(call: Any) -> Any:
+    """Await a LangChain or RAGAS judge call (an ``LLMResult``) and record its usage."""
+    try:
+        result = await call
+    except Exception:
+        record(_FAILED)
+        raise
+    record(judge_usage_from_result(result))
+    return result
 
 
 async def _read_as_ragas(
@@ -123,7 +164,7 @@ class _CountingLLM(BaseRagasLLM):
 
     async def generate(self, *args: Any, **kwargs: Any) -> Any:
         self.calls += 1
-        return await self.inner.generate(*args, **kwargs)
+        return await _metered(self.inner.generate(*args, **kwargs))
 
     def generate_text(self, *args: Any, **kwargs: Any) -> Any:
         return self.inner.generate_text(*args, **kwargs)

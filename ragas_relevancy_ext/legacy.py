@@ -37,6 +37,7 @@ from .pipeline import (
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import RelevancyReport
 from .results import REPORT_TRACE
+from .usage import UsageMeter
 
 if t.TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks
@@ -179,6 +180,7 @@ class ResponseRelevancy(StockAnswerRelevancy):
         """
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
+        meter = UsageMeter()
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")
@@ -195,11 +197,12 @@ class ResponseRelevancy(StockAnswerRelevancy):
                 embedder=self._limiter.embedder(
                     self._calls_in_flight(options), self.embeddings, options.batch_embeddings
                 ),
+                meter=meter,
             )
         except (Exception, asyncio.CancelledError) as exc:
             cause = exc if isinstance(exc, Exception) else TimeoutError(_CANCELLED)
             failed = failed_report(
-                user_input, response, options.strictness, options.prompt_name, cause
+                user_input, response, options.strictness, options.prompt_name, cause, meter.usage
             )
             _trace_report(callbacks, failed)
             raise

@@ -30,6 +30,7 @@ from .pipeline import (
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import RelevancyReport
 from .streaming import CallLimiter, bounded_map
+from .usage import UsageMeter
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
 
@@ -166,6 +167,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
         embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
 
         async def one(index: int, row: Any) -> RelevancyResult:
+            meter = UsageMeter()
             try:
                 user_input, response = _fields(row)
                 report = await score_sample(
@@ -177,13 +179,19 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     limiter=limiter.slot(index),
                     adapted=self.adapted,
                     embedder=embedder,
+                    meter=meter,
                 )
                 return RelevancyResult(report)
             except Exception as exc:  # one bad sample never loses the others
                 user_input, response = _texts_of(row)
                 return RelevancyResult(
                     failed_report(
-                        user_input, response, options.strictness, options.prompt_name, exc
+                        user_input,
+                        response,
+                        options.strictness,
+                        options.prompt_name,
+                        exc,
+                        meter.usage,
                     )
                 )
 

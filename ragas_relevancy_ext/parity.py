@@ -10,12 +10,45 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .embeddings import Embeddings
+from ragas.embeddings.base import BaseRagasEmbedding
+
+from .embeddings import Embeddings, metered_call
 from .errors import is_reply_error
 from .judges import Judge, JudgeWrapper, Reply
 from .report import RelevancyReport
+from .usage import Usage, UsageMeter, metering
 
-__all__ = ["ParityResult", "RecordingJudge", "ReplayJudge", "compare_with_stock"]
+__all__ = [
+    "MeteredEmbeddings",
+    "ParityResult",
+    "RecordingJudge",
+    "ReplayJudge",
+    "compare_with_stock",
+]
+
+
+class MeteredEmbeddings(BaseRagasEmbedding):
+    """Modern embeddings ``inner`` as they are, each async call's usage recorded.
+
+    Every method is ``inner``'s own, called with the same arguments, so stock sends exactly
+    the requests it sends on ``inner``; the usage is read as ours is (:func:`.embeddings.metered`).
+    """
+
+    def __init__(self, inner: Any):
+        super().__init__()
+        self.inner = inner
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> Any:
+        return await metered_call(self.inner, self.inner.aembed_text(text, **kwargs))
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> Any:
+        return await metered_call(self.inner, self.inner.aembed_texts(texts, **kwargs))
+
+    def embed_text(self, text: str, **kwargs: Any) -> Any:
+        return self.inner.embed_text(text, **kwargs)
+
+    def embed_texts(self, texts: list[str], **kwargs: Any) -> Any:
+        return self.inner.embed_texts(texts, **kwargs)
 
 
 class RecordingJudge(JudgeWrapper):
@@ -58,7 +91,12 @@ class ReplayJudge(JudgeWrapper):
 
 @dataclass
 class ParityResult:
-    """Stock and ours on one sample: scores, their difference, and whether prompts matched."""
+    """Stock and ours on one sample: scores, their difference, and whether prompts matched.
+
+    ``stock_usage``: what stock's run cost, counted as ours is. ``cost_report``: ours scoring
+    the sample anew in the mode asked for (``cost_mode``), whose ``usage`` is what ours costs;
+    None when no such run was asked for.
+    """
 
     stock_score: float | None
     ours_score: float
@@ -67,6 +105,8 @@ class ParityResult:
     stock_error: str | None = None
     stock_prompts: list[str] = field(default_factory=list, repr=False)
     ours_prompts: list[str] = field(default_factory=list, repr=False)
+    stock_usage: Usage | None = None
+    cost_report: RelevancyReport | None = None
 
     @property
     def difference(self) -> float | None:
@@ -77,10 +117,19 @@ class ParityResult:
 
 
 async def compare_with_stock(
-    judge: Judge, embeddings: Embeddings, user_input: str, response: str, strictness: int = 3
+    judge: Judge,
+    embeddings: Embeddings,
+    user_input: str,
+    response: str,
+    strictness: int = 3,
+    cost_mode: str | None = None,
 ) -> ParityResult:
     """Score one sample with stock and with ours (stock mode) on identical judge replies.
 
+    Stock's requests and tokens are counted as ours are: its judge calls through the recorder,
+    its embeddings through :class:`MeteredEmbeddings` (modern embeddings only; others reach
+    stock as given, to fail as stock fails). With ``cost_mode`` (a probe mode's name), ours
+    also scores the sample in that mode with the real judge, for what ours costs.
     When the judge itself fails (authentication, network), its error is raised as it is:
     there are no replies to compare.
     """
@@ -91,9 +140,15 @@ async def compare_with_stock(
     recorder = RecordingJudge(judge)
     stock_score: float | None = None
     stock_error: str | None = None
+    stock_embeddings = (
+        MeteredEmbeddings(embeddings) if isinstance(embeddings, BaseRagasEmbedding) else embeddings
+    )
+    stock_meter = UsageMeter()
     try:
-        stock = Stock(llm=recorder, embeddings=embeddings, strictness=strictness)
-        stock_score = float((await stock.ascore(user_input=user_input, response=response)).value)
+        stock = Stock(llm=recorder, embeddings=stock_embeddings, strictness=strictness)
+        with metering(stock_meter):
+            value = (await stock.ascore(user_input=user_input, response=response)).value
+        stock_score = float(value)
     except Exception as exc:  # stock's own failure is a finding, not a crash
         judge_failures = [e for e in recorder.errors if not is_reply_error(e)]
         if judge_failures:  # the judge itself failed (auth, network): nothing to compare
@@ -105,6 +160,12 @@ async def compare_with_stock(
         llm=replay, embeddings=embeddings, strictness=strictness, probe_prompt="stock"
     )
     result = await ours.ascore(user_input, response)
+    cost_report = None
+    if cost_mode is not None:
+        ours = AnswerRelevancy(
+            llm=judge, embeddings=embeddings, strictness=strictness, probe_prompt=cost_mode
+        )
+        cost_report = (await ours.ascore(user_input, response)).report
     return ParityResult(
         stock_score=stock_score,
         ours_score=float(result.value),
@@ -113,4 +174,6 @@ async def compare_with_stock(
         stock_error=stock_error,
         stock_prompts=recorder.prompts,
         ours_prompts=replay.prompts,
+        stock_usage=stock_meter.usage,
+        cost_report=cost_report,
     )

@@ -34,6 +34,7 @@ from .scoring import (
     non_finite,
     relevancy_score,
 )
+from .usage import Usage, UsageMeter, metering
 
 if TYPE_CHECKING:
     from ragas.prompt.metrics.base_prompt import BasePrompt
@@ -185,6 +186,42 @@ async def score_sample(
     trace_name: str | None = None,
     adapted: AdaptedPrompts | None = None,
     embedder: RunEmbedder | None = None,
+    meter: UsageMeter | None = None,
+) -> RelevancyReport:
+    """Probe, embed, score and report one sample; the report carries what it cost.
+
+    The judge and embedding requests made for the sample add their usage to ``meter`` (a new
+    one when None), which the caller keeps to say what a sample that failed had spent.
+    """
+    with metering(meter) as meter:
+        report = await _score_sample(
+            user_input,
+            response,
+            llm=llm,
+            embeddings=embeddings,
+            options=options,
+            limiter=limiter,
+            callbacks=callbacks,
+            trace_name=trace_name,
+            adapted=adapted,
+            embedder=embedder,
+        )
+    report.usage = meter.usage
+    return report
+
+
+async def _score_sample(
+    user_input: str,
+    response: str,
+    *,
+    llm: Judge,
+    embeddings: Embeddings,
+    options: ProbeOptions,
+    limiter: AbstractAsyncContextManager[Any] | None,
+    callbacks: Any,
+    trace_name: str | None,
+    adapted: AdaptedPrompts | None,
+    embedder: RunEmbedder | None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample.
 
@@ -253,11 +290,17 @@ async def score_sample(
 
 
 def failed_report(
-    user_input: Any, response: Any, strictness: int, prompt_name: str, exc: BaseException
+    user_input: Any,
+    response: Any,
+    strictness: int,
+    prompt_name: str,
+    exc: BaseException,
+    usage: Usage | None = None,
 ) -> RelevancyReport:
     """The report of a sample that could not be scored: NaN, with the failure as its reason.
 
-    An API key from the environment that the failure quotes (a server echoing it) is masked.
+    ``usage``: what its requests cost before it failed (None: not measured). An API key from
+    the environment that the failure quotes (a server echoing it) is masked.
     """
     return RelevancyReport(
         user_input=user_input if isinstance(user_input, str) else repr(user_input),
@@ -267,4 +310,5 @@ def failed_report(
         probe_prompt=prompt_name,
         all_noncommittal=False,
         error=redact(f"{type(exc).__name__}: {exc}"),
+        usage=usage,
     )

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .languages import language_clause, language_name
+from .usage import Usage, format_usage
 
 __all__ = [
     "DRIFT_GAP",
@@ -51,6 +52,8 @@ class RelevancyReport:
 
     ``probe_similarity`` is the mean cosine between pairs of probes: 1.0 when the judge wrote
     the same question N times, lower when the probes differ (None under two probes).
+    ``usage`` is what the sample cost (requests and tokens as the provider reported them, see
+    :mod:`.usage`); None when not measured (a report from before usage was kept).
     """
 
     user_input: str
@@ -68,6 +71,7 @@ class RelevancyReport:
     error: str | None = None
     reason: str = ""
     question_language: str | None = None  # ISO 639-1 code; None: not detected
+    usage: Usage | None = None
 
     def __post_init__(self) -> None:
         if not self.reason:
@@ -98,6 +102,7 @@ class RelevancyReport:
             for p in data.get("probes", [])
         ]
         values["score"] = _nan_if_none(data.get("score"))
+        values["usage"] = Usage.from_dict(data.get("usage"))
         return cls(**values)
 
     def __str__(self) -> str:
@@ -305,6 +310,8 @@ def format_report(report: RelevancyReport) -> str:
         f"probe similarity {similarity}"
     )
     lines.extend(f"note: {note}" for note in report.notes)
+    if report.usage is not None:
+        lines.append(format_usage(report.usage))
     lines.append(f"reason: {report.reason}")
     return "\n".join(lines)
 

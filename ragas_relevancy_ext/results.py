@@ -7,6 +7,7 @@ so reports travel with their own run and two runs never mix.
 Usage:
     >>> probe_frame(result)            # one row per probe (needs pandas)
     >>> report_for(result, 3).reason   # why row 3 scored what it did
+    >>> usage_for(result)              # requests and tokens of the whole run
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .report import RelevancyReport
+from .usage import Usage
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for"]
+__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for", "usage_for"]
 
 REPORT_TRACE = "relevancy_report"
 FRAME_COLUMNS = ["row", "user_input", "response", "question", "noncommittal", "cosine", "score"]
@@ -39,6 +41,14 @@ def reports_for(result: Any, metric: str | None = None) -> list[RelevancyReport 
     rows = _row_traces(result)
     name = _metric_name(rows, metric)
     return [_report(row, name) for row in rows]
+
+
+def usage_for(result: Any, metric: str | None = None) -> Usage | None:
+    """The run's requests and tokens: every row's report's usage summed (see :mod:`.usage`).
+
+    None when a row left no report or carries no usage: the total would be a guess.
+    """
+    return Usage.total(r.usage if r is not None else None for r in reports_for(result, metric))
 
 
 def probe_frame(result: Any, metric: str | None = None) -> pd.DataFrame:

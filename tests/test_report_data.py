@@ -11,6 +11,7 @@ import pytest
 from ragas_relevancy_ext import AnswerRelevancy, Probe, RelevancyReport
 from ragas_relevancy_ext.report import clip, fmt, format_report
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+from ragas_relevancy_ext.usage import Usage
 
 QUESTION = "Where is order A17?"
 
@@ -33,6 +34,7 @@ def report(**changes) -> RelevancyReport:
         probe_similarity=0.56789,
         notes=["call 3: reply did not parse (JudgeReplyError: no JSON)"],
         reason="a reason given by hand",
+        usage=Usage(3, 120, 30, 2, None, 1),
     )
     values.update(changes)
     return RelevancyReport(**values)
@@ -45,6 +47,8 @@ def test_text_table_without_probes_notes_or_similarity():
     assert text.splitlines()[2:] == [
         "  cosine  nc  probe",
         "score 0.0000 | prompt stock | judge calls 3 | distinct 0/3 | probe similarity -",
+        "usage: judge 3 request(s), 120 prompt + 30 completion tokens | embeddings 2 "
+        "request(s), tokens not reported | cached 1",
         "reason: a reason given by hand",
     ]
 
@@ -116,9 +120,19 @@ def test_to_dict_exactly_and_back():
         "error": None,
         "reason": "a reason given by hand",
         "question_language": None,
+        "usage": {
+            "judge_requests": 3,
+            "judge_prompt_tokens": 120,
+            "judge_completion_tokens": 30,
+            "embedding_requests": 2,
+            "embedding_tokens": None,
+            "cached": 1,
+        },
     }
     again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
     assert again == original
+    del data["usage"]  # a report saved before usage was kept: not measured, not zero
+    assert RelevancyReport.from_dict(data).usage is None
 
 
 def test_nan_becomes_null_in_json_and_nan_again():

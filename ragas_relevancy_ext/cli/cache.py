@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from ..judges import Judge, JudgeWrapper, Reply
+from ..usage import Usage, record
 from .store import CacheError, SqliteStore
 
 __all__ = ["CacheError", "CachedJudge", "ReplyStore", "SqliteStore", "disk_store", "reply_key"]
@@ -49,11 +50,15 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
     return "ragas-relevancy-ext:" + hashlib.sha256(payload.encode()).hexdigest()
 
 
+_CACHED = Usage(cached=1)
+
+
 class CachedJudge(JudgeWrapper):
     """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
 
     ``model`` names the judge in the key (e.g. ``"openai:gpt-4o-mini"``), so two judges never
-    share replies. ``hits`` and ``misses`` count this run's lookups.
+    share replies. ``hits`` and ``misses`` count this run's lookups. A hit is no request: the
+    sample's usage counts it as ``cached``, with 0 tokens; a miss is the inner judge's request.
     """
 
     def __init__(self, inner: Judge, store: ReplyStore, model: str):
@@ -78,6 +83,7 @@ class CachedJudge(JudgeWrapper):
                 reply = None  # written by an older output model: ask again
             if reply is not None:
                 self.hits += 1
+                record(_CACHED)
                 return reply
         self.misses += 1
         reply = await super().agenerate(prompt, response_model)

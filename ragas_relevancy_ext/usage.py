@@ -1,0 +1,269 @@
+"""What a score cost: judge and embedding requests and tokens, as the provider reported them.
+
+Tokens come only from what the provider returned with each reply (the OpenAI SDK's ``usage``,
+LangChain's ``llm_output["token_usage"]`` or ``usage_metadata``); nothing is counted with a
+local tokenizer. A token field is None, "not reported", when any request behind it came back
+without usage (a judge kind or provider that reports none). Requests are counted here, as they
+are sent; a retry the SDK makes inside one call is one request in this count (its tokens are
+in the usage the SDK returns). A request that failed returned no usage and counts 0 tokens:
+providers bill answers, not errors. A judge reply served from a cache is not a request: it
+adds 1 to ``cached`` and 0 tokens.
+
+Usage is collected per sample: :func:`metering` makes a :class:`UsageMeter` the current one
+(a context variable, so the sample's concurrent calls all add to it) and :func:`record` adds
+one call's usage to whichever meter is current.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any
+
+__all__ = [
+    "NOT_REPORTED",
+    "TOKEN_FIELDS",
+    "Usage",
+    "UsageMeter",
+    "apportion",
+    "format_usage",
+    "judge_request_usage",
+    "judge_usage_from_result",
+    "judge_usage_of_reply",
+    "metering",
+    "record",
+    "split_usage",
+    "tokens_from",
+]
+
+NOT_REPORTED = "not reported"
+TOKEN_FIELDS = ("judge_prompt_tokens", "judge_completion_tokens", "embedding_tokens")
+
+
+def _add(a: int | None, b: int | None) -> int | None:
+    return None if a is None or b is None else a + b
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Requests and tokens of the judge and the embeddings; a token field None: not reported.
+
+    ``cached`` counts judge replies read from a cache (0 tokens, no request). Two usages add
+    field by field (``a + b``, :meth:`add`, :meth:`total`); None in either gives None.
+    """
+
+    judge_requests: int = 0
+    judge_prompt_tokens: int | None = 0
+    judge_completion_tokens: int | None = 0
+    embedding_requests: int = 0
+    embedding_tokens: int | None = 0
+    cached: int = 0
+
+    def add(self, other: Usage) -> Usage:
+        """Field-by-field sum; a token field not reported on either side stays not reported."""
+        return Usage(**{f.name: _add(getattr(self, f.name), getattr(other, f.name)) for f in _F})
+
+    __add__ = add
+
+    @classmethod
+    def total(cls, items: Iterable[Usage | None]) -> Usage | None:
+        """The sum of ``items``; None when any is None (a report that carries no usage)."""
+        total = cls()
+        for item in items:
+            if item is None:
+                return None
+            total = total.add(item)
+        return total
+
+    @property
+    def judge_tokens(self) -> int | None:
+        """Prompt plus completion tokens of the judge (None when either is not reported)."""
+        return _add(self.judge_prompt_tokens, self.judge_completion_tokens)
+
+    def to_dict(self) -> dict[str, int | None]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> Usage | None:
+        """Rebuild from :meth:`to_dict`; None for None (a report written before usage)."""
+        if data is None:
+            return None
+        known = {f.name for f in _F}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    def cost(
+        self,
+        price_in: float | None,
+        price_out: float | None,
+        price_embeddings: float | None = None,
+    ) -> float | None:
+        """USD for prices per million tokens (judge prompt, judge completion, embeddings).
+
+        None when a needed price is not given or a needed token count is not reported; an
+        embeddings price is needed only when embedding requests were made.
+        """
+        parts = [(self.judge_prompt_tokens, price_in), (self.judge_completion_tokens, price_out)]
+        if self.embedding_requests:
+            parts.append((self.embedding_tokens, price_embeddings))
+        total = 0.0
+        for tokens, price in parts:
+            if tokens is None or price is None:
+                return None
+            total += tokens * price / 1_000_000
+        return total
+
+
+_F = fields(Usage)
+
+
+class UsageMeter:
+    """The usage of one sample (or one shared request), added to as its calls return."""
+
+    def __init__(self) -> None:
+        self.usage = Usage()
+        self._lock = threading.Lock()  # a sync client's call records from a worker thread
+
+    def add(self, usage: Usage) -> None:
+        with self._lock:
+            self.usage = self.usage.add(usage)
+
+
+_METER: ContextVar[UsageMeter | None] = ContextVar("ragas_relevancy_usage", default=None)
+
+
+@contextlib.contextmanager
+def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+    """Make ``meter`` (a new one when None) the current meter inside the block."""
+    meter = UsageMeter() if meter is None else meter
+    token = _METER.set(meter)
+    try:
+        yield meter
+    finally:
+        _METER.reset(token)
+
+
+def record(usage: Usage) -> None:
+    """Add ``usage`` to the current meter (nothing happens outside :func:`metering`)."""
+    meter = _METER.get()
+    if meter is not None:
+        meter.add(usage)
+
+
+def tokens_from(source: Any, *names: str) -> int | None:
+    """The first of ``names`` that ``source`` (an object or a mapping) holds as an int."""
+    for name in names:
+        value = source.get(name) if isinstance(source, Mapping) else getattr(source, name, None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return None
+
+
+def judge_request_usage(usage: Any) -> Usage:
+    """One judge request's usage from an SDK ``usage`` object or mapping (None: not reported)."""
+    if usage is None:
+        return Usage(judge_requests=1, judge_prompt_tokens=None, judge_completion_tokens=None)
+    return Usage(
+        judge_requests=1,
+        judge_prompt_tokens=tokens_from(usage, "prompt_tokens", "input_tokens"),
+        judge_completion_tokens=tokens_from(usage, "completion_tokens", "output_tokens"),
+    )
+
+
+def judge_usage_of_reply(reply: Any) -> Usage:
+    """One instructor request: the usage of the completion instructor attached to the reply.
+
+    instructor keeps the provider's completion as ``reply._raw_response``; over its own
+    retries it sums the attempts' usage there. A reply without one reports nothing.
+    """
+    raw = getattr(reply, "_raw_response", None)
+    return judge_request_usage(getattr(raw, "usage", None))
+
+
+def judge_usage_from_result(result: Any) -> Usage:
+    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``.
+
+    ``llm_output["token_usage"]`` first (what RAGAS's ``get_token_usage_for_openai`` reads),
+    else the ``usage_metadata`` of the reply messages; neither: not reported.
+    """
+    output = getattr(result, "llm_output", None)
+    token_usage = output.get("token_usage") if isinstance(output, Mapping) else None
+    if isinstance(token_usage, Mapping) and tokens_from(token_usage, "prompt_tokens") is not None:
+        return judge_request_usage(token_usage)
+    metas = [
+        getattr(getattr(g, "message", None), "usage_metadata", None)
+        for gs in getattr(result, "generations", None) or []
+        for g in gs
+    ]
+    if metas and all(isinstance(m, Mapping) for m in metas):
+        return Usage(
+            judge_requests=1,
+            judge_prompt_tokens=_sum(tokens_from(m, "input_tokens") for m in metas),
+            judge_completion_tokens=_sum(tokens_from(m, "output_tokens") for m in metas),
+        )
+    return judge_request_usage(None)
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    total: int | None = 0
+    for value in values:
+        total = _add(total, value)
+    return total
+
+
+def apportion(amount: int, weights: Sequence[int]) -> list[int]:
+    """``amount`` split in proportion to ``weights`` as whole numbers that sum to ``amount``.
+
+    Largest remainders, ties to the earlier weight; all-zero weights split evenly.
+    """
+    if not weights:
+        return []
+    if not any(weights):
+        weights = [1] * len(weights)
+    whole = sum(weights)
+    shares = [amount * w // whole for w in weights]
+    order = sorted(range(len(weights)), key=lambda i: (-(amount * weights[i] % whole), i))
+    for i in order[: amount - sum(shares)]:
+        shares[i] += 1
+    return shares
+
+
+def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
+    """``usage`` of one shared request split over its callers by ``weights`` (their texts'
+    characters), so the parts add up to exactly ``usage``; a field not reported stays so."""
+    columns = {
+        f.name: (
+            [None] * len(weights)
+            if getattr(usage, f.name) is None
+            else apportion(getattr(usage, f.name), weights)
+        )
+        for f in _F
+    }
+    return [
+        replace(Usage(), **{name: column[i] for name, column in columns.items()})
+        for i in range(len(weights))
+    ]
+
+
+def format_usage(usage: Usage | None) -> str:
+    """One line: requests and tokens of judge and embeddings, "not reported" where unknown."""
+    if usage is None:
+        return f"usage {NOT_REPORTED}"
+    if usage.judge_prompt_tokens is None or usage.judge_completion_tokens is None:
+        judge_tokens = f"tokens {NOT_REPORTED}"
+    else:
+        judge_tokens = (
+            f"{usage.judge_prompt_tokens:,} prompt + {usage.judge_completion_tokens:,} "
+            "completion tokens"
+        )
+    embedding_tokens = (
+        f"tokens {NOT_REPORTED}"
+        if usage.embedding_tokens is None
+        else f"{usage.embedding_tokens:,} tokens"
+    )
+    return (
+        f"usage: judge {usage.judge_requests} request(s), {judge_tokens} | embeddings "
+        f"{usage.embedding_requests} request(s), {embedding_tokens} | cached {usage.cached}"
+    )

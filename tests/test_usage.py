@@ -1,0 +1,335 @@
+"""What a score cost: every report's usage equals what the loopback server itself counted.
+
+The server bills characters / 4 per text and answers OpenAI-shaped usage; the Gemini
+embeddings endpoint, like the real API, answers no token usage at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from typing import Any
+
+import pytest
+from openai import AsyncOpenAI
+from ragas.embeddings import OpenAIEmbeddings
+from ragas.llms import llm_factory
+
+from ragas_relevancy_ext import AnswerRelevancy, OneTextPerCall, gemini_embeddings
+from ragas_relevancy_ext.cli.cache import CachedJudge
+from ragas_relevancy_ext.report import format_report
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.offline import HashEmbeddings
+from ragas_relevancy_ext.usage import NOT_REPORTED, Usage, apportion, split_usage
+
+SAMPLES = [
+    {"user_input": "Where is order A17 now?", "response": "Order A17 left Leeds on 3 March."},
+    {"user_input": "How do I reset my password?", "response": "Open Settings, then Security."},
+    {"user_input": "Can I return a blender?", "response": "Yes, within 30 days, unused."},
+    {"user_input": "Do you ship to Norway?", "response": "We ship to Norway in 5 days."},
+    {"user_input": "Where is order A17 now?", "response": "It is in the Oslo depot today."},
+]
+
+
+@pytest.fixture
+def server() -> Any:
+    with LoopbackServer(width=32) as running:
+        yield running
+
+
+class MemoryStore:
+    """A reply store in a dict, as the disk store keeps JSON text."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] = {}
+
+    def get(self, key: str) -> Any:
+        return self.data.get(key)
+
+    def set(self, key: str, value: Any) -> None:
+        self.data[key] = value
+
+
+def chat_model(server: LoopbackServer) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model="loop-judge", base_url=server.openai_base_url, api_key="test")
+
+
+def judge_of(kind: str, server: LoopbackServer) -> Any:
+    if kind == "instructor":
+        return llm_factory("loop-judge", provider="openai", client=server.openai_client())
+    if kind == "langchain":
+        return chat_model(server)
+    from ragas.llms.base import LangchainLLMWrapper
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return LangchainLLMWrapper(chat_model(server))
+
+
+def openai_embeddings(server: LoopbackServer) -> OpenAIEmbeddings:
+    return OpenAIEmbeddings(client=server.openai_client(), model="loop-embed")
+
+
+def run(metric: AnswerRelevancy, samples: list[dict[str, str]] = SAMPLES) -> list[Any]:
+    return [r.report for r in asyncio.run(metric.abatch_score(samples))]
+
+
+def run_any(kind: str, server: LoopbackServer, mode: str, embeddings: Any) -> list[Any]:
+    """Every sample's report: instructor judges through ``abatch_score``, LangChain and RAGAS
+    judges through ``ragas.evaluate`` (the collections metric takes instructor judges only)."""
+    judge = judge_of(kind, server)
+    if kind == "instructor":
+        metric = AnswerRelevancy(llm=judge, embeddings=embeddings, strictness=3, probe_prompt=mode)
+        return run(metric)
+    from ragas import EvaluationDataset, evaluate
+
+    from ragas_relevancy_ext import ResponseRelevancy, reports_for
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        metric = ResponseRelevancy(
+            llm=judge, embeddings=embeddings, strictness=3, probe_prompt=mode
+        )
+        result = evaluate(
+            EvaluationDataset.from_list(SAMPLES), metrics=[metric], show_progress=False
+        )
+    return reports_for(result)
+
+
+def total(reports: list[Any]) -> Usage:
+    summed = Usage.total(r.usage for r in reports)
+    assert summed is not None
+    return summed
+
+
+def assert_judge_matches(usage: Usage, server: LoopbackServer) -> None:
+    chat = server.usage("chat")
+    assert chat["requests"] > 0
+    assert usage.judge_requests == chat["requests"]
+    assert usage.judge_prompt_tokens == chat["prompt_tokens"]
+    assert usage.judge_completion_tokens == chat["completion_tokens"]
+
+
+def assert_embeddings_match(usage: Usage, server: LoopbackServer) -> None:
+    billed = server.usage("embeddings")
+    assert billed["requests"] > 0
+    assert usage.embedding_requests == billed["requests"]
+    assert usage.embedding_tokens == billed["prompt_tokens"]
+
+
+# --- the arithmetic ------------------------------------------------------------------------
+
+
+def test_usages_add_field_by_field_and_not_reported_stays_not_reported() -> None:
+    a = Usage(1, 10, 5, 2, 7, 0)
+    b = Usage(2, 20, 6, 1, None, 3)
+    assert a + b == Usage(3, 30, 11, 3, None, 3)
+    assert Usage.total([a, a, a]) == Usage(3, 30, 15, 6, 21, 0)
+    assert Usage.total([a, None]) is None
+    assert (a + b).judge_tokens == 41
+    assert Usage(judge_prompt_tokens=None).judge_tokens is None
+
+
+@pytest.mark.parametrize(
+    ("amount", "weights"),
+    [(1, [3, 5, 2]), (10, [1, 1, 1]), (7, [0, 0]), (100, [13, 40, 1, 7]), (0, [4, 2])],
+)
+def test_a_shared_amount_splits_into_whole_parts_that_add_up(
+    amount: int, weights: list[int]
+) -> None:
+    parts = apportion(amount, weights)
+    assert sum(parts) == amount
+    assert all(p >= 0 for p in parts)
+    whole = sum(weights) or len(weights)
+    for part, weight in zip(parts, weights or [1] * len(weights), strict=True):
+        exact = amount * (weight if sum(weights) else 1) / whole
+        assert abs(part - exact) < 1
+
+
+def test_a_shared_request_splits_exactly_and_keeps_not_reported() -> None:
+    shared = Usage(embedding_requests=1, embedding_tokens=37)
+    parts = split_usage(shared, [10, 30, 5])
+    assert Usage.total(parts) == shared
+    assert [p.embedding_requests for p in parts] == [0, 1, 0]  # the request: the largest share
+    unknown = split_usage(Usage(embedding_requests=1, embedding_tokens=None), [1, 1])
+    assert [p.embedding_tokens for p in unknown] == [None, None]
+
+
+def test_cost_needs_every_price_and_every_count() -> None:
+    usage = Usage(2, 1_000_000, 500_000, 1, 2_000_000, 0)
+    assert usage.cost(0.15, 0.6, 0.02) == pytest.approx(0.15 + 0.3 + 0.04)
+    assert usage.cost(0.15, 0.6, None) is None  # embeddings were used, no price given
+    assert Usage(1, 10, 10).cost(1.0, 1.0) == pytest.approx(20 / 1_000_000)
+    assert Usage(1, None, 10).cost(1.0, 1.0) is None
+
+
+# --- judge kinds and embeddings paths against the server's own count ------------------------
+
+
+@pytest.mark.parametrize("kind", ["instructor", "langchain", "ragas"])
+@pytest.mark.parametrize("mode", ["diverse", "stock"])
+def test_report_tokens_equal_the_servers_count_for_each_judge_kind(
+    server: LoopbackServer, kind: str, mode: str
+) -> None:
+    reports = run_any(kind, server, mode, openai_embeddings(server))
+
+    usage = total(reports)
+    assert_judge_matches(usage, server)
+    assert_embeddings_match(usage, server)
+    assert usage.cached == 0
+    assert sum(r.judge_calls for r in reports) == usage.judge_requests
+    assert all(r.usage.judge_prompt_tokens > 0 for r in reports)  # every sample paid its share
+
+
+def test_one_sample_alone_carries_exactly_its_own_requests(server: LoopbackServer) -> None:
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server), embeddings=openai_embeddings(server), strictness=3
+    )
+    report = asyncio.run(metric.ascore(**SAMPLES[0])).report
+    assert_judge_matches(report.usage, server)
+    assert_embeddings_match(report.usage, server)
+    assert report.usage.embedding_requests == 2  # the question, then the probes
+
+
+def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackServer) -> None:
+    from ragas_relevancy_ext.batching import RunEmbedder
+
+    embeddings = openai_embeddings(server)
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server), embeddings=embeddings, strictness=3
+    )
+    # every sample's probes in one request (15 texts), the 4 distinct questions in another
+    embedder = RunEmbedder(embeddings, max_batch=3 * len(SAMPLES), window=2.0)
+
+    async def score_all() -> list[Any]:
+        results = await asyncio.gather(
+            *(metric.ascore(s["user_input"], s["response"], _embedder=embedder) for s in SAMPLES)
+        )
+        return [r.report for r in results]
+
+    reports = asyncio.run(score_all())
+    assert sorted(len(r.texts) for r in server.requests("embeddings")) == [4, 15]
+    usage = total(reports)
+    assert_embeddings_match(usage, server)
+    assert sum(r.usage.embedding_requests for r in reports) == 2
+    assert all(r.usage.embedding_tokens > 0 for r in reports)  # a part for every sample
+    assert reports[4].usage.embedding_tokens < reports[0].usage.embedding_tokens  # A17 reused
+
+
+def test_a_failed_shared_request_is_counted_and_split(server: LoopbackServer) -> None:
+    server.faults = [Fault("server_error", at=(1,), endpoint="embeddings")]
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
+        strictness=3,
+    )
+    reports = run(metric)
+    assert all(r.error is None for r in reports)
+    usage = total(reports)
+    assert_embeddings_match(usage, server)  # the failed request: counted, billed nothing
+    assert server.requests("embeddings")[0].status == 500
+
+
+def test_one_text_per_call_counts_each_request(server: LoopbackServer) -> None:
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=OneTextPerCall(openai_embeddings(server)),
+        strictness=3,
+    )
+    reports = run(metric)
+    usage = total(reports)
+    assert_embeddings_match(usage, server)
+    assert usage.embedding_requests == sum(1 + len(r.probes) for r in reports) - 1  # A17 reused
+
+
+def test_gemini_embeddings_report_requests_and_no_tokens(server: LoopbackServer) -> None:
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=gemini_embeddings(client=server.genai_client()),
+        strictness=3,
+    )
+    reports = run(metric)
+    usage = total(reports)
+    assert_judge_matches(usage, server)
+    assert usage.embedding_requests == server.count("gemini") > 0
+    assert usage.embedding_tokens is None  # the Gemini API answers no token usage
+    assert "embeddings 4 request(s), tokens not reported" in format_report(reports[1])
+    assert "usage" not in server.requests("gemini")[0].body
+
+
+def test_a_judge_that_reports_nothing_is_not_reported_never_zero() -> None:
+    from ragas_relevancy_ext.testing.offline import PretendJudge
+
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings(), strictness=3)
+    report = asyncio.run(metric.ascore(**SAMPLES[0])).report
+    assert report.usage.judge_requests == 1
+    assert report.usage.judge_prompt_tokens is None
+    assert report.usage.embedding_tokens is None
+    assert NOT_REPORTED in format_report(report)
+    assert report.to_dict()["usage"]["judge_prompt_tokens"] is None
+
+
+# --- the cache ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["instructor", "langchain", "ragas"])
+def test_a_cached_rerun_costs_no_judge_tokens(server: LoopbackServer, kind: str) -> None:
+    store = MemoryStore()
+
+    def metric() -> AnswerRelevancy:
+        judge = CachedJudge(judge_of(kind, server), store, "openai:loop-judge")
+        return AnswerRelevancy(
+            llm=judge, embeddings=openai_embeddings(server), strictness=3, probe_prompt="stock"
+        )
+
+    first = total(run(metric()))
+    assert_judge_matches(first, server)
+    assert first.cached == 0
+    chat_before = server.usage("chat")
+    server_embeddings = server.usage("embeddings")
+
+    second_reports = run(metric())
+    second = total(second_reports)
+    assert server.usage("chat") == chat_before  # no judge request reached the server
+    assert second.cached == first.judge_requests == 3 * len(SAMPLES)
+    assert (second.judge_requests, second.judge_prompt_tokens) == (0, 0)
+    assert second.judge_completion_tokens == 0
+    assert second.embedding_tokens == (
+        server.usage("embeddings")["prompt_tokens"] - server_embeddings["prompt_tokens"]
+    )
+    assert "cached 3" in format_report(second_reports[0])
+
+
+# --- inside ragas.evaluate ------------------------------------------------------------------
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_ragas_evaluate_cost_callbacks_see_every_judge_call_and_agree_with_reports(
+    server: LoopbackServer,
+) -> None:
+    from ragas import EvaluationDataset, evaluate
+    from ragas.cost import get_token_usage_for_openai
+
+    from ragas_relevancy_ext import ResponseRelevancy, reports_for, usage_for
+
+    result = evaluate(
+        EvaluationDataset.from_list(SAMPLES),
+        metrics=[ResponseRelevancy(strictness=3)],
+        llm=judge_of("ragas", server),
+        embeddings=openai_embeddings(server),
+        token_usage_parser=get_token_usage_for_openai,
+        show_progress=False,
+    )
+    reports = reports_for(result)
+    usage = total(reports)  # type: ignore[arg-type]
+    assert usage_for(result) == usage
+    assert_judge_matches(usage, server)
+    assert_embeddings_match(usage, server)
+    tokens = result.total_tokens()
+    assert tokens.input_tokens == usage.judge_prompt_tokens
+    assert tokens.output_tokens == usage.judge_completion_tokens
+    cost = result.total_cost(cost_per_input_token=2e-6, cost_per_output_token=8e-6)
+    assert cost == pytest.approx(usage.cost(2.0, 8.0, 0.0))
