@@ -311,7 +311,7 @@ def format_report(report: RelevancyReport) -> str:
     )
     lines.extend(f"note: {note}" for note in report.notes)
     if report.usage is not None:
-        lines.append(format_usage(report.usage))
+        lines.append("usage: " + format_usage(report.usage))
     lines.append(f"reason: {report.reason}")
     return "\n".join(lines)
 

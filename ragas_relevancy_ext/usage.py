@@ -26,6 +26,7 @@ from typing import Any
 __all__ = [
     "NOT_REPORTED",
     "TOKEN_FIELDS",
+    "Prices",
     "Usage",
     "UsageMeter",
     "apportion",
@@ -117,6 +118,28 @@ class Usage:
 
 
 _F = fields(Usage)
+
+
+@dataclass(frozen=True)
+class Prices:
+    """USD per million tokens: judge prompt (in), judge completion (out), embeddings.
+
+    Given by the user; there is no built-in table (prices change, and a stale one would lie).
+    """
+
+    judge_in: float | None = None
+    judge_out: float | None = None
+    embeddings: float | None = None
+
+    def __str__(self) -> str:
+        return (
+            f"${_price(self.judge_in)} in, ${_price(self.judge_out)} out, "
+            f"${_price(self.embeddings)} embeddings per million tokens"
+        )
+
+
+def _price(value: float | None) -> str:
+    return "?" if value is None else f"{value:g}"
 
 
 class UsageMeter:
@@ -247,23 +270,30 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
     ]
 
 
-def format_usage(usage: Usage | None) -> str:
-    """One line: requests and tokens of judge and embeddings, "not reported" where unknown."""
+def _amount(value: int, per: int) -> str:
+    return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
+
+
+def _tokens(values: Sequence[int | None], names: Sequence[str], per: int) -> str:
+    if any(v is None for v in values):
+        return f"tokens {NOT_REPORTED}"
+    amounts = " + ".join(
+        f"{_amount(v, per)} {name}".rstrip() for v, name in zip(values, names, strict=True)
+    )
+    return f"{amounts} tokens"
+
+
+def format_usage(usage: Usage | None, per: int = 1) -> str:
+    """One line: requests and tokens of judge and embeddings, "not reported" where unknown;
+    with ``per`` > 1, each figure divided by it (a mean per row)."""
     if usage is None:
         return f"usage {NOT_REPORTED}"
-    if usage.judge_prompt_tokens is None or usage.judge_completion_tokens is None:
-        judge_tokens = f"tokens {NOT_REPORTED}"
-    else:
-        judge_tokens = (
-            f"{usage.judge_prompt_tokens:,} prompt + {usage.judge_completion_tokens:,} "
-            "completion tokens"
-        )
-    embedding_tokens = (
-        f"tokens {NOT_REPORTED}"
-        if usage.embedding_tokens is None
-        else f"{usage.embedding_tokens:,} tokens"
+    judge = _tokens(
+        [usage.judge_prompt_tokens, usage.judge_completion_tokens], ["prompt", "completion"], per
     )
+    embeddings = _tokens([usage.embedding_tokens], [""], per)
     return (
-        f"usage: judge {usage.judge_requests} request(s), {judge_tokens} | embeddings "
-        f"{usage.embedding_requests} request(s), {embedding_tokens} | cached {usage.cached}"
+        f"judge {_amount(usage.judge_requests, per)} request(s), {judge} | embeddings "
+        f"{_amount(usage.embedding_requests, per)} request(s), {embeddings} | "
+        f"cached {_amount(usage.cached, per)}"
     )

@@ -7,7 +7,10 @@ embeddings endpoint, like the real API, answers no token usage at all.
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
+from html import escape as html_escape
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -333,3 +336,92 @@ def test_ragas_evaluate_cost_callbacks_see_every_judge_call_and_agree_with_repor
     assert tokens.output_tokens == usage.judge_completion_tokens
     cost = result.total_cost(cost_per_input_token=2e-6, cost_per_output_token=8e-6)
     assert cost == pytest.approx(usage.cost(2.0, 8.0, 0.0))
+
+
+# --- the command line ---------------------------------------------------------------------
+
+
+def write_rows(path: Path, rows: list[dict[str, str]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def cli(*args: Any) -> Any:
+    from typer.testing import CliRunner
+
+    from ragas_relevancy_ext.cli import app
+
+    result = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_score_gives_totals_means_and_cost_in_every_output(
+    server: LoopbackServer, tmp_path: Path
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", SAMPLES)
+    out, page = tmp_path / "out.jsonl", tmp_path / "page.html"
+    prices = ["--price-in", "0.5", "--price-out", "2", "--price-embeddings", "0.1"]
+    result = cli("score", data, *server.cli_options(), "--out", out, "--html", page, *prices)
+
+    chat, embed = server.usage("chat"), server.usage("embeddings")
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    saved = Usage.total(Usage.from_dict(r["usage"]) for r in rows)
+    assert saved is not None
+    assert_judge_matches(saved, server)
+    assert_embeddings_match(saved, server)
+    totals = (
+        f"usage (5 row(s)): judge {chat['requests']} request(s), {chat['prompt_tokens']:,} "
+        f"prompt + {chat['completion_tokens']:,} completion tokens | embeddings "
+        f"{embed['requests']} request(s), {embed['prompt_tokens']:,} tokens | cached 0"
+    )
+    assert totals in result.stdout
+    mean = f"per row: judge {chat['requests'] / 5:.2f} request(s), {chat['prompt_tokens'] / 5:,.2f}"
+    assert mean in result.stdout
+    usd = (
+        chat["prompt_tokens"] * 0.5 + chat["completion_tokens"] * 2 + embed["prompt_tokens"] * 0.1
+    ) / 1e6
+    assert f"cost: ${usd:.4g} (" in result.stdout
+    html = page.read_text(encoding="utf-8")
+    assert "What it cost" in html and html_escape(totals) in html
+
+
+def test_score_without_prices_or_usage_says_so_never_zero(tmp_path: Path) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", SAMPLES[:2])
+    result = cli("score", data, "--embeddings", "hash", "--price-in", "1", "--price-out", "1")
+    assert "judge 2 request(s), tokens not reported" in result.stdout
+    assert "cost: judge not known: tokens not reported" in result.stdout
+    assert "$0" not in result.stdout
+
+
+def test_score_asks_for_prices_it_was_not_given(server: LoopbackServer, tmp_path: Path) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", SAMPLES[:2])
+    result = cli("score", data, *server.cli_options(), "--price-in", "1")
+    assert "judge not known: give --price-in and --price-out" in result.stdout
+    assert "embeddings not known: give --price-embeddings" in result.stdout
+
+
+@pytest.mark.parametrize("strictness", [3, 10])
+def test_compare_sets_stock_cost_against_ours_counted_alike(
+    server: LoopbackServer, tmp_path: Path, strictness: int
+) -> None:
+    data = write_rows(tmp_path / "rows.jsonl", SAMPLES[:3])
+    result = cli("compare", data, *server.cli_options(), "--strictness", strictness)
+
+    out = result.stdout
+    chat = server.usage("chat")
+    stock_line = next(line for line in out.splitlines() if line.startswith("stock usage"))
+    ours_line = next(line for line in out.splitlines() if line.startswith("ours (diverse) usage"))
+    stock_requests = int(stock_line.split("judge ")[1].split(" request")[0])
+    ours_requests = int(ours_line.split("judge ")[1].split(" request")[0])
+    assert stock_requests == 3 * strictness  # one request per probe
+    assert ours_requests == 3  # one per row
+    assert stock_requests + ours_requests == chat["requests"]  # the replay sends nothing
+
+    def prompt(line: str) -> int:
+        return int(line.split("request(s), ")[1].split(" prompt")[0].replace(",", ""))
+
+    assert prompt(stock_line) + prompt(ours_line) == chat["prompt_tokens"]
+    total_row = next(line for line in out.splitlines() if line.strip().startswith("all "))
+    assert f"{prompt(ours_line) / prompt(stock_line):.2f}" in total_row.split()
+    assert prompt(ours_line) < prompt(stock_line)

@@ -1,21 +1,25 @@
-"""``ragas-relevancy compare``: stock RAGAS and ours on the same judge replies, side by side."""
+"""``ragas-relevancy compare``: stock RAGAS and ours on the same judge replies, side by side,
+and what each costs on the same rows: stock's requests and tokens against ours in a probe mode
+(``--ours``, diverse by default), counted the same way from what the provider reported."""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.text import Text
 
 from ..redaction import redact
+from ..usage import Prices, Usage
 from .datafile import DataFile, Row, read_file
 from .errors import EXIT_FAILED, exit_code
-from .options import FileArg, MapOpt, with_settings
+from .options import FileArg, MapOpt, ProbePrompt, with_settings
 from .output.console import (
     compare_table,
+    cost_table,
     make_console,
     print_bad_rows,
     print_header,
@@ -24,6 +28,8 @@ from .output.console import (
 from .setup import DEFAULT_SETTINGS, Settings, Setup, prepare
 
 __all__ = ["Comparison", "compare", "compare_rows", "run_compare"]
+
+DEFAULT_OURS = ProbePrompt("diverse")  # type: ignore[call-arg]  # the default probe mode
 
 
 @with_settings(fixed={"probe_prompt": "stock"})
@@ -37,13 +43,25 @@ def compare(
             min=0.0, metavar="X", help="Largest |stock - ours| that still counts as equal."
         ),
     ] = 1e-9,
+    ours: Annotated[
+        ProbePrompt,
+        typer.Option(
+            metavar="MODE",
+            help="Probe mode whose requests and tokens are set against stock's (ours scores "
+            "each row again with the real judge).",
+        ),
+    ] = DEFAULT_OURS,
+    prices: Prices | None = None,
 ) -> int:
-    """Stock RAGAS and ours on the same judge replies.
+    """Stock RAGAS and ours on the same replies; what each costs.
 
-    Stock AnswerRelevancy and ours (stock mode), side by side. Exits 1 when any score differs by
+    Stock AnswerRelevancy and ours (stock mode), side by side; then stock's requests and tokens
+    against ours in --ours mode, row by row and in total. Exits 1 when any score differs by
     more than --tol or the prompts differ; otherwise as score does.
     """
-    return run_compare(read_file(file, map_), settings, tol=tol)
+    return run_compare(
+        read_file(file, map_), settings, tol=tol, ours=getattr(ours, "value", ours), prices=prices
+    )
 
 
 @dataclass
@@ -56,6 +74,8 @@ class Comparison:
     same_prompts: bool
     stock_error: str | None = None
     error: str | None = None
+    stock_usage: Usage | None = None
+    ours_usage: Usage | None = None  # ours in the --ours mode, scored anew
 
     def differs(self, tol: float) -> bool:
         """True when this row breaks parity: a gap beyond ``tol``, other prompts, or no result."""
@@ -67,8 +87,11 @@ class Comparison:
         return not (gap <= tol) and not (math.isnan(self.stock) and math.isnan(self.ours))
 
 
-async def compare_rows(setup: Setup, rows: list[Row]) -> list[Comparison]:
-    """Run :func:`compare_with_stock` on each row, a few rows at a time."""
+async def compare_rows(
+    setup: Setup, rows: list[Row], cost_mode: str | None = None
+) -> list[Comparison]:
+    """Run :func:`compare_with_stock` on each row, a few rows at a time; with ``cost_mode``,
+    also ours in that mode, for its usage."""
     from ..parity import compare_with_stock
 
     settings = setup.settings
@@ -80,26 +103,46 @@ async def compare_rows(setup: Setup, rows: list[Row]) -> list[Comparison]:
         async with rows_in_flight:
             try:
                 result = await compare_with_stock(
-                    judge, embeddings, row.user_input, row.response, settings.strictness
+                    judge,
+                    embeddings,
+                    row.user_input,
+                    row.response,
+                    settings.strictness,
+                    cost_mode=cost_mode,
                 )
             except Exception as exc:  # one row failing is reported with the others
                 error = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])
                 return Comparison(row, None, math.nan, False, error=error)
         stock_error = redact(result.stock_error) if result.stock_error else None
+        cost = result.cost_report
         return Comparison(
-            row, result.stock_score, result.ours_score, result.same_prompts, stock_error
+            row,
+            result.stock_score,
+            result.ours_score,
+            result.same_prompts,
+            stock_error,
+            stock_usage=result.stock_usage,
+            ours_usage=cost.usage if cost is not None else None,
         )
 
     return list(await asyncio.gather(*(one(row) for row in rows)))
 
 
-def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
-    """Compare every row and print the table; exit code 1 when any row breaks parity, else as
-    :func:`.errors.exit_code` says."""
+def run_compare(
+    data: DataFile,
+    settings: Settings,
+    *,
+    tol: float,
+    ours: str | None = "diverse",
+    prices: Prices | None = None,
+) -> int:
+    """Compare every row and print the tables; exit code 1 when any row breaks parity, else as
+    :func:`.errors.exit_code` says. ``ours``: the probe mode set against stock's cost (None:
+    no cost table)."""
     console = make_console()
     setup = prepare(settings)
     print_header(console, run_fields(data, setup, tolerance=f"{tol:g}"))
-    results = asyncio.run(compare_rows(setup, data.rows))
+    results = asyncio.run(compare_rows(setup, data.rows, ours))
     console.print(
         compare_table(
             [
@@ -128,6 +171,8 @@ def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
             style="red" if failing else "green",
         )
     )
+    if ours is not None:
+        _print_cost(console, results, ours, settings.strictness, prices or Prices())
     if setup.cache_line():
         console.print(setup.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
@@ -135,3 +180,19 @@ def run_compare(data: DataFile, settings: Settings, *, tol: float) -> int:
         return EXIT_FAILED
     scored = sum(1 for c in results if c.error is None and math.isfinite(c.ours))
     return exit_code(scored, len(data.rows) + len(data.bad))
+
+
+def _print_cost(
+    console: Any, results: list[Comparison], mode: str, strictness: int, prices: Prices
+) -> None:
+    """Stock's requests and tokens against ours, row by row and in total, and in USD."""
+    from .stats import summarise_cost
+
+    rows = [(c.row.number, c.stock_usage, c.ours_usage) for c in results if c.error is None]
+    console.print(
+        Text(f"what each costs, strictness {strictness}: stock against ours ({mode})", style="bold")
+    )
+    console.print(cost_table(rows, mode))
+    for name, usages in (("stock", [r[1] for r in rows]), (f"ours ({mode})", [r[2] for r in rows])):
+        for line in summarise_cost(usages, prices).lines():
+            console.print(Text(f"{name} {line}"), soft_wrap=True)

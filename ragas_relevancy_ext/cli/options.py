@@ -21,6 +21,7 @@ import typer
 
 from ..languages import check_language
 from ..probe_modes import MODES
+from ..usage import Prices
 from .errors import UsageError
 from .output import FORMATS
 from .providers import EMBEDDINGS, JUDGES, choices
@@ -30,6 +31,7 @@ __all__ = [
     "DO_NOT_TRACK",
     "FileArg",
     "MapOpt",
+    "PRICE_OPTIONS",
     "ProbePrompt",
     "SETTING_OPTIONS",
     "analytics_for_this_process",
@@ -157,6 +159,28 @@ SETTING_OPTIONS: dict[str, Any] = {
         ),
     ],
 }
+
+# What tokens cost, for a command that takes a ``prices`` parameter; no built-in price table.
+PRICE_OPTIONS: dict[str, Any] = {
+    "price_in": Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, metavar="USD", help="Judge prompt tokens: USD per million, for the cost."
+        ),
+    ],
+    "price_out": Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, metavar="USD", help="Judge completion tokens: USD per million, for the cost."
+        ),
+    ],
+    "price_embeddings": Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, metavar="USD", help="Embedding tokens: USD per million, for the cost."
+        ),
+    ],
+}
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
 assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one option"
 
@@ -166,7 +190,8 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
     ``fixed`` settings are not offered (compare always uses the stock prompt). If the command
     has an ``outputs`` parameter, one ``--NAME PATH`` option per :data:`.output.FORMATS` entry
-    takes its place, and the command receives ``{name: path}`` for those given.
+    takes its place, and the command receives ``{name: path}`` for those given; a ``prices``
+    parameter becomes the :data:`PRICE_OPTIONS` and receives a :class:`~..usage.Prices`.
     """
     fixed = dict(fixed or {})
 
@@ -185,6 +210,10 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
                     _parameter(name, _output_option(fmt.help), None)
                     for name, fmt in FORMATS.items()
                 )
+            elif param.name == "prices":
+                params.extend(
+                    _parameter(name, annotation, None) for name, annotation in PRICE_OPTIONS.items()
+                )
             else:
                 params.append(param)
 
@@ -196,6 +225,11 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
             if "outputs" in signature.parameters:
                 given = {name: kwargs.pop(name, None) for name in FORMATS}
                 kwargs["outputs"] = {name: path for name, path in given.items() if path}
+            if "prices" in signature.parameters:
+                given = {name: kwargs.pop(name, None) for name in PRICE_OPTIONS}
+                kwargs["prices"] = Prices(
+                    given["price_in"], given["price_out"], given["price_embeddings"]
+                )
             return command(**kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]

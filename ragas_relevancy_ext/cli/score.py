@@ -25,8 +25,9 @@ from typing import Annotated, Any
 import typer
 
 from ..report import RelevancyReport, not_scored_cause
+from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
-from .errors import exit_code
+from .errors import UsageError, exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
     make_console,
@@ -45,7 +46,7 @@ from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_scor
 from .setup import DEFAULT_SETTINGS, Plan, Settings, plan, prepare, stream_rows
 from .store import SqliteStore
 
-__all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "run_score", "score"]
+__all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "is_skipped", "run_score", "score"]
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
@@ -65,6 +66,7 @@ def score(
         ),
     ] = None,
     outputs: dict[str, Path] | None = None,
+    prices: Prices | None = None,
     probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
     engine: EngineOpt = Engine.local,
@@ -77,6 +79,8 @@ def score(
     130 stopped by Ctrl-C (what finished is saved).
     """
     if engine is not Engine.local or ray_address or actors:
+        if prices is not None and prices != Prices():
+            raise UsageError("--price-in, --price-out and --price-embeddings need --engine local")
         return run_ray_score(
             file,
             map_,
@@ -89,7 +93,9 @@ def score(
             progress=progress,
         )
     source = Source(file, parse_map(map_ or []))
-    return run_score(source, settings, out=out, outputs=outputs, probes=probes, progress=progress)
+    return run_score(
+        source, settings, out=out, outputs=outputs, probes=probes, progress=progress, prices=prices
+    )
 
 
 @dataclass
@@ -118,6 +124,7 @@ def run_score(
     outputs: dict[str, Path] | None = None,
     probes: bool = True,
     progress: bool = True,
+    prices: Prices | None = None,
 ) -> int:
     """Score ``source``'s rows into ``out`` and print the results; the exit code as
     :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved)."""
@@ -178,7 +185,7 @@ def run_score(
         order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
             report.compact(order)
-        return _show(console, report, scan, fields, outputs, probes, out, cache_line)
+        return _show(console, report, scan, fields, outputs, probes, out, cache_line, prices)
 
 
 def _key(entry: Entry, tag: str) -> str:
@@ -352,10 +359,11 @@ def _show(
     probes: bool,
     out: Path | None,
     cache_line: str | None,
+    prices: Prices | None = None,
 ) -> int:
     """Print the table and summary from the report file, and write the end-of-run formats."""
     from .output import FORMATS
-    from .stats import summarise
+    from .stats import summarise, summarise_cost
 
     def items() -> Iterator[tuple[int, RelevancyReport]]:
         for record in report.records():
@@ -377,6 +385,7 @@ def _show(
         lowest=[
             replace(low, user_input=low_reports[low.number].user_input) for low in summary.lowest
         ],
+        cost=summarise_cost([r.usage for _, r in items() if not is_skipped(r)], prices),
     )
     print_summary(console, summary, low_reports)
     print_caution(console, fields)
@@ -391,12 +400,13 @@ def _show(
             console.print(f"wrote {path}", soft_wrap=True)
     print_bad_rows(make_console(stderr=True), scan.describe_bad(limit=20), scan.bad_count)
     if triples and summary.scored == 0:
-        reasons = [r.reason for _, r in items() if not _skipped(r)]
+        reasons = [r.reason for _, r in items() if not is_skipped(r)]
         make_console(stderr=True).print(
             f"no sample could be scored; first: {reasons[0] if reasons else ''}"
         )
     return exit_code(summary.scored, rows)
 
 
-def _skipped(report: RelevancyReport) -> bool:
+def is_skipped(report: RelevancyReport) -> bool:
+    """Whether ``report`` is a row that was set aside unscored (no request was made for it)."""
     return bool(report.error) and str(report.error).startswith(SKIPPED)

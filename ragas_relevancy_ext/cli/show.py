@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -60,7 +61,8 @@ def show(
 
     The terminal table of a JSONL report from score --out. Exit codes as the run's would be.
     """
-    from .stats import summarise
+    from .score import is_skipped
+    from .stats import summarise, summarise_cost
 
     if row is not None and worst is not None:
         raise UsageError("give --row or --worst, not both")
@@ -81,6 +83,8 @@ def show(
     console.print(scores_table(chosen, probes=probes, reasons=row is not None or worst is not None))
     causes = {n: not_scored_cause(r) for n, r in items}
     summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
+    usages = [r.usage for _, r in items if not is_skipped(r)]
+    summary = replace(summary, cost=summarise_cost(usages))
     if row is None:
         print_summary(console, summary, dict(items))
     print_caution(console, meta)
@@ -88,6 +92,9 @@ def show(
         from .output import FORMATS
 
         shown = summarise([(n, r.score, r.user_input) for n, r in chosen], causes=causes)
+        shown = replace(
+            shown, cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)])
+        )
         FORMATS["html"].writer()(html, chosen, shown, meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)

@@ -1,8 +1,9 @@
 """The numbers of a run: its summary, agreement with human ratings, and the spread of repeats.
 
-Pure functions: mean, median, zeros, NaNs and the lowest scores of a run; Pearson and Spearman
-correlation with a seeded bootstrap interval for either; the spread of repeated scores per
-sample. No RAGAS, no I/O.
+Pure functions: mean, median, zeros, NaNs and the lowest scores of a run; what it cost
+(requests and tokens, in total and per row, and in USD at the prices given); Pearson and
+Spearman correlation with a seeded bootstrap interval for either; the spread of repeated
+scores per sample. No RAGAS, no I/O.
 """
 
 from __future__ import annotations
@@ -15,9 +16,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..usage import NOT_REPORTED, Prices, Usage, format_usage
+
 __all__ = [
     "Agreement",
+    "CostSummary",
     "Low",
+    "Prices",
     "Spread",
     "Summary",
     "agreement",
@@ -27,6 +32,7 @@ __all__ = [
     "repeat_spread",
     "spearman",
     "summarise",
+    "summarise_cost",
 ]
 
 DEFAULT_RESAMPLES = 2000
@@ -196,6 +202,7 @@ class Summary:
     lowest: list[Low] = field(default_factory=list)
     nan_causes: dict[str, int] = field(default_factory=dict)
     tied: int = 0  # rows not listed in ``lowest`` whose score equals its last one
+    cost: CostSummary | None = None  # what the run cost, when known
 
     def nans_text(self) -> str:
         """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""
@@ -237,3 +244,81 @@ def summarise(
         ),
         tied=tied,
     )
+
+
+# -- what a run cost -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """The usage of the rows that carry one, summed; ``missing`` rows carry none (saved
+    before usage was kept), so the totals cover ``rows`` rows only and say so."""
+
+    total: Usage
+    rows: int
+    missing: int = 0
+    prices: Prices = field(default_factory=Prices)
+
+    def judge_usd(self) -> float | None:
+        """USD for the judge, or None (a price not given, tokens not reported)."""
+        return Usage(
+            judge_prompt_tokens=self.total.judge_prompt_tokens,
+            judge_completion_tokens=self.total.judge_completion_tokens,
+        ).cost(self.prices.judge_in, self.prices.judge_out)
+
+    def embeddings_usd(self) -> float | None:
+        """USD for the embeddings (0 without requests), or None."""
+        return Usage(
+            judge_prompt_tokens=0,
+            judge_completion_tokens=0,
+            embedding_requests=self.total.embedding_requests,
+            embedding_tokens=self.total.embedding_tokens,
+        ).cost(0.0, 0.0, self.prices.embeddings)
+
+    def lines(self) -> list[str]:
+        """Totals, per-row means and the cost, "not reported" where the provider said nothing."""
+        total, n = self.total, self.rows
+        if not n:
+            if not self.missing:
+                return []
+            return [f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"]
+        covered = f"{n} row(s)" + (
+            f"; {self.missing} more saved without usage" if self.missing else ""
+        )
+        return [
+            f"usage ({covered}): {format_usage(total)}",
+            f"per row: {format_usage(total, n)}",
+            f"cost: {self._cost_text()}",
+        ]
+
+    def _cost_text(self) -> str:
+        judge, embeddings = self.judge_usd(), self.embeddings_usd()
+        parts = [
+            f"judge {_usd(judge, self.total.judge_tokens, '--price-in and --price-out')}",
+            f"embeddings {_usd(embeddings, self.total.embedding_tokens, '--price-embeddings')}",
+        ]
+        if judge is not None and embeddings is not None:
+            per_row = (judge + embeddings) / self.rows if self.rows else math.nan
+            total = _dollars(judge + embeddings)
+            return f"{total} ({_dollars(per_row)} per row; " + "; ".join(parts) + ")"
+        return "; ".join(parts)
+
+
+def _dollars(value: float) -> str:
+    """USD with 4 decimals, or 4 significant digits below a cent."""
+    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.4g}"
+
+
+def _usd(value: float | None, tokens: int | None, flags: str) -> str:
+    if value is not None:
+        return _dollars(value)
+    if tokens is None:
+        return f"not known: tokens {NOT_REPORTED}"
+    return f"not known: give {flags} (USD per million tokens)"
+
+
+def summarise_cost(usages: Sequence[Usage | None], prices: Prices | None = None) -> CostSummary:
+    """Sum the rows' usages; rows without one are counted as ``missing``, not as 0."""
+    known = [u for u in usages if u is not None]
+    total = Usage.total(known) or Usage()
+    return CostSummary(total, len(known), len(usages) - len(known), prices or Prices())

@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ...report import RelevancyReport, clip, fmt, language_tag, pull_downs, weak_point
+from ...usage import Usage
 
 if TYPE_CHECKING:
     from ..stats import Agreement, Spread, Summary
@@ -218,6 +219,9 @@ def print_summary(
             style="bold",
         )
     )
+    if summary.cost is not None:
+        for line in summary.cost.lines():
+            console.print(Text(line), soft_wrap=True)
     if summary.lowest:
         console.print(Text(f"{summary.lowest_title()}:", style="dim"))
         for low in summary.lowest:
@@ -275,6 +279,61 @@ def compare_table(rows: Sequence[tuple[int, str, float | None, float, bool, str 
             Text(clip(question, 60) + (f"  (stock: {error})" if error else "")),
         )
     return table
+
+
+def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
+    """Rows of (row, stock's usage, ours' usage): requests and tokens side by side, then the
+    total; "n/r" where the provider reported no tokens (never 0)."""
+    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
+    table.add_column("row", justify="right", style="dim")
+    for side in ("stock", mode):
+        for column in ("judge req", "prompt tok", "compl. tok", "emb req", "emb tok"):
+            table.add_column(
+                f"{side} {column}" if column == "judge req" else column, justify="right"
+            )
+    table.add_column("prompt ×stock", justify="right")
+    table.add_column("tokens ×stock", justify="right")
+    for number, stock, ours in rows:
+        table.add_row(str(number), *_usage_cells(stock), *_usage_cells(ours), *_ratios(stock, ours))
+    if rows:
+        stock_total = Usage.total(r[1] for r in rows)
+        ours_total = Usage.total(r[2] for r in rows)
+        table.add_section()
+        table.add_row(
+            "all",
+            *_usage_cells(stock_total),
+            *_usage_cells(ours_total),
+            *_ratios(stock_total, ours_total),
+            style="bold",
+        )
+    return table
+
+
+def _usage_cells(usage: Usage | None) -> list[str]:
+    if usage is None:
+        return ["-"] * 5
+    return [
+        f"{usage.judge_requests:,}",
+        _n(usage.judge_prompt_tokens),
+        _n(usage.judge_completion_tokens),
+        f"{usage.embedding_requests:,}",
+        _n(usage.embedding_tokens),
+    ]
+
+
+def _n(value: int | None) -> str:
+    return "n/r" if value is None else f"{value:,}"
+
+
+def _ratios(stock: Usage | None, ours: Usage | None) -> list[str]:
+    """Ours' judge prompt tokens, then all judge tokens, over stock's ("-": not known)."""
+    if stock is None or ours is None:
+        return ["-", "-"]
+    pairs = [
+        (ours.judge_prompt_tokens, stock.judge_prompt_tokens),
+        (ours.judge_tokens, stock.judge_tokens),
+    ]
+    return ["-" if not theirs or mine is None else f"{mine / theirs:.2f}" for mine, theirs in pairs]
 
 
 def _diff_style(diff: float) -> str:

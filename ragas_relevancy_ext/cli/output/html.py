@@ -135,6 +135,7 @@ def render_html(
         f"<h1>{_text(title)}</h1>",
         f'<p class="caution"><b>Caution:</b> {_text(caution)}</p>' if caution else "",
         _stats(items, summary),
+        _cost(summary),
         "<h2>Distribution</h2>",
         f'<div class="panel">{histogram_svg([r.score for _, r in items])}</div>',
         _worst_table(items),
@@ -206,6 +207,15 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
     ]
     cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
     return f'<ul class="stats">{cells}</ul>'
+
+
+def _cost(summary: Summary) -> str:
+    """What the run cost: totals, per-row means and USD, as the summary's lines say it."""
+    lines = summary.cost.lines() if summary.cost is not None else []
+    if not lines:
+        return ""
+    items = "".join(f"<li>{_text(line)}</li>" for line in lines)
+    return f'<h2>What it cost</h2><ul class="cost">{items}</ul>'
 
 
 def _nan_label(summary: Summary) -> str:
