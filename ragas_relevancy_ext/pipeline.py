@@ -190,103 +190,74 @@ async def score_sample(
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample; the report carries what it cost.
 
-    The judge and embedding requests made for the sample add their usage to ``meter`` (a new
-    one when None), which the caller keeps to say what a sample that failed had spent.
-    """
-    with metering(meter) as meter:
-        report = await _score_sample(
-            user_input,
-            response,
-            llm=llm,
-            embeddings=embeddings,
-            options=options,
-            limiter=limiter,
-            callbacks=callbacks,
-            trace_name=trace_name,
-            adapted=adapted,
-            embedder=embedder,
-        )
-    report.usage = meter.usage
-    return report
-
-
-async def _score_sample(
-    user_input: str,
-    response: str,
-    *,
-    llm: Judge,
-    embeddings: Embeddings,
-    options: ProbeOptions,
-    limiter: AbstractAsyncContextManager[Any] | None,
-    callbacks: Any,
-    trace_name: str | None,
-    adapted: AdaptedPrompts | None,
-    embedder: RunEmbedder | None,
-) -> RelevancyReport:
-    """Probe, embed, score and report one sample.
-
     ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
     token and cost tracking see every judge call; with ``trace_name`` the judge calls run in a
     prompt step of that name, as stock's prompt does. A sample with no usable probe is NaN
     (not measured), with the judge's failures in its notes. With a named ``options.language``
-    the prompt is adapted to it first, once per ``adapted`` (the metric's store).
-    (not measured), with the judge's failures in its notes. With ``embedder`` (the run's, for
-    ``embeddings``), embedding requests are shared with the run's other samples.
+    the prompt is adapted to it first, once per ``adapted`` (the metric's store). With
+    ``embedder`` (the run's, for ``embeddings``), embedding requests are shared with the run's
+    other samples. The sample's judge and embedding requests add their usage to ``meter`` (a
+    new one when None), which the caller keeps to say what a sample that failed had spent.
     """
-    check_inputs(user_input, response)
-    prompt = options.prompt
-    if options.language != AUTO:
-        store = adapted if adapted is not None else AdaptedPrompts()
-        prompt = await store.get(prompt, options.language, llm)
-    probes = await collect_probes(
-        llm,
-        options.mode,
-        prompt,
-        response,
-        options.strictness,
-        limiter,
-        callbacks,
-        trace_name,
-    )
-    common = dict(
-        user_input=user_input,
-        response=response,
-        strictness=options.strictness,
-        probe_prompt=options.prompt_name,
-        judge_calls=probes.judge_calls,
-        duplicates_dropped=probes.duplicates_dropped,
-        notes=probes.notes,
-        question_language=detect_language(user_input),
-    )
-    if not probes.questions:
-        return RelevancyReport(score=math.nan, all_noncommittal=False, **common)
+    with metering(meter) as meter:
+        check_inputs(user_input, response)
+        prompt = options.prompt
+        if options.language != AUTO:
+            store = adapted if adapted is not None else AdaptedPrompts()
+            prompt = await store.get(prompt, options.language, llm)
+        probes = await collect_probes(
+            llm,
+            options.mode,
+            prompt,
+            response,
+            options.strictness,
+            limiter,
+            callbacks,
+            trace_name,
+        )
+        common = dict(
+            user_input=user_input,
+            response=response,
+            strictness=options.strictness,
+            probe_prompt=options.prompt_name,
+            judge_calls=probes.judge_calls,
+            duplicates_dropped=probes.duplicates_dropped,
+            notes=probes.notes,
+            question_language=detect_language(user_input),
+        )
+        if not probes.questions:
+            report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
+            report.usage = meter.usage
+            return report
 
-    if embedder is not None:
-        question_vector, probe_vectors = await embedder.question_and_probes(
-            user_input, probes.questions
+        if embedder is not None:
+            question_vector, probe_vectors = await embedder.question_and_probes(
+                user_input, probes.questions
+            )
+        else:
+            question_vector, probe_vectors = await embed_question_and_probes(
+                embeddings, user_input, probes.questions, limiter
+            )
+        cosines = cosine_similarities(question_vector, probe_vectors)
+        problem = non_finite(cosines)
+        if problem is not None:
+            raise EmbeddingShapeError(
+                f"{type(embeddings).__name__} returned vectors whose cosines cannot be computed: "
+                f"{problem}"
+            )
+        report = RelevancyReport(
+            score=relevancy_score(cosines, probes.noncommittal),
+            all_noncommittal=all_noncommittal(probes.noncommittal),
+            probes=[
+                Probe(q, f, float(c), detect_language(q))
+                for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
+            ],
+            distinct_probes=len({normalise_question(q) for q in probes.questions}),
+            probe_similarity=mean_pairwise_cosine(probe_vectors),
+            **common,
         )
-    else:
-        question_vector, probe_vectors = await embed_question_and_probes(
-            embeddings, user_input, probes.questions, limiter
-        )
-    cosines = cosine_similarities(question_vector, probe_vectors)
-    problem = non_finite(cosines)
-    if problem is not None:
-        raise EmbeddingShapeError(
-            f"{type(embeddings).__name__} returned vectors whose cosines cannot be computed: "
-            f"{problem}"
-        )
-    return RelevancyReport(
-        score=relevancy_score(cosines, probes.noncommittal),
-        all_noncommittal=all_noncommittal(probes.noncommittal),
-        probes=[
-            Probe(q, f, float(c), detect_language(q))
-            for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
-        ],
-        distinct_probes=len({normalise_question(q) for q in probes.questions}),
-        probe_similarity=mean_pairwise_cosine(probe_vectors),
-        **common,
-    )
+        report.usage = meter.usage
+        return report
 
 
 def failed_report(
