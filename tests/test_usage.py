@@ -275,6 +275,29 @@ def test_a_judge_that_reports_nothing_is_not_reported_never_zero() -> None:
     assert report.to_dict()["usage"]["judge_prompt_tokens"] is None
 
 
+def test_ragas_repair_requests_are_counted_with_their_tokens(server: LoopbackServer) -> None:
+    from ragas_relevancy_ext.testing.loopback import pretend_reply
+
+    def reply(messages: list[dict[str, Any]]) -> str:
+        text = str(messages[-1].get("content"))
+        if "Fix the output string" in text:
+            fixed = json.dumps({"question": "Where is order A17?", "noncommittal": 0})
+            return json.dumps({"text": fixed})  # RAGAS's repair prompt answers a string
+        return (
+            "no JSON in this reply"
+            if len(server.requests("chat")) == 1
+            else pretend_reply(messages)
+        )
+
+    server.reply = reply
+    reports = run_any("ragas", server, "stock", openai_embeddings(server))
+
+    usage = total(reports)
+    assert any("RAGAS repair request" in note for r in reports for note in r.notes)
+    assert usage.judge_requests == server.usage("chat")["requests"] == 3 * len(SAMPLES) + 1
+    assert_judge_matches(usage, server)
+
+
 # --- the cache ----------------------------------------------------------------------------
 
 

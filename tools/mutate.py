@@ -86,10 +86,11 @@ TESTS: dict[str, list[str]] = {
         "test_concurrency.py",
         "test_evaluate.py",
         "test_sdk_loopback.py",
+        "test_usage.py",
     ],
     "report.py": ["test_report.py", "test_report_data.py", "test_metric.py", "test_writers.py"],
     "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py"],
-    "cli/cache.py": ["test_cache.py"],
+    "cli/cache.py": ["test_cache.py", "test_usage.py"],
     "metric.py": [
         "test_metric.py",
         "test_concurrency.py",
@@ -103,6 +104,9 @@ TESTS: dict[str, list[str]] = {
         "test_compat.py",
         "test_parity_legacy.py",
     ],
+    "usage.py": ["test_usage.py", "test_report_data.py"],
+    "judges.py": ["test_usage.py"],
+    "batching.py": ["test_usage.py"],
 }
 
 _NO_LIMIT = "asyncio.Semaphore(10**6)"
@@ -824,6 +828,61 @@ MUTANTS: list[Mutant] = [
         "self.strictness, self.question_generation, self.max_concurrency, legacy=True",
         "3, self.question_generation, self.max_concurrency, legacy=True",
         "strictness ignored in evaluate",
+    ),
+    # -- usage.py, and where usage is recorded ------------------------------------------------
+    Mutant(
+        "usage.py",
+        "return None if a is None or b is None else a + b",
+        "return (a or 0) + (b or 0)",
+        "a token count not reported adds as 0",
+    ),
+    Mutant(
+        "usage.py",
+        "for i in order[: amount - sum(shares)]:",
+        "for i in order[: amount - sum(shares) - 1]:",
+        "a shared request's split loses a unit",
+    ),
+    Mutant(
+        "usage.py",
+        'judge_prompt_tokens=tokens_from(usage, "prompt_tokens", "input_tokens"),',
+        'judge_prompt_tokens=tokens_from(usage, "total_tokens", "input_tokens"),',
+        "judge prompt tokens read from the total",
+    ),
+    Mutant(
+        "usage.py",
+        "            if item is None:\n                return None\n",
+        "            if item is None:\n                continue\n",
+        "a row without usage is summed as nothing",
+    ),
+    Mutant(
+        "judges.py",
+        "    record(judge_usage_of_reply(reply))\n",
+        "",
+        "instructor replies not recorded",
+    ),
+    Mutant(
+        "judges.py",
+        "        return await _metered(self.inner.generate(*args, **kwargs))",
+        "        return await self.inner.generate(*args, **kwargs)",
+        "RAGAS repair requests not recorded",
+    ),
+    Mutant(
+        "batching.py",
+        "            _charge(shares, meter)\n        if failed is not None:",
+        "        if failed is not None:",
+        "a shared request's usage charged to no sample",
+    ),
+    Mutant(
+        "embeddings.py",
+        "    tokens = sum(counts) if counts and None not in counts else None",
+        "    tokens = sum(c or 0 for c in counts)",
+        "embeddings that report no usage counted as 0 tokens",
+    ),
+    Mutant(
+        "cli/cache.py",
+        "                record(_CACHED)\n",
+        "",
+        "cache hits not counted",
     ),
 ]
 
