@@ -137,7 +137,9 @@ class AdaptedPrompts:
 
 
 def _adapt_llm(llm: Any) -> Any:
-    """The judge as both RAGAS ``adapt`` methods take it: instructor-shaped, any kind behind."""
+    """The judge as both RAGAS ``adapt`` methods take it: instructor-shaped, any kind behind,
+    asked through :func:`.judges.ask_judge` so the translation's requests count in the usage."""
     from .judges import JudgeWrapper, judge_kind
 
-    return llm if judge_kind(llm) == "instructor" else JudgeWrapper(llm)
+    judge_kind(llm)  # TypeError for what is no judge
+    return llm if isinstance(llm, JudgeWrapper) else JudgeWrapper(llm)

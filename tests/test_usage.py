@@ -298,6 +298,20 @@ def test_ragas_repair_requests_are_counted_with_their_tokens(server: LoopbackSer
     assert_judge_matches(usage, server)
 
 
+def test_translating_the_prompt_is_counted_once(server: LoopbackServer) -> None:
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=openai_embeddings(server),
+        strictness=3,
+        language="japanese",
+    )
+    reports = run(metric)
+    usage = total(reports)
+    assert_judge_matches(usage, server)
+    assert usage.judge_requests == len(SAMPLES) + 1  # one diverse call each, one translation
+    assert sorted(r.usage.judge_requests for r in reports) == [1, 1, 1, 1, 2]
+
+
 # --- the cache ----------------------------------------------------------------------------
 
 
