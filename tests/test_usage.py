@@ -196,14 +196,14 @@ def test_one_sample_alone_carries_exactly_its_own_requests(server: LoopbackServe
     assert report.usage.embedding_requests == 2  # the question, then the probes
 
 
-def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackServer) -> None:
+def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
+    """Every sample scored at once on one embedder that sends every sample's probes in one
+    request (15 texts) and the 4 distinct questions in another."""
     from ragas_relevancy_ext.batching import RunEmbedder
 
-    embeddings = openai_embeddings(server)
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server), embeddings=embeddings, strictness=3
     )
-    # every sample's probes in one request (15 texts), the 4 distinct questions in another
     embedder = RunEmbedder(embeddings, max_batch=3 * len(SAMPLES), window=2.0)
 
     async def score_all() -> list[Any]:
@@ -212,7 +212,11 @@ def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackS
         )
         return [r.report for r in results]
 
-    reports = asyncio.run(score_all())
+    return asyncio.run(score_all())
+
+
+def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackServer) -> None:
+    reports = score_sharing(server, openai_embeddings(server))
     assert sorted(len(r.texts) for r in server.requests("embeddings")) == [4, 15]
     usage = total(reports)
     assert_embeddings_match(usage, server)
@@ -224,16 +228,14 @@ def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackS
 def test_a_failed_shared_request_is_counted_and_split(server: LoopbackServer) -> None:
     server.faults = [Fault("server_error", at=(1,), endpoint="embeddings")]
     client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
-    metric = AnswerRelevancy(
-        llm=judge_of("instructor", server),
-        embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
-        strictness=3,
-    )
-    reports = run(metric)
-    assert all(r.error is None for r in reports)
+    reports = score_sharing(server, OpenAIEmbeddings(client=client, model="loop-embed"))
+
+    assert all(r.error is None for r in reports)  # each sample's texts sent again, alone
+    (failed,) = [r for r in server.requests("embeddings") if r.status == 500]
+    alone = {15: len(SAMPLES), 4: 4}[len(failed.body["input"])]  # probes or questions
     usage = total(reports)
     assert_embeddings_match(usage, server)  # the failed request: counted, billed nothing
-    assert server.requests("embeddings")[0].status == 500
+    assert usage.embedding_requests == 2 + alone  # two shared, then one per sample in the failed
 
 
 def test_one_text_per_call_counts_each_request(server: LoopbackServer) -> None:
