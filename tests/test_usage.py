@@ -464,3 +464,48 @@ def test_compare_sets_stock_cost_against_ours_counted_alike(
     total_row = next(line for line in out.splitlines() if line.strip().startswith("all "))
     assert f"{prompt(ours_line) / prompt(stock_line):.2f}" in total_row.split()
     assert prompt(ours_line) < prompt(stock_line)
+
+
+# --- stock, counted the same way ------------------------------------------------------------
+
+
+def test_stock_is_counted_as_ours_and_sends_exactly_what_it_sends_unwrapped(
+    server: LoopbackServer,
+) -> None:
+    from ragas.metrics.collections import AnswerRelevancy as Stock
+
+    from ragas_relevancy_ext import compare_with_stock
+
+    sample = SAMPLES[1]
+    result = asyncio.run(
+        compare_with_stock(
+            judge_of("instructor", server),
+            openai_embeddings(server),
+            sample["user_input"],
+            sample["response"],
+            cost_mode="diverse",
+        )
+    )
+    chat = server.requests("chat")
+    stock_chat, ours_chat = chat[:3], chat[3:]  # the replay in between sends nothing
+    stock_embed = server.requests("embeddings")[:2]
+    usage = result.stock_usage
+    assert usage is not None and result.cost_report is not None
+    assert usage.judge_requests == len(stock_chat) == 3
+    assert usage.judge_prompt_tokens == sum(r.prompt_tokens for r in stock_chat)
+    assert usage.judge_completion_tokens == sum(r.completion_tokens for r in stock_chat)
+    assert usage.embedding_requests == 2
+    assert usage.embedding_tokens == sum(r.prompt_tokens for r in stock_embed)
+    ours = result.cost_report.usage
+    assert ours.judge_requests == len(ours_chat) == 1
+    assert ours.judge_prompt_tokens == ours_chat[0].prompt_tokens
+
+    with LoopbackServer(width=32) as plain:
+        stock = Stock(
+            llm=judge_of("instructor", plain), embeddings=openai_embeddings(plain), strictness=3
+        )
+        asyncio.run(stock.ascore(user_input=sample["user_input"], response=sample["response"]))
+        unwrapped = [(r.endpoint, r.body) for r in plain.log]
+    assert [(r.endpoint, r.body) for r in [*stock_chat, *stock_embed]] == sorted(
+        unwrapped, key=lambda item: item[0]
+    )
