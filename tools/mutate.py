@@ -677,7 +677,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "cli/cache.py",
-        "        self._asked[(prompt, response_model.__name__)] += 1\n",
+        "        self._asked[asked] += 1\n",
         "        pass\n",
         "occurrence never advances",
     ),
@@ -694,7 +694,7 @@ MUTANTS: list[Mutant] = [
         "pass",
         "replies not stored",
     ),
-    Mutant("cli/cache.py", "if stored is not None:", "if False:", "store never read"),
+    Mutant("cli/cache.py", "if isinstance(stored, str):", "if False:", "store never read"),
     # -- metric.py ----------------------------------------------------------------------------
     Mutant(
         "metric.py",
