@@ -3,9 +3,11 @@ and how many rows a run interrupted with Ctrl-C has saved.
 
     python benchmarks/long_run.py                 # 1k, 10k and 100k rows, then the Ctrl-C run
     python benchmarks/long_run.py --sizes 1000 10000 --sigint-after 10
+    python benchmarks/long_run.py --sizes 5000 --embeddings local --sigint-after 0
 
-Each size is one ``score`` process (offline judge, hash embeddings, ``--out``, stdout to
-/dev/null), its peak RSS read from the operating system when it ends. The Ctrl-C run scores
+Each size is one ``score`` process (offline judge, hash embeddings unless ``--embeddings``,
+``--out``, stdout to /dev/null), its peak RSS read from the operating system when it ends;
+ms/row is its wall time, start-up included, over its rows. The Ctrl-C run scores
 against the loopback server with a judge that answers in 0.5 s, sends SIGINT after
 ``--sigint-after`` seconds, and counts the lines saved and the judge calls paid.
 """
@@ -50,7 +52,9 @@ def environment() -> dict[str, str]:
     return env
 
 
-def run_size(folder: Path, n: int) -> tuple[int, float, float, float, int]:
+def run_size(
+    folder: Path, n: int, embeddings: str = "hash"
+) -> tuple[int, float, float, float, int]:
     """(rows, wall seconds, CPU seconds, peak RSS in MB, lines written) of one offline run.
 
     CPU seconds (user + system of the process) hardly change with the load of a shared
@@ -58,7 +62,7 @@ def run_size(folder: Path, n: int) -> tuple[int, float, float, float, int]:
     """
     rows = write_rows(folder / f"rows-{n}.jsonl", n)
     out = folder / f"out-{n}.jsonl"
-    args = command(rows, "--embeddings", "hash", "--out", out, "--no-probes", "--no-progress")
+    args = command(rows, "--embeddings", embeddings, "--out", out, "--no-probes", "--no-progress")
     started = time.perf_counter()
     process = subprocess.Popen(
         args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=environment()
@@ -106,20 +110,24 @@ def main() -> None:
     parser.add_argument("--sigint-after", type=float, default=10.0)
     parser.add_argument("--latency", type=float, default=0.5)
     parser.add_argument("--sigint-rows", type=int, default=300)
+    parser.add_argument("--embeddings", default="hash", help="--embeddings of the sized runs")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="long-run-") as name:
         folder = Path(name)
         print(
-            f"{'rows':>8}  {'wall s':>8}  {'CPU s':>8}  {'rows/s':>8}  {'rows/CPU s':>10}  "
-            f"{'peak RSS MB':>11}  {'lines':>8}"
+            f"{'rows':>8}  {'wall s':>8}  {'CPU s':>8}  {'rows/s':>8}  {'ms/row':>7}  "
+            f"{'rows/CPU s':>10}  {'peak RSS MB':>11}  {'lines':>8}  "
+            f"(embeddings {args.embeddings}, load average {os.getloadavg()[0]:.1f} "
+            f"on {os.cpu_count()} cores)"
         )
         results = []
         for n in args.sizes:
-            n, seconds, cpu, rss, lines = run_size(folder, n)
+            n, seconds, cpu, rss, lines = run_size(folder, n, args.embeddings)
             results.append((n, cpu))
             print(
-                f"{n:>8}  {seconds:>8.1f}  {cpu:>8.1f}  {n / seconds:>8.0f}  {n / cpu:>10.0f}  "
-                f"{rss:>11.0f}  {lines:>8}",
+                f"{n:>8}  {seconds:>8.1f}  {cpu:>8.1f}  {n / seconds:>8.0f}  "
+                f"{1000 * seconds / n:>7.1f}  {n / cpu:>10.0f}  {rss:>11.0f}  {lines:>8}  "
+                f"(load average {os.getloadavg()[0]:.1f} at the end)",
                 flush=True,
             )
         for (n1, s1), (n2, s2) in zip(results, results[1:], strict=False):

