@@ -35,6 +35,8 @@ __all__ = [
     "ProbePrompt",
     "SETTING_OPTIONS",
     "THREAD_VARIABLES",
+    "TABLE_ROWS",
+    "TableOpt",
     "analytics_for_this_process",
     "model_threads_for_this_process",
     "with_settings",
@@ -62,6 +64,18 @@ MapOpt = Annotated[
         "-m",
         metavar="COLUMN=FIELD",
         help="Read a column as user_input or response, e.g. --map question=user_input.",
+    ),
+]
+
+# Runs of more rows print the summary, not the per-row table, unless --table asks for it.
+TABLE_ROWS = 1000
+TableOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--table/--no-table",
+        help=f"Print the per-row table (--no-table: the summary only). Default: score prints it "
+        f"up to {TABLE_ROWS:,} rows, show always.",
+        show_default=False,
     ),
 ]
 

@@ -28,7 +28,7 @@ from ..report import RelevancyReport, not_scored_cause
 from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import UsageError, exit_code
-from .options import FileArg, MapOpt, with_settings
+from .options import TABLE_ROWS, FileArg, MapOpt, TableOpt, with_settings
 from .output.console import (
     make_console,
     print_bad_rows,
@@ -50,7 +50,6 @@ __all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "is_skipped", "run_score",
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
-TABLE_ROWS = 1000  # longer runs print the summary only: the rows are in --out
 SKIPPED = "skipped: "  # a skipped row's error starts so; its NaN cause is "skipped"
 
 
@@ -68,6 +67,7 @@ def score(
     outputs: dict[str, Path] | None = None,
     prices: Prices | None = None,
     probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
+    table: TableOpt = None,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
     engine: EngineOpt = Engine.local,
     ray_address: RayAddressOpt = None,
@@ -81,6 +81,8 @@ def score(
     if engine is not Engine.local or ray_address or actors:
         if prices is not None and prices != Prices():
             raise UsageError("--price-in, --price-out and --price-embeddings need --engine local")
+        if table:  # the Ray engine prints the summary, never the per-row table
+            raise UsageError("--table needs --engine local (show prints a saved report's table)")
         return run_ray_score(
             file,
             map_,
@@ -94,7 +96,14 @@ def score(
         )
     source = Source(file, parse_map(map_ or []))
     return run_score(
-        source, settings, out=out, outputs=outputs, probes=probes, progress=progress, prices=prices
+        source,
+        settings,
+        out=out,
+        outputs=outputs,
+        probes=probes,
+        progress=progress,
+        prices=prices,
+        table=table,
     )
 
 
@@ -125,9 +134,13 @@ def run_score(
     probes: bool = True,
     progress: bool = True,
     prices: Prices | None = None,
+    table: bool | None = None,
 ) -> int:
     """Score ``source``'s rows into ``out`` and print the results; the exit code as
-    :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved)."""
+    :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved).
+
+    ``table``: print the per-row table (True), not (False), or up to :data:`TABLE_ROWS` rows
+    (None)."""
     console = make_console()
     the_plan = plan(settings)  # bad specs and missing keys: before anything else
     with contextlib.ExitStack() as stack:
@@ -185,7 +198,7 @@ def run_score(
         order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
             report.compact(order)
-        return _show(console, report, scan, fields, outputs, probes, out, cache_line, prices)
+        return _show(console, report, scan, fields, outputs, probes, out, cache_line, prices, table)
 
 
 def _key(entry: Entry, tag: str) -> str:
@@ -360,6 +373,7 @@ def _show(
     out: Path | None,
     cache_line: str | None,
     prices: Prices | None = None,
+    table: bool | None = None,
 ) -> int:
     """Print the table and summary from the report file, and write the end-of-run formats."""
     from .output import FORMATS
@@ -370,11 +384,14 @@ def _show(
             yield int(record["row"]), report_from_record(record)
 
     rows = scan.row_count + scan.bad_count
-    if rows <= TABLE_ROWS:
+    if table or (table is None and rows <= TABLE_ROWS):
         print_scores(console, items(), probes=probes, rows=rows)
-    else:
+    elif table is None:
         where = f"every row is in {out}" if out is not None else "give --out to keep every row"
-        console.print(f"({rows} rows: the per-row table is printed up to {TABLE_ROWS}; {where})")
+        console.print(
+            f"({rows} rows: the per-row table is printed up to {TABLE_ROWS}, or with --table; "
+            f"{where})"
+        )
     triples = [(n, r.score, "") for n, r in items()]  # questions of the lowest only, below
     causes = {n: not_scored_cause(r) for n, r in items() if not math.isfinite(r.score)}
     summary = summarise(triples, causes=causes)

@@ -18,13 +18,14 @@ import typer
 
 from ..report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
+from .options import TableOpt
 from .output.console import (
     OFFLINE_CAUTION,
     make_console,
     print_caution,
     print_header,
     print_summary,
-    scores_table,
+    print_table,
 )
 
 __all__ = ["read_saved", "show", "worst_first"]
@@ -53,6 +54,7 @@ def show(
         ),
     ] = None,
     probes: Annotated[bool, typer.Option(help="Show each row's probes.")] = True,
+    table: TableOpt = None,
     html: Annotated[
         Path | None, typer.Option(metavar="PATH", help="Also write an HTML page of the rows shown.")
     ] = None,
@@ -80,7 +82,9 @@ def show(
     console = make_console()
     fields = {k: v for k, v in meta.items() if k != "caution"}
     print_header(console, {**fields, "showing": _showing(row, worst, len(chosen), len(items))})
-    console.print(scores_table(chosen, probes=probes, reasons=row is not None or worst is not None))
+    if table is not False:
+        reasons = row is not None or worst is not None
+        print_table(console, chosen, probes=probes, reasons=reasons)
     causes = {n: not_scored_cause(r) for n, r in items}
     summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
     usages = [r.usage for _, r in items if not is_skipped(r)]

@@ -10,11 +10,13 @@ import contextlib
 import io
 import math
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
+from rich.cells import cell_len, chop_cells, set_cell_size
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -133,6 +135,9 @@ def status_line(text: str, enabled: bool = True) -> Iterator[None]:
 
 
 CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
+# A table of more rows is printed as plain text on a terminal too (no colours): rich lays out
+# every cell as objects of its own, 18 of 23 s for a 5,000-row report. Piped, it always is.
+RICH_ROWS = 200
 
 
 def print_scores(
@@ -141,17 +146,73 @@ def print_scores(
     probes: bool = True,
     rows: int = 0,
 ) -> None:
-    """:func:`scores_table` a chunk of rows at a time, with fixed columns so chunks align."""
+    """:func:`print_table` a chunk of rows at a time, with fixed columns so chunks align."""
     width = max(3, len(str(rows)))
     chunk: list[tuple[int, RelevancyReport]] = []
     first = True
     for item in items:
         chunk.append(item)
         if len(chunk) == CHUNK:
-            console.print(scores_table(chunk, probes, header=first, row_width=width))
+            print_table(console, chunk, probes, header=first, row_width=width, rows=rows)
             chunk, first = [], False
     if chunk or first:
-        console.print(scores_table(chunk, probes, header=first, row_width=width))
+        print_table(console, chunk, probes, header=first, row_width=width, rows=rows)
+
+
+def print_table(
+    console: Console,
+    items: Sequence[tuple[int, RelevancyReport]],
+    probes: bool = True,
+    reasons: bool = False,
+    *,
+    header: bool = True,
+    row_width: int | None = None,
+    rows: int | None = None,
+) -> None:
+    """:func:`scores_table` printed: by rich on a terminal (in colour) when the whole table has
+    at most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as the same text from
+    :func:`plain_table` (piped output has no colours anyway)."""
+    fixed = (row_width or 3) + 1 + _TEXT_OFFSET
+    plain = not console.is_terminal or (rows if rows is not None else len(items)) > RICH_ROWS
+    if not plain or console.width - fixed < _MIN_TEXT_WIDTH:
+        console.print(scores_table(items, probes, reasons, header=header, row_width=row_width))
+        return
+    lines = plain_table(items, probes, reasons, header=header, row_width=row_width)
+    console.file.write("".join(line + "\n" for line in lines(console.width)))
+    console.file.flush()
+
+
+def _sample_lines(
+    number: int, report: RelevancyReport, probes: bool, reasons: bool
+) -> Iterator[tuple[str, Text, str, Text]]:
+    """One sample's lines of the table: (row, score, cosine, text)."""
+    no_text = Text("")
+    yield (
+        str(number),
+        Text(fmt(report.score), style=_score_style(report.score)),
+        "",
+        Text(clip(report.user_input, 300), style="bold"),
+    )
+    yield "", no_text, "", Text("> " + clip(report.response, 300), style="dim")
+    if probes:
+        pulls = {id(probe): pull for probe, pull in pull_downs(report)}
+        for probe in report.probes:
+            line = Text(probe.question)
+            if probe.noncommittal:
+                line.append("  nc", style="yellow")
+            if id(probe) in pulls:
+                line.append(f"  pulled the score down by {pulls[id(probe)]:.2f}", style="magenta")
+            line.append(language_tag(probe.language, report.question_language), style="cyan")
+            yield "", no_text, fmt(probe.cosine, 2), line
+        for note in report.notes:
+            yield "", no_text, "", Text(f"note: {note}", style="yellow")
+    if report.error or not report.probes or report.all_noncommittal:
+        yield "", no_text, "", Text(report.reason, style="red")
+    elif reasons:
+        yield "", no_text, "", Text(report.reason, style="italic")
+
+
+TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
 
 
 def scores_table(
@@ -170,35 +231,121 @@ def scores_table(
     table.add_column("row", justify="right", style="dim", no_wrap=True, width=row_width)
     table.add_column("score", justify="right", no_wrap=True, width=6)
     table.add_column("cosine", justify="right", no_wrap=True, width=6)
-    table.add_column("question, response (>), probes (nc = noncommittal)")
+    table.add_column(TEXT_HEADER)
     for number, report in items:
-        table.add_row(
-            str(number),
-            Text(fmt(report.score), style=_score_style(report.score)),
-            "",
-            Text(clip(report.user_input, 300), style="bold"),
-        )
-        table.add_row("", "", "", Text("> " + clip(report.response, 300), style="dim"))
-        if probes:
-            pulls = {id(probe): pull for probe, pull in pull_downs(report)}
-            for probe in report.probes:
-                line = Text(probe.question)
-                if probe.noncommittal:
-                    line.append("  nc", style="yellow")
-                if id(probe) in pulls:
-                    line.append(
-                        f"  pulled the score down by {pulls[id(probe)]:.2f}", style="magenta"
-                    )
-                line.append(language_tag(probe.language, report.question_language), style="cyan")
-                table.add_row("", "", fmt(probe.cosine, 2), line)
-            for note in report.notes:
-                table.add_row("", "", "", Text(f"note: {note}", style="yellow"))
-        if report.error or not report.probes or report.all_noncommittal:
-            table.add_row("", "", "", Text(report.reason, style="red"))
-        elif reasons:
-            table.add_row("", "", "", Text(report.reason, style="italic"))
+        for cells in _sample_lines(number, report, probes, reasons):
+            table.add_row(*cells)
         table.add_section()
     return table
+
+
+# The plain table: the text rich prints for scores_table, laid out without rich's per-cell
+# objects. Columns: row (right, padded right), score and cosine (right, 6 wide, padded both
+# sides), the text (wrapped, padded left), one space between columns.
+_TEXT_OFFSET = 1 + 1 + 8 + 1 + 8 + 1 + 1  # from the end of the row column to the text
+_MIN_TEXT_WIDTH = 10  # narrower than that: rich decides how to squeeze the columns
+
+
+def plain_table(
+    items: Sequence[tuple[int, RelevancyReport]],
+    probes: bool = True,
+    reasons: bool = False,
+    *,
+    header: bool = True,
+    row_width: int | None = None,
+) -> Callable[[int], Iterator[str]]:
+    """The lines of :func:`scores_table` as rich prints them piped (no colours, no trailing
+    spaces), for a console ``width`` columns wide: ``plain_table(...)(width)``."""
+    lines = _plain_cells(items, probes, reasons)
+    if row_width is None:  # as wide as its widest cell
+        row_width = max([cell_len("row") if header else 1])
+        row_width = max([row_width, *(cell_len(line[0]) for line in lines if line)])
+    else:  # rich gives a first column of fixed width one more cell when the edge is unpadded
+        row_width += 1
+
+    def render(width: int) -> Iterator[str]:
+        texts = [part for line in lines if line for part in line[3]]
+        widest = max([cell_len(TEXT_HEADER) if header else 0, *map(cell_len, texts)])
+        wrap = max(1, min(widest, width - row_width - _TEXT_OFFSET))
+        if header:
+            *above, last = _wrap(TEXT_HEADER, wrap)  # the other headers on its last line
+            for piece in above:
+                yield _plain_line("", "", "", piece, row_width)
+            yield _plain_line("row", "score", "cosine", last, row_width)
+            yield "─" * (row_width + _TEXT_OFFSET + wrap)
+        for line in lines:
+            if line is None:
+                yield ""
+                continue
+            row, score, cosine, parts = line
+            for part in parts:
+                for piece in _wrap(part, wrap):
+                    yield _plain_line(row, score, cosine, piece, row_width)
+                    row, score, cosine = "", "", ""
+
+    return render
+
+
+_Cells = tuple[str, str, str, list[str]]  # row, score, cosine, the text's lines
+
+
+def _plain_cells(
+    items: Sequence[tuple[int, RelevancyReport]], probes: bool, reasons: bool
+) -> list[_Cells | None]:
+    """Every table line's cells as text (None between samples), tabs expanded as rich does."""
+    lines: list[_Cells | None] = []
+    for number, report in items:
+        if lines:
+            lines.append(None)
+        for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
+            parts = [part.expandtabs(8) for part in text.plain.split("\n")]
+            lines.append((row, score.plain, cosine, parts))
+    return lines
+
+
+def _plain_line(row: str, score: str, cosine: str, text: str, row_width: int) -> str:
+    cells = f"{_fit(row, row_width)}   {_fit(score, 6)}   {_fit(cosine, 6)}   {text}"
+    return cells.rstrip(" ")
+
+
+def _fit(text: str, width: int) -> str:
+    """``text`` right-justified in ``width`` cells, or cut with an ellipsis, as rich crops."""
+    size = cell_len(text)
+    if size <= width:
+        return " " * (width - size) + text
+    return set_cell_size(text, width - 1) + "…"
+
+
+_WORD = re.compile(r"\s*\S+\s*")
+
+
+def _wrap(text: str, width: int) -> list[str]:
+    """``text`` cut into lines of at most ``width`` cells at word starts, words longer than a
+    line folded, trailing spaces dropped: how rich wraps a table cell."""
+    if not text:
+        return [""]
+    breaks: list[int] = []
+    offset = 0
+    for match in _WORD.finditer(text):
+        start, word = match.start(), match.group(0)
+        length = cell_len(word.rstrip())
+        if width - offset >= length:
+            offset += cell_len(word)
+        elif length > width:
+            folded = chop_cells(word, width)
+            for index, piece in enumerate(folded):
+                if start:
+                    breaks.append(start)
+                if index == len(folded) - 1:
+                    offset = cell_len(piece)
+                else:
+                    start += len(piece)
+        elif offset and start:
+            breaks.append(start)
+            offset = cell_len(word)
+    bounds = [0, *breaks, len(text)]
+    pieces = (text[a:b].rstrip(" ") for a, b in zip(bounds, bounds[1:], strict=False))
+    return [piece if cell_len(piece) <= width else piece.rstrip() for piece in pieces]
 
 
 def _score_style(score: float) -> str:
