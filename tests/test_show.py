@@ -6,6 +6,7 @@ import io
 import json
 import math
 import os
+import re
 import runpy
 import subprocess
 import sys
@@ -216,3 +217,137 @@ def test_the_terminal_table_marks_the_probe_that_pulled_the_score_down():
     words = " ".join(" ".join(lines[6:]).split())
     assert words.startswith(report.reason[:60])  # the reason beneath the probes
     assert 'The probe "Do you sell cats?" (similarity 0.20) pulled it down by 0.35.' in words
+
+
+# -- the per-row table: on request, and laid out without rich's per-cell objects --------------
+
+TABLE_HEAD = "question, response (>), probes (nc = noncommittal)"
+
+
+def odd_reports():
+    """Reports whose cells test the layout: negative and NaN scores, tabs, newlines, wide
+    characters, words longer than a line, notes, reasons, a bidi control."""
+    from ragas_relevancy_ext.report import Probe, RelevancyReport
+
+    url = "https://example.com/" + "very-long-path-segment-" * 6
+    return [
+        (1, RelevancyReport("Where is A17?", "It shipped.", 0.55, 2, "diverse", False,
+                            [Probe("Where is A17?", 0, 0.9, "en"),
+                             Probe("Do you sell cats?", 1, 0.2, "en")], distinct_probes=2)),
+        (22, RelevancyReport("返品はできますか？" * 4, "はい、" * 30, -0.0123, 1, "diverse", False,
+                             [Probe("Return\tpolicy?\nSecond line of the probe", 0, -0.05, "ja")],
+                             notes=["a note on\ttabs"], question_language="ja")),
+        (333, RelevancyReport("Is it \u202ewaterproof?", url, float("nan"), 3, "stock", False,
+                              error="TimeoutError: judge took too long")),
+        (4444, RelevancyReport("Can I pay later?", "I don't know.", 0.0, 2, "diverse", True,
+                               [Probe("Pay later?", 1, 0.7), Probe("Later?", 1, 0.6)])),
+    ]  # fmt: skip
+
+
+def rich_text(table, width: int) -> str:
+    from rich.console import Console
+
+    sink = io.StringIO()
+    console = Console(file=TrimmedLines(sink), width=width, highlight=False, markup=False)
+    console.print(table)
+    console.file.flush()
+    return sink.getvalue()
+
+
+@pytest.mark.parametrize("width", [50, 80, 120, 200])
+def test_the_plain_table_is_the_text_rich_prints_byte_for_byte(width):
+    from ragas_relevancy_ext.cli.output.console import plain_table, scores_table
+
+    items = odd_reports()
+    compared = 0
+    for header in (True, False):
+        for row_width in (None, 4, 6):
+            for reasons in (False, True):
+                options = {"header": header, "row_width": row_width}
+                expected = rich_text(scores_table(items, True, reasons, **options), width)
+                lines = plain_table(items, True, reasons, **options)(width)
+                assert "".join(line + "\n" for line in lines) == expected, options
+                compared += 1
+    assert compared == 12
+
+
+def count_rich_tables(monkeypatch) -> list[int]:
+    from rich.table import Table
+
+    rendered = [0]
+    real = Table.__rich_console__
+
+    def counting(self, console, options):
+        rendered[0] += 1
+        return real(self, console, options)
+
+    monkeypatch.setattr(Table, "__rich_console__", counting)
+    return rendered
+
+
+def test_a_terminal_gets_rich_colours_up_to_the_limit_and_plain_text_beyond(monkeypatch):
+    from rich.console import Console
+
+    from ragas_relevancy_ext.cli.output import console as output
+
+    rendered = count_rich_tables(monkeypatch)
+    items = odd_reports()
+    small, big = io.StringIO(), io.StringIO()
+    terminal = {"force_terminal": True, "width": 120, "color_system": "standard"}
+    output.print_table(Console(file=small, **terminal), items, rows=output.RICH_ROWS)
+    assert rendered == [1] and "\x1b[" in small.getvalue()  # colours
+    output.print_table(Console(file=big, **terminal), items, rows=output.RICH_ROWS + 1)
+    assert rendered == [1] and "\x1b[" not in big.getvalue()
+    assert big.getvalue() == rich_text(output.scores_table(items), 120)
+
+
+def test_show_prints_a_big_report_without_rich_tables_and_no_table_on_request(
+    tmp_path, monkeypatch
+):
+    from ragas_relevancy_ext.cli.output.jsonl import report_line
+
+    reports = [r for _, r in odd_reports()] * 60
+    path = tmp_path / "big.jsonl"
+    path.write_text(
+        "".join(
+            report_line(n, f"key{n}", r, "offline", "hash", line=n)
+            for n, r in enumerate(reports, 1)
+        ),
+        encoding="utf-8",
+    )
+    rendered = count_rich_tables(monkeypatch)
+    shown = invoke("show", path)
+    assert rendered == [0]
+    firsts = re.findall(r"^ *\d+   0\.5500            Where is A17\?$", shown.stdout, re.M)
+    assert len(firsts) == 60 and TABLE_HEAD in shown.stdout  # every row's first line
+    assert "240 sample(s), 180 scored" in shown.stdout
+    summary_only = invoke("show", path, "--no-table")
+    assert TABLE_HEAD not in summary_only.stdout and "Where is A17?" not in summary_only.stdout
+    assert "240 sample(s), 180 scored" in summary_only.stdout
+    assert summary_only.exit_code == shown.exit_code == 3
+
+
+def test_score_prints_the_table_automatically_or_as_asked(tmp_path, monkeypatch):
+    import importlib
+
+    score_command = importlib.import_module("ragas_relevancy_ext.cli.score")
+    path = write_jsonl(tmp_path / "rows.jsonl", rows(3))
+    out = tmp_path / "report.jsonl"
+
+    def run(*flags: str) -> str:
+        result = invoke("score", path, *OFFLINE, "--out", out, *flags)
+        assert result.exit_code == 0, result.output
+        assert "3 sample(s), 3 scored" in result.stdout  # the summary, always
+        return result.stdout
+
+    def has_table(text: str) -> bool:
+        return TABLE_HEAD in text and all(f"Where is order A{i}?" in text for i in (1, 2, 3))
+
+    assert has_table(run()) and has_table(run("--table"))
+    assert not has_table(run("--no-table")) and "per-row table" not in run("--no-table")
+    monkeypatch.setattr(score_command, "TABLE_ROWS", 2)  # a run bigger than the limit
+    automatic = run()
+    assert not has_table(automatic)
+    assert "(3 rows: the per-row table is printed up to 2, or with --table;" in automatic
+    assert has_table(run("--table"))
+    assert not has_table(run("--no-table")) and "per-row table" not in run("--no-table")

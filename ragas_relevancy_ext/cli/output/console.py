@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
-from rich.cells import cell_len, chop_cells, set_cell_size
+from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -320,10 +320,8 @@ _WORD = re.compile(r"\s*\S+\s*")
 
 
 def _wrap(text: str, width: int) -> list[str]:
-    """``text`` cut into lines of at most ``width`` cells at word starts, words longer than a
-    line folded, trailing spaces dropped: how rich wraps a table cell."""
-    if not text:
-        return [""]
+    """``text`` cut into lines of at most ``width`` cells at word starts, as rich wraps a table
+    cell: a word longer than a line gets a line of its own, cut with an ellipsis."""
     breaks: list[int] = []
     offset = 0
     for match in _WORD.finditer(text):
@@ -331,21 +329,23 @@ def _wrap(text: str, width: int) -> list[str]:
         length = cell_len(word.rstrip())
         if width - offset >= length:
             offset += cell_len(word)
-        elif length > width:
-            folded = chop_cells(word, width)
-            for index, piece in enumerate(folded):
-                if start:
-                    breaks.append(start)
-                if index == len(folded) - 1:
-                    offset = cell_len(piece)
-                else:
-                    start += len(piece)
-        elif offset and start:
+        elif start and (offset or length > width):
             breaks.append(start)
             offset = cell_len(word)
+        else:
+            offset = cell_len(word)
     bounds = [0, *breaks, len(text)]
-    pieces = (text[a:b].rstrip(" ") for a, b in zip(bounds, bounds[1:], strict=False))
-    return [piece if cell_len(piece) <= width else piece.rstrip() for piece in pieces]
+    return [_cut(text[a:b], width) for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
+def _cut(piece: str, width: int) -> str:
+    """One wrapped line: spaces beyond ``width`` dropped, then cut with an ellipsis."""
+    if len(piece) > width:
+        spaces = len(piece) - len(piece.rstrip())
+        piece = piece[: len(piece) - min(spaces, len(piece) - width)]
+    if cell_len(piece) > width:
+        piece = set_cell_size(piece, width - 1) + "…"
+    return piece.rstrip(" ")
 
 
 def _score_style(score: float) -> str:
