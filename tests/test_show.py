@@ -351,3 +351,12 @@ def test_score_prints_the_table_automatically_or_as_asked(tmp_path, monkeypatch)
     assert "(3 rows: the per-row table is printed up to 2, or with --table;" in automatic
     assert has_table(run("--table"))
     assert not has_table(run("--no-table")) and "per-row table" not in run("--no-table")
+
+
+def test_the_ray_engine_refuses_table_rather_than_ignore_it(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", rows(2))
+    out = tmp_path / "report.jsonl"
+    refused = invoke("score", path, *OFFLINE, "--engine", "ray", "--out", out, "--table")
+    assert refused.exit_code == 2
+    assert "--table needs --engine local" in refused.stderr
+    assert not out.exists()  # refused before anything was written
