@@ -89,7 +89,7 @@ TESTS: dict[str, list[str]] = {
         "test_usage.py",
     ],
     "report.py": ["test_report.py", "test_report_data.py", "test_metric.py", "test_writers.py"],
-    "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py"],
+    "one_text_per_call.py": ["test_adapter.py", "test_evaluate.py", "test_local_model.py"],
     "cli/cache.py": ["test_cache.py", "test_usage.py"],
     "metric.py": [
         "test_metric.py",
@@ -655,6 +655,24 @@ MUTANTS: list[Mutant] = [
         "return run_sync(self.aembed_texts(texts))",
         "return run_sync(self.aembed_texts(texts[:1]))",
         "sync embed_documents returns only the first vector",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "max_workers=1, thread_name_prefix=\"ragas-relevancy-encode\"",
+        "max_workers=4, thread_name_prefix=\"ragas-relevancy-encode\"",
+        "local model encodes side by side",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        "return await self._in_encoder(self.embed_texts, texts, **kwargs)",
+        "return await super().aembed_texts(texts, **kwargs)",
+        "local model encodes in RAGAS's thread per call",
+    ),
+    Mutant(
+        "one_text_per_call.py",
+        '        state.pop("_encode_pool", None)\n',
+        "",
+        "a copy shares the original's worker thread",
     ),
     # -- cli/cache.py -------------------------------------------------------------------------
     Mutant(
