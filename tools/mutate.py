@@ -658,8 +658,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "one_text_per_call.py",
-        "max_workers=1, thread_name_prefix=\"ragas-relevancy-encode\"",
-        "max_workers=4, thread_name_prefix=\"ragas-relevancy-encode\"",
+        'max_workers=1, thread_name_prefix="ragas-relevancy-encode"',
+        'max_workers=4, thread_name_prefix="ragas-relevancy-encode"',
         "local model encodes side by side",
     ),
     Mutant(
