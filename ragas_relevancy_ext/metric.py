@@ -28,7 +28,7 @@ from .pipeline import (
     score_sample,
 )
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .report import RelevancyReport
+from .report import PENDING, RelevancyReport
 from .streaming import CallLimiter, bounded_map
 from .usage import UsageMeter
 
@@ -36,11 +36,23 @@ __all__ = ["AnswerRelevancy", "RelevancyResult"]
 
 
 class RelevancyResult(MetricResult):
-    """A ``MetricResult`` whose ``.report`` holds every probe behind ``.value``."""
+    """A ``MetricResult`` whose ``.report`` holds every probe behind ``.value``.
+
+    ``.reason`` is the report's reason, written when first read, unless another is set.
+    """
 
     def __init__(self, report: RelevancyReport):
-        super().__init__(value=report.score, reason=report.reason)
         self.report = report
+        super().__init__(value=report.score, reason=PENDING)  # type: ignore[arg-type]
+
+    @property
+    def reason(self) -> str | None:
+        """Why the score is what it is (the report's reason sentence)."""
+        return self.report.reason if self._reason is PENDING else self._reason
+
+    @reason.setter
+    def reason(self, value: str | None) -> None:
+        self._reason = value
 
 
 class AnswerRelevancy(StockAnswerRelevancy):

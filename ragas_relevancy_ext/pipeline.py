@@ -17,7 +17,7 @@ from .aio import DEFAULT_MAX_CONCURRENCY
 from .batching import RunEmbedder
 from .embeddings import embed_question_and_probes
 from .errors import EmbeddingShapeError
-from .languages import AUTO, AdaptedPrompts, check_language, detect_language
+from .languages import AUTO, AdaptedPrompts, check_language
 from .probe_modes import (
     ProbeMode,
     collect_probes,
@@ -26,12 +26,11 @@ from .probe_modes import (
     resolve_probe_prompt,
 )
 from .redaction import redact
-from .report import Probe, RelevancyReport
+from .report import PENDING, Probe, RelevancyReport
 from .scoring import (
     all_noncommittal,
-    cosine_similarities,
-    mean_pairwise_cosine,
     non_finite,
+    probe_cosines,
     relevancy_score,
 )
 from .usage import Usage, UsageMeter, metering
@@ -223,7 +222,7 @@ async def score_sample(
             judge_calls=probes.judge_calls,
             duplicates_dropped=probes.duplicates_dropped,
             notes=probes.notes,
-            question_language=detect_language(user_input),
+            question_language=PENDING,  # detected when first read
         )
         if not probes.questions:
             report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
@@ -238,7 +237,7 @@ async def score_sample(
             question_vector, probe_vectors = await embed_question_and_probes(
                 embeddings, user_input, probes.questions, limiter
             )
-        cosines = cosine_similarities(question_vector, probe_vectors)
+        cosines, similarity = probe_cosines(question_vector, probe_vectors)
         problem = non_finite(cosines)
         if problem is not None:
             raise EmbeddingShapeError(
@@ -249,11 +248,13 @@ async def score_sample(
             score=relevancy_score(cosines, probes.noncommittal),
             all_noncommittal=all_noncommittal(probes.noncommittal),
             probes=[
-                Probe(q, f, float(c), detect_language(q))
-                for q, f, c in zip(probes.questions, probes.noncommittal, cosines, strict=True)
+                Probe(q, f, c, PENDING)  # language detected when first read
+                for q, f, c in zip(
+                    probes.questions, probes.noncommittal, cosines.tolist(), strict=True
+                )
             ],
             distinct_probes=len({normalise_question(q) for q in probes.questions}),
-            probe_similarity=mean_pairwise_cosine(probe_vectors),
+            probe_similarity=similarity,
             **common,
         )
         report.usage = meter.usage

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .languages import language_clause, language_name
+from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
 __all__ = [
     "DRIFT_GAP",
     "LOW_SCORE",
+    "PENDING",
     "Probe",
     "RelevancyReport",
     "clip",
@@ -36,14 +38,58 @@ LOW_SCORE = 0.5
 QUOTE_WIDTH = 80
 
 
+class _Pending:
+    """The value of a field given as "work it out when first read" (:data:`PENDING`)."""
+
+    def __reduce__(self) -> str:  # copies and pickles stay this one object
+        return "PENDING"
+
+    def __repr__(self) -> str:
+        return "PENDING"
+
+
+# Given as a field's value: the field is worked out when first read, then kept. Language
+# detection and the reason sentence cost more than the rest of a sample's own work, and a run
+# that never reads them (scores only) should not pay for them.
+PENDING = _Pending()
+
+
+class _OnFirstRead:
+    """A dataclass field worked out by ``compute(instance)`` when first read, if it was given as
+    :data:`PENDING`; any other value is kept as given. Read the same way by attribute access,
+    ``asdict``, ``==`` and ``repr``, so the field is the same whether worked out early or late.
+    """
+
+    def __init__(self, default: Any, compute: Callable[[Any], Any]):
+        self.default, self.compute = default, compute
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.key = f"_{name}"
+
+    def __get__(self, instance: Any, owner: type | None = None) -> Any:
+        if instance is None:  # what dataclass reads as the field's default
+            return self.default
+        value = instance.__dict__[self.key]
+        if value is PENDING:
+            value = instance.__dict__[self.key] = self.compute(instance)
+        return value
+
+    def __set__(self, instance: Any, value: Any) -> None:
+        instance.__dict__[self.key] = value
+
+
 @dataclass(frozen=True)
 class Probe:
-    """One question the judge wrote from the response, its noncommittal flag and its raw cosine."""
+    """One question the judge wrote from the response, its noncommittal flag and its raw cosine.
+
+    ``language`` given as :data:`PENDING` is detected from the question when first read.
+    """
 
     question: str
     noncommittal: int
     cosine: float
-    language: str | None = None  # ISO 639-1 code; None: not detected
+    # ISO 639-1 code; None: not detected
+    language: str | None = _OnFirstRead(None, lambda p: detect_language(p.question))  # type: ignore[assignment]
 
 
 @dataclass
@@ -54,6 +100,8 @@ class RelevancyReport:
     the same question N times, lower when the probes differ (None under two probes).
     ``usage`` is what the sample cost (requests and tokens as the provider reported them, see
     :mod:`.usage`); None when not measured (a report from before usage was kept).
+    ``reason`` given empty is written when first read (from the fields as they are then);
+    ``question_language`` given as :data:`PENDING` is detected when first read.
     """
 
     user_input: str
@@ -69,13 +117,16 @@ class RelevancyReport:
     probe_similarity: float | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
-    reason: str = ""
-    question_language: str | None = None  # ISO 639-1 code; None: not detected
+    reason: str = _OnFirstRead("", lambda r: explain(r) + language_clause(r))  # type: ignore[assignment]
+    # ISO 639-1 code; None: not detected
+    question_language: str | None = _OnFirstRead(  # type: ignore[assignment]
+        None, lambda r: detect_language(r.user_input)
+    )
     usage: Usage | None = None
 
     def __post_init__(self) -> None:
-        if not self.reason:
-            self.reason = explain(self) + language_clause(self)
+        if not self.__dict__["_reason"]:
+            self.__dict__["_reason"] = PENDING
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""

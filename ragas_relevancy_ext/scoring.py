@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -12,9 +13,21 @@ __all__ = [
     "cosine_similarities",
     "mean_pairwise_cosine",
     "non_finite",
+    "probe_cosines",
     "relevancy_score",
     "unit_rows",
 ]
+
+
+def probe_cosines(
+    question_vector: np.ndarray, probe_vectors: np.ndarray
+) -> tuple[np.ndarray, float | None]:
+    """Each probe's cosine with the question (:func:`cosine_similarities`) and the probes' mean
+    pairwise cosine (:func:`mean_pairwise_cosine`), each vector scaled to unit length once."""
+    question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))
+    probes = unit_rows(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
+    cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)
+    return cosines, _mean_pairwise(probes) if len(probes) >= 2 else None
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:
@@ -25,17 +38,18 @@ def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) 
     stock's dot / (norm * norm) wherever that is finite. Check the result with
     :func:`non_finite`.
     """
-    question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))
-    probes = unit_rows(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
-    return np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)
+    return probe_cosines(question_vector, probe_vectors)[0]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN)."""
+    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN).
+
+    The norm is ``np.linalg.norm(axis=1)``'s own arithmetic, without its argument handling.
+    """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        scale = np.max(np.abs(matrix), axis=1, keepdims=True)
+        scale = np.abs(matrix).max(axis=1, keepdims=True)
         scaled = matrix / scale
-        return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+        return scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))
 
 
 def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
@@ -68,8 +82,21 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
     matrix = np.asarray(vectors, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] < 2:
         return None
-    unit = unit_rows(matrix)
+    return _mean_pairwise(unit_rows(matrix))
+
+
+def _mean_pairwise(unit: np.ndarray) -> float | None:
+    """Mean cosine over all pairs of rows of ``unit`` (unit rows, at least two); None if not
+    finite."""
     sims = np.clip(unit @ unit.T, -1.0, 1.0)
-    upper = np.triu_indices(matrix.shape[0], k=1)
-    value = float(np.mean(sims[upper]))
+    value = float(np.mean(sims[_upper_triangle(unit.shape[0])]))
     return value if math.isfinite(value) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _upper_triangle(size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The upper triangle's indices without the diagonal, made once per size (read-only)."""
+    rows, columns = np.triu_indices(size, k=1)
+    rows.setflags(write=False)
+    columns.setflags(write=False)
+    return rows, columns

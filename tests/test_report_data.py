@@ -3,6 +3,7 @@ and what a clean run and a run without probes put into a report."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 
@@ -171,3 +172,61 @@ def test_no_probes_is_not_all_noncommittal():
     assert (made.all_noncommittal, made.probes, made.judge_calls) == (False, [], 3)
     assert made.notes == [f"call {n}: dropped an empty question" for n in (1, 2, 3)]
     assert made.to_dict()["all_noncommittal"] is False
+
+
+def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
+    import ragas_relevancy_ext.report as report_module
+    from ragas_relevancy_ext.languages import detect_language
+
+    detected: list[str] = []
+
+    def counting(text: str) -> str | None:
+        detected.append(text)
+        return detect_language(text)
+
+    monkeypatch.setattr(report_module, "detect_language", counting)
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings(64))
+    rows = [{"user_input": QUESTION, "response": "Order A17 shipped on 3 March."}] * 2
+    results: list = []
+
+    async def score() -> None:  # asyncio.run shows its coroutine's result: return none
+        results.extend(await metric.abatch_score(rows))
+
+    asyncio.run(score())
+    assert detected == []  # scoring alone detects nothing and writes no reason
+    first = results[0].report
+    assert "_reason" in vars(first) and vars(first)["_reason"] is report_module.PENDING
+    data = first.to_dict()
+    assert sorted(detected) == sorted([QUESTION, *(p["question"] for p in data["probes"])])
+    assert data["question_language"] == "en" and data["reason"].startswith("Score ")
+    assert first.to_dict() == data and len(detected) == 4  # kept, not worked out again
+    # the same fields as a report built with everything given at once
+    eager = RelevancyReport(
+        **{
+            **data,
+            "probes": [Probe(**p) for p in data["probes"]],
+            "reason": "",
+            "question_language": "en",
+        }
+    )
+    assert eager == first and repr(eager) == repr(first)
+    assert results[0].reason == first.reason == eager.reason
+    assert results[1].report.reason == first.reason  # the second row's, worked out from its own
+    results[1].reason = "set by hand"
+    assert results[1].reason == "set by hand" and results[1].report.reason == first.reason
+
+
+def test_a_pending_field_survives_a_copy_and_stays_frozen_on_probes():
+    import copy
+
+    from ragas_relevancy_ext.report import PENDING
+
+    probe = Probe("Where is order A17?", 0, 0.5, PENDING)
+    copied = copy.deepcopy(probe)
+    assert vars(copied)["_language"] is PENDING
+    assert copied.language == probe.language == "en"
+    with pytest.raises(AttributeError):
+        probe.language = "fr"  # type: ignore[misc]
+    assert Probe("Where?", 0, 0.5).language is None  # not given: not detected
+    given = report(reason="")
+    assert given.reason == given.reason and given.reason.startswith("Score 0.12")

@@ -12,7 +12,9 @@ from ragas_relevancy_ext.scoring import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
+    probe_cosines,
     relevancy_score,
+    unit_rows,
 )
 
 QUESTION = np.array([1.0, 2.0, 0.0])
@@ -76,3 +78,39 @@ def test_mean_pairwise_cosine():
     ]
     assert three == pytest.approx(sum(pairs) / 3)
     assert not math.isnan(three)
+
+
+def _unit_rows_as_written_before(matrix):
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        scaled = matrix / np.max(np.abs(matrix), axis=1, keepdims=True)
+        return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
+
+
+def _vector_sets():
+    rng = np.random.default_rng(19)
+    for width in (2, 3, 64, 1536, 3072):
+        for probes in (1, 2, 3, 5):
+            yield rng.normal(size=width), rng.normal(size=(probes, width))
+    tiny, huge = np.full(8, 1e-320), np.full(8, 1e308)
+    yield tiny, np.stack([huge, -huge, tiny])
+    yield huge, np.stack([np.arange(8.0), np.zeros(8), np.full(8, np.nan)])
+    yield np.arange(8.0), np.stack([np.full(8, np.inf), np.arange(8.0)[::-1]])
+
+
+def test_probe_cosines_are_bit_for_bit_those_of_the_plain_numpy_formulas():
+    for question, probes in _vector_sets():
+        q = _unit_rows_as_written_before(question.reshape(1, -1))
+        p = _unit_rows_as_written_before(probes)
+        expected = np.clip((p @ q.T).reshape(-1), -1.0, 1.0)
+        cosines, similarity = probe_cosines(question, probes)
+        assert cosines.tobytes() == expected.tobytes()
+        assert cosine_similarities(question, probes).tobytes() == expected.tobytes()
+        np.testing.assert_array_equal(unit_rows(probes), p)  # NaN where NaN, else equal
+        if len(probes) < 2:
+            assert similarity is None and mean_pairwise_cosine(probes) is None
+            continue
+        pairs = np.clip(p @ p.T, -1.0, 1.0)[np.triu_indices(len(probes), k=1)]
+        value = float(np.mean(pairs))
+        assert (
+            similarity == mean_pairwise_cosine(probes) == (value if math.isfinite(value) else None)
+        )

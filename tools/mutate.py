@@ -128,8 +128,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "scoring.py",
-        "return np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)",
-        "return np.clip(np.abs(probes @ question.T).reshape(-1), -1.0, 1.0)",
+        "cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)",
+        "cosines = np.clip(np.abs(probes @ question.T).reshape(-1), -1.0, 1.0)",
         "negative cosines turned positive",
     ),
     Mutant(
@@ -177,14 +177,26 @@ MUTANTS: list[Mutant] = [
     Mutant("scoring.py", "k=1)", "k=0)", "diversity counts each probe with itself"),
     Mutant(
         "scoring.py",
-        "    unit = unit_rows(matrix)\n    sims",
-        "    unit = matrix\n    sims",
+        "return cosines, _mean_pairwise(probes) if",
+        "return cosines, _mean_pairwise(np.asarray(probe_vectors, dtype=float)) if",
         "diversity on unnormalised vectors",
     ),
     Mutant(
         "scoring.py",
-        "value = float(np.mean(sims[upper]))",
-        "value = float(np.min(sims[upper]))",
+        "if len(probes) >= 2 else None",
+        "if len(probes) >= 1 else None",
+        "the metric's diversity of a single probe is not None",
+    ),
+    Mutant(
+        "scoring.py",
+        "scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))",
+        "scaled / np.sqrt(np.add.reduce(scaled, axis=1, keepdims=True))",
+        "unit rows divided by the sum, not the norm",
+    ),
+    Mutant(
+        "scoring.py",
+        "value = float(np.mean(sims[_upper_triangle(unit.shape[0])]))",
+        "value = float(np.min(sims[_upper_triangle(unit.shape[0])]))",
         "diversity is the least similar pair",
     ),
     # -- probe_modes.py -----------------------------------------------------------------------
@@ -376,11 +388,17 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "pipeline.py",
-        "probe_similarity=mean_pairwise_cosine(probe_vectors)",
-        "probe_similarity=None",
+        "probe_similarity=similarity,",
+        "probe_similarity=None,",
         "probe similarity lost",
     ),
     Mutant("pipeline.py", "notes=probes.notes,", "notes=[],", "notes lost"),
+    Mutant(
+        "pipeline.py",
+        "question_language=PENDING,",
+        "question_language=None,",
+        "question language never detected",
+    ),
     Mutant(
         "pipeline.py",
         "judge_calls=probes.judge_calls,",
@@ -487,7 +505,16 @@ MUTANTS: list[Mutant] = [
     ),
     # -- report.py (the reason sentences are left to their own tests) -------------------------
     Mutant(
-        "report.py", "        if not self.reason:\n", "        if False:\n", "no reason computed"
+        "report.py",
+        '        if not self.__dict__["_reason"]:\n',
+        "        if False:\n",
+        "no reason computed",
+    ),
+    Mutant(
+        "report.py",
+        "            value = instance.__dict__[self.key] = self.compute(instance)\n",
+        "            value = self.compute(instance)\n",
+        "a field worked out again on every read",
     ),
     Mutant(
         "report.py",
@@ -770,8 +797,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        "super().__init__(value=report.score, reason=report.reason)",
-        "super().__init__(value=report.score, reason=None)",
+        "return self.report.reason if self._reason is PENDING else self._reason",
+        "return None if self._reason is PENDING else self._reason",
         "result has no reason",
     ),
     Mutant(
