@@ -21,7 +21,6 @@ from .languages import AUTO, AdaptedPrompts, check_language
 from .probe_modes import (
     ProbeMode,
     collect_probes,
-    normalise_question,
     prompt_label,
     resolve_probe_prompt,
 )
@@ -253,7 +252,7 @@ async def score_sample(
                     probes.questions, probes.noncommittal, cosines.tolist(), strict=True
                 )
             ],
-            distinct_probes=len({normalise_question(q) for q in probes.questions}),
+            distinct_probes=probes.distinct(),
             probe_similarity=similarity,
             **common,
         )

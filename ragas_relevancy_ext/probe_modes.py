@@ -23,7 +23,6 @@ import contextlib
 import copy
 import functools
 import importlib
-import re
 import string
 import weakref
 from collections.abc import Awaitable, Callable
@@ -56,15 +55,14 @@ MAX_EXTRA_CALLS = 2
 # A probe prompt as users give it: a mode's name or a prompt object (PydanticPrompt or BasePrompt).
 PromptSpec = "str | BasePrompt"
 
-_APOSTROPHES = re.compile("['‘’]")
-_PUNCTUATION = re.compile(f"[{re.escape(string.punctuation)}¿¡“”]")
-_SPACES = re.compile(r"\s+")
+# Apostrophes are dropped, any other punctuation becomes a space: one str.translate.
+_FOLD = str.maketrans({**dict.fromkeys(string.punctuation + "¿¡“”", " "), **dict.fromkeys("'‘’")})
 
 
 def normalise_question(question: str) -> str:
     """Fold case, punctuation and white space, so near-identical probes compare equal."""
-    folded = _APOSTROPHES.sub("", question.casefold())
-    return _SPACES.sub(" ", _PUNCTUATION.sub(" ", folded)).strip()
+    folded = question.casefold().translate(_FOLD)
+    return " ".join(folded.split())
 
 
 @dataclass
@@ -94,6 +92,12 @@ class ProbeSet:
         self.questions.append(question.strip())
         self.noncommittal.append(int(flag))
         return True
+
+    def distinct(self) -> int:
+        """How many kept probes differ once folded by :func:`normalise_question`."""
+        if len(self._seen) == len(self.questions):  # each kept through offer, folded there
+            return len(self._seen)
+        return len({normalise_question(q) for q in self.questions})
 
     def keep_as_stock(self, question: str, flag: int, where: str) -> None:
         """Stock's handling of one reply: a question is kept as written, its flag as given.

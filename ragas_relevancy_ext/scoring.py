@@ -24,8 +24,9 @@ def probe_cosines(
 ) -> tuple[np.ndarray, float | None]:
     """Each probe's cosine with the question (:func:`cosine_similarities`) and the probes' mean
     pairwise cosine (:func:`mean_pairwise_cosine`), each vector scaled to unit length once."""
-    question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))
-    probes = unit_rows(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        question = _unit(np.asarray(question_vector, dtype=float).reshape(1, -1))
+        probes = _unit(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
     cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)
     return cosines, _mean_pairwise(probes) if len(probes) >= 2 else None
 
@@ -47,9 +48,13 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
     The norm is ``np.linalg.norm(axis=1)``'s own arithmetic, without its argument handling.
     """
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        scale = np.abs(matrix).max(axis=1, keepdims=True)
-        scaled = matrix / scale
-        return scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))
+        return _unit(matrix)
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    """:func:`unit_rows` without its floating-point error state (the caller sets it)."""
+    scaled = matrix / np.abs(matrix).max(axis=1, keepdims=True)
+    return scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))
 
 
 def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:

@@ -114,3 +114,39 @@ def test_probe_cosines_are_bit_for_bit_those_of_the_plain_numpy_formulas():
         assert (
             similarity == mean_pairwise_cosine(probes) == (value if math.isfinite(value) else None)
         )
+
+
+def _normalised_by_regular_expressions(question):
+    import re
+    import string
+
+    folded = re.sub("['‘’]", "", question.casefold())
+    folded = re.sub(f"[{re.escape(string.punctuation)}¿¡“”]", " ", folded)
+    return re.sub(r"\s+", " ", folded).strip()
+
+
+def test_normalise_question_folds_exactly_as_the_regular_expressions_do():
+    import random
+    import string
+
+    rng = random.Random(19)
+    alphabet = string.printable + "‘’¿¡“”ÉßİΣς\u00a0\u2003\u3000\u200b\u0085\x1c語"
+    texts = ["".join(rng.choices(alphabet, k=rng.randint(0, 40))) for _ in range(3000)]
+    texts += ["Where's order A17?!", "  ¿Qué   pasó?  ", "STRASSE ß", "l’été", ""]
+    for text in texts:
+        assert normalise_question(text) == _normalised_by_regular_expressions(text), repr(text)
+
+
+@pytest.mark.parametrize("probe_prompt", ["stock", "diverse"])
+def test_distinct_probes_count_folded_questions_in_every_mode(probe_prompt):
+    from ragas_relevancy_ext.probe_modes import ProbeSet
+
+    probes = ProbeSet()
+    questions = ["When did A17 ship?", "when did A17 ship", "Where is A17?"]
+    for question in questions:
+        if probe_prompt == "stock":
+            probes.keep_as_stock(question, 0, "call")
+        else:
+            probes.offer(question, 0, "call")
+    assert probes.distinct() == 2
+    assert len(probes.questions) == (3 if probe_prompt == "stock" else 2)

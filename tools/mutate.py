@@ -115,14 +115,13 @@ MUTANTS: list[Mutant] = [
     # -- scoring.py ---------------------------------------------------------------------------
     Mutant(
         "scoring.py",
-        "question = unit_rows(np.asarray(question_vector, dtype=float).reshape(1, -1))",
+        "question = _unit(np.asarray(question_vector, dtype=float).reshape(1, -1))",
         "question = np.asarray(question_vector, dtype=float).reshape(1, -1)",
         "cosine ignores the question's length",
     ),
     Mutant(
         "scoring.py",
-        "probes = unit_rows(np.asarray(probe_vectors, dtype=float)"
-        ".reshape(len(probe_vectors), -1))",
+        "probes = _unit(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))",
         "probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)",
         "cosine ignores the probes' lengths",
     ),
@@ -202,14 +201,14 @@ MUTANTS: list[Mutant] = [
     # -- probe_modes.py -----------------------------------------------------------------------
     Mutant(
         "probe_modes.py",
-        'folded = _APOSTROPHES.sub("", question.casefold())',
-        'folded = _APOSTROPHES.sub("", question)',
+        "folded = question.casefold().translate(_FOLD)",
+        "folded = question.translate(_FOLD)",
         "duplicates compared case-sensitively",
     ),
     Mutant(
         "probe_modes.py",
-        '_SPACES.sub(" ", _PUNCTUATION.sub(" ", folded)).strip()',
-        '_SPACES.sub(" ", folded).strip()',
+        "folded = question.casefold().translate(_FOLD)",
+        "folded = question.casefold()",
         "duplicates compared with punctuation",
     ),
     Mutant(
@@ -381,10 +380,16 @@ MUTANTS: list[Mutant] = [
         "embeddings calls ignore max_concurrency",
     ),
     Mutant(
-        "pipeline.py",
-        "distinct_probes=len({normalise_question(q) for q in probes.questions})",
-        "distinct_probes=len(probes.questions)",
-        "distinct probes not folded",
+        "probe_modes.py",
+        "return len({normalise_question(q) for q in self.questions})",
+        "return len(self.questions)",
+        "distinct probes not folded (stock mode)",
+    ),
+    Mutant(
+        "probe_modes.py",
+        "if len(self._seen) == len(self.questions):",
+        "if True:",
+        "distinct probes of stock mode counted from no folded keys",
     ),
     Mutant(
         "pipeline.py",
