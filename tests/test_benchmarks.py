@@ -45,3 +45,41 @@ def test_probe_modes_quick_prints_its_plan_and_progress(monkeypatch, capsys):
     assert progress[12].startswith("probe_modes: done in ")
     table = out.splitlines()
     assert table[0].startswith("1 fixtures") and len(table) == 3 + 10
+
+
+def test_per_sample_cpu_stand_ins_answer_as_the_originals_and_the_replay_repeats_each_call():
+    import asyncio
+
+    import per_sample
+    from bench import load_rows
+
+    from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
+
+    rows = load_rows(12)
+    for variant in per_sample.VARIANTS:
+        judge, embeddings = per_sample.FreeJudge(), per_sample.FreeEmbeddings(64)
+        log: list = []
+        judge.log = embeddings.log = log
+        run = per_sample.metric_loop(variant, rows, judge, embeddings)
+        asyncio.run(run())
+        asked = [entry for entry in log if entry[0] == "agenerate"]
+        assert len(asked) == (3 * len(rows) if variant == "stock" else len(rows))
+        embedded = [text for entry in log if entry[0] != "agenerate" for text in entry[1:]]
+        assert embedded  # every text the metric embedded went through the log
+        # the same answers as the stand-ins they stand for, each a fresh list
+        _, prompt, model = asked[0]
+        assert judge._reply(prompt, model) == PretendJudge()._reply(prompt, model)
+        text = rows[0]["user_input"]
+        first, again = embeddings.embed_text(text), embeddings.embed_text(text)
+        assert first == again == HashEmbeddings(64).embed_text(text) and first is not again
+        # the replay makes exactly the recorded calls, in order
+        judge.log = embeddings.log = replayed = []
+        asyncio.run(per_sample.replay(log, judge, embeddings)())
+        assert replayed == log
+        # and the stand-ins change no score
+        pairs = ((PretendJudge(), HashEmbeddings(64)), (judge, embeddings))
+        scores = [
+            [r.value for r in asyncio.run(per_sample.metric(variant, *pair, 16).abatch_score(rows))]
+            for pair in pairs
+        ]
+        assert scores[0] == scores[1] and len(scores[0]) == len(rows)
