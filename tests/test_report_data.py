@@ -207,6 +207,7 @@ def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
             "probes": [Probe(**p) for p in data["probes"]],
             "reason": "",
             "question_language": "en",
+            "usage": first.usage,
         }
     )
     assert eager == first and repr(eager) == repr(first)
