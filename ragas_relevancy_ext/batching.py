@@ -54,6 +54,10 @@ class _Share:
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         self.usage = Usage()  # its part of the requests that carried its texts
 
+    def record(self, _: asyncio.Future[np.ndarray]) -> None:
+        """Add the share's usage to the current meter (the submitting caller's)."""
+        record(self.usage)
+
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
             return
@@ -79,19 +83,20 @@ class _Coalescer:
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
 
-    async def embed(self, texts: list[str]) -> np.ndarray:
-        """A checked (len(texts), d) array, from a request shared with other callers' texts."""
+    def submit(self, texts: list[str]) -> asyncio.Future[np.ndarray]:
+        """A future of the checked (len(texts), d) array, from a request shared with other
+        callers' texts; no task per caller. Cancelling it takes the texts out if not sent yet.
+        When it is done (or cancelled), the share's usage goes to the meter of the caller who
+        submitted it (the callback runs in the caller's context)."""
         share = _Share(texts)
+        share.future.add_done_callback(share.record)
         self._pending.append(share)
         self._pending_texts += len(texts)
         if self._pending_texts >= self.max_batch:
             self._flush()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
-        try:
-            return await share.future
-        finally:
-            record(share.usage)  # to the asking sample's meter
+        return share.future
 
     def _flush(self) -> None:
         """Start a request for what is pending (it takes its texts once it has a slot)."""
@@ -207,7 +212,7 @@ class RunEmbedder:
         self, question: str, probes: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector and the probes' (len(probes), d) array."""
-        probe_share = asyncio.ensure_future(self._embed("probes", list(probes)))
+        probe_share = self._embed("probes", list(probes))
         try:
             question_vector = await self.question(question)
         except BaseException:
@@ -229,7 +234,7 @@ class RunEmbedder:
         """``text``'s vector, embedded once per run however many samples ask."""
         held = self._questions.get(text)
         if held is None:
-            held = asyncio.ensure_future(self._embed("questions", [text]))
+            held = self._embed("questions", [text])
             self._questions[text] = held
             while len(self._questions) > MAX_REUSED_QUESTIONS:
                 self._questions.popitem(last=False)
@@ -243,10 +248,12 @@ class RunEmbedder:
             raise
         return vectors[0]
 
-    async def _embed(self, stream: str, texts: list[str]) -> np.ndarray:
+    def _embed(self, stream: str, texts: list[str]) -> asyncio.Future[np.ndarray]:
+        """The checked vectors of ``texts``, to come: a share of a coalesced request (a future,
+        no task per sample), or a request of their own (a task, in the caller's context)."""
         if not self.coalesce:
-            return await embed_texts(self.embeddings, texts, self.limiter)
-        return await self._streams[stream].embed(texts)
+            return asyncio.ensure_future(embed_texts(self.embeddings, texts, self.limiter))
+        return self._streams[stream].submit(texts)
 
     def __repr__(self) -> str:
         return (

@@ -923,6 +923,12 @@ MUTANTS: list[Mutant] = [
         "a shared request's usage charged to no sample",
     ),
     Mutant(
+        "batching.py",
+        "        share.future.add_done_callback(share.record)\n",
+        "",
+        "a share's usage reaches no sample's meter",
+    ),
+    Mutant(
         "embeddings.py",
         "    tokens = sum(counts) if counts and None not in counts else None",
         "    tokens = sum(c or 0 for c in counts)",
