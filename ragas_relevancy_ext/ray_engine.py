@@ -20,7 +20,6 @@ This module imports Ray; nothing else in the package imports it, so Ray loads on
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -36,6 +35,8 @@ except ImportError as exc:  # pragma: no cover - the message is the point
         "ragas_relevancy_ext.ray_engine needs Ray Data: pip install 'ragas-relevancy-ext[ray]'"
         f" ({exc})"
     ) from exc
+
+from .report import content_key
 
 __all__ = [
     "KEY_COLUMN",
@@ -53,17 +54,6 @@ ACTOR_NUM_CPUS = 0.25
 INPUT_FIELDS = ("user_input", "response")
 
 
-def content_key(user_input: Any, response: Any, settings_key: str = "") -> str:
-    """sha256 (first 32 hex digits) of the two texts and the settings that change a score.
-
-    ``settings_key`` is any text naming those settings (judge, embeddings, strictness, probe
-    prompt); two runs with the same texts and settings give the same key, so a re-run can skip
-    rows already scored. Non-text values are hashed through their JSON form.
-    """
-    payload = json.dumps([1, settings_key, user_input, response], ensure_ascii=False, default=str)
-    return hashlib.sha256(payload.encode()).hexdigest()[:32]
-
-
 def with_keys(
     ds: ray.data.Dataset,
     settings_key: str = "",
@@ -72,8 +62,13 @@ def with_keys(
     user_input: str = "user_input",
     response: str = "response",
 ) -> ray.data.Dataset:
-    """``ds`` with a ``key`` column (:func:`content_key`), less the rows whose key is in
-    ``skip_keys`` (rows already scored, for resuming)."""
+    """``ds`` with a ``key`` column, less the rows whose key is in ``skip_keys`` (rows already
+    scored, for resuming).
+
+    The key is :func:`~ragas_relevancy_ext.report.content_key` of the two texts and
+    ``settings_key`` (any text naming the settings that change a score: judge, embeddings,
+    strictness, probe prompt), the key the command line's reports use too.
+    """
     skip = sorted(set(skip_keys or ()))
     skip_ref = ray.put(pa.array(skip, type=pa.string())) if skip else None
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import re
 from collections.abc import Callable
@@ -18,6 +20,7 @@ __all__ = [
     "Probe",
     "RelevancyReport",
     "clip",
+    "content_key",
     "explain",
     "fmt",
     "format_report",
@@ -36,6 +39,21 @@ DRIFT_GAP = 0.15
 LOW_SCORE = 0.5
 # A probe question quoted in a reason sentence is cut to this many characters.
 QUOTE_WIDTH = 80
+
+
+def content_key(user_input: Any, response: Any, settings: str = "") -> str:
+    """A row's key in a report: sha256 of a tag of the settings that change a score and the two
+    texts, 20 hex digits. Same texts and settings, same key: a re-run skips rows already scored.
+
+    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
+    A value that is not text (None, a number) is hashed through its JSON form, marked as such.
+    """
+    texts = [
+        v if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
+        for v in (user_input, response)
+    ]
+    digest = hashlib.sha256(f"{settings}\x00{texts[0]}\x00{texts[1]}".encode())
+    return digest.hexdigest()[:20]
 
 
 class _Pending:

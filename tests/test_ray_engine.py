@@ -1,17 +1,22 @@
 """Scoring on Ray Data actors: same scores as one process, every row back, resume, a killed actor.
 
-Ray runs on this machine once for the module (``ray.init(num_cpus=2)``). These tests need the
-``[ray]`` extra and fail, never skip, without it: ``pip install -e ".[test,local,ray]"``.
+Ray starts once for the session (``ray.init(num_cpus=2)``); every actor start imports RAGAS, so
+the module runs Ray Data twice only: the library call (two actors on one server, one killed),
+whose batches go through the command line's writers, and the command line's resume of that
+report. These tests need the ``[ray]`` extra and fail, never skip, without it:
+``pip install -e ".[test,local,ray]"``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import math
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +35,11 @@ except ImportError as exc:
     ) from exc
 
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.cli.ray_score import ParquetOutput
-from ragas_relevancy_ext.cli.setup import Settings, prepare
-from ragas_relevancy_ext.ray_engine import content_key, score_dataset
+from ragas_relevancy_ext.cli.output.jsonl import FORMAT, ReportFile
+from ragas_relevancy_ext.cli.ray_score import JsonlOutput, OutputError, ParquetOutput
+from ragas_relevancy_ext.cli.setup import Settings, plan, prepare
+from ragas_relevancy_ext.ray_engine import score_dataset
+from ragas_relevancy_ext.report import content_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,10 +50,14 @@ TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", 
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture(scope="module", autouse=True)
+@pytest.fixture(scope="session")
 def local_ray():
+    # this process imports RAGAS (for the one-process scores) while Ray's daemons start
+    loading = threading.Thread(target=importlib.import_module, args=("ragas",), daemon=True)
+    loading.start()
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     ray.data.DataContext.get_current().enable_progress_bars = False
+    loading.join()
     yield
     ray.shutdown()
 
@@ -69,14 +80,22 @@ def rows(n: int, start: int = 0) -> list[dict[str, Any]]:
 
 
 def loop_settings(server: LoopbackServer, **changes: Any) -> Settings:
+    """The settings ``server.cli_options()`` and ``--max-retries 0`` give."""
+    values: dict[str, Any] = {"concurrency": 4, **changes}
     return Settings(
         judge="openai:loop-judge",
         base_url=server.openai_base_url,
         embeddings="openai:loop-embed",
         max_retries=0,
-        concurrency=4,
-        **changes,
+        **values,
     )
+
+
+def with_bad_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows 3 and 17 fail in the metric: an empty response, a missing question."""
+    items[3]["response"] = ""  # ValueError in the metric
+    items[17]["user_input"] = None  # TypeError in the metric
+    return items
 
 
 def single_process(settings: Settings, items: list[dict[str, Any]]) -> dict[int, Any]:
@@ -93,12 +112,16 @@ def same_score(a: float | None, b: float) -> bool:
 
 
 def check_against(out: list[dict[str, Any]], expected: dict[int, Any]) -> None:
-    """Every row once, and each row's score and report as one process gives them."""
-    assert sorted(r["id"] for r in out) == sorted(expected)
-    for row in out:
-        report = expected[row["id"]]
+    """Every row once, and each row's score, probes and reason as one process gives them.
+
+    ``out`` holds Ray's rows (``id`` and the report as JSON in ``report``) or report lines
+    (the report's fields at the top, ``id`` in ``extra``)."""
+    ids = [r["id"] if "id" in r else r["extra"]["id"] for r in out]
+    assert sorted(ids) == sorted(expected)
+    for row, id_ in zip(out, ids, strict=True):
+        report = expected[id_]
+        got = json.loads(row["report"]) if "report" in row else row
         assert same_score(row["score"], report.score), (row, report)
-        got = json.loads(row["report"])
         assert got["probes"] == report.to_dict()["probes"]
         assert row["reason"] == report.reason
 
@@ -163,91 +186,136 @@ class DiesOnce:
         return metric
 
 
-def test_a_killed_actor_is_restarted_every_row_comes_back_scored_as_in_one_process(tmp_path):
-    items = rows(40)
-    items[3]["response"] = ""  # ValueError in the metric
-    items[17]["user_input"] = None  # TypeError in the metric
+def test_actors_on_one_server_a_killed_actor_and_a_resume_that_scores_only_missing_rows(
+    tmp_path, server, local_ray
+):
+    # -- the library call: 2 actors on one server, one of them killed mid-batch, once --------
+    settings = loop_settings(server, concurrency=1, cache=tmp_path / "cache")
+    tag = plan(settings).score_tag  # the command line's key, so its resume reads these rows
+    items = with_bad_rows(rows(30))
     marker = tmp_path / "killed"
     ds = ray.data.from_items(items, override_num_blocks=4)
-    scored = score_dataset(ds, DiesOnce(OFFLINE, str(marker)), concurrency=1, batch_size=8)
-    out = scored.take_all()
+    scored = score_dataset(
+        ds, DiesOnce(settings, str(marker)), concurrency=2, batch_size=8, settings_key=tag
+    )
+    batches = list(scored.iter_batches(batch_format="pyarrow", batch_size=None))
+    out = [row for batch in batches for row in batch.to_pylist()]
+    calls = server.count("chat")
 
-    # one actor process died mid-batch; Ray restarted it and ran the batch again
+    # one actor process died before asking anything; Ray restarted it, ran its batch again
     assert int(marker.read_text()) != os.getpid()
     assert len(out) == len(items)
-    check_against(out, single_process(OFFLINE, items))
+    server.reset()
+    expected = single_process(loop_settings(server), items)
+    assert calls == server.count("chat") == 28  # one judge call per good row, as one process
+    check_against(out, expected)
     failed = {r["id"]: r for r in out if r["score"] is None or math.isnan(r["score"])}
     assert sorted(failed) == [3, 17]
     assert "response" in failed[3]["error"] and failed[3]["reason"]
     assert "user_input" in failed[17]["error"] and failed[17]["reason"]
-    # input columns kept; the key is the content key
+    # input columns kept; the key is the content key of the command line's reports
     columns = {"id", "user_input", "response", "key", "score", "reason", "error", "report"}
     for row in out:
         assert set(row) == columns
-        assert row["key"] == content_key(row["user_input"], row["response"])
+        assert row["key"] == content_key(row["user_input"], row["response"], tag)
+    assert len({row["key"] for row in out}) == 30
 
+    # -- the command line's writers, on these batches ----------------------------------------
+    setup = prepare(settings)
+    parts = ParquetOutput(tmp_path / "parts")
+    assert list(parts.save(batches, setup)) == batches
+    saved = pq.read_table(tmp_path / "parts").to_pylist()
+    check_against(saved, expected)
+    assert {r["format"] for r in saved} == {FORMAT}
+    assert sorted(r["row"] for r in saved) == list(range(1, 31))
+    done = {r["key"] for r in out if r["error"] is None}
+    assert ParquetOutput(tmp_path / "parts").done_keys() == done and len(done) == 28
+    # a part without the report's format is not ours: the folder is refused
+    pq.write_table(pa.Table.from_pylist(items[:2]), tmp_path / "parts" / "part-x.parquet")
+    with pytest.raises(OutputError, match="part-x.parquet, which this command did not write"):
+        ParquetOutput(tmp_path / "parts").done_keys()
 
-# -- the command line --------------------------------------------------------------------------
+    report = tmp_path / "scored.jsonl"
+    jsonl = JsonlOutput(report, tmp_path / "in")
+    assert list(jsonl.save(batches, setup)) == batches
+    jsonl.close()
+    lines = read_jsonl(report)
+    check_against(lines, expected)
+    assert {r["format"] for r in lines} == {FORMAT}
+    nan = {r["extra"]["id"]: r for r in lines if r["score"] is None}
+    assert sorted(nan) == [3, 17] and all(r["error"] and r["reason"] for r in nan.values())
+    torn = lines[-1]["extra"]["id"]
+    assert torn not in nan
+    text = report.read_bytes()
+    report.write_bytes(text[: len(text) - 40])  # a crash mid-write: the last line is cut off
 
-
-def test_cli_actors_share_one_server_and_cache_and_resume_scores_only_missing_rows(
-    tmp_path, server
-):
-    # --concurrency 1: batches of 8 rows, so both actors get some of the 20
-    options = [*server.cli_options(), "--max-retries", "0", "--concurrency", "1"]
-    options += ["--engine", "ray", "--actors", "2", "--cache", tmp_path / "cache"]
-    out = tmp_path / "scored.jsonl"
-    first = invoke("score", write_jsonl(tmp_path / "part.jsonl", rows(20)), *options, "--out", out)
-    assert first.exit_code == 0, first.output
-    assert "wrote 20 row(s)" in first.stdout
-    assert server.count("chat") == 20  # diverse: one judge call per row
-    torn = read_jsonl(out)[-1]["id"]
-    text = out.read_bytes()
-    out.write_bytes(text[: len(text) - 40])  # a crash mid-write: the last line is cut off
-    server.reset()
-
-    again = invoke("score", write_jsonl(tmp_path / "all.jsonl", rows(30)), *options, "--out", out)
-    assert again.exit_code == 0, again.output
-    assert "19 row(s) already there" in again.stdout
-    assert "wrote 11 row(s)" in again.stdout  # the cut-off row and the 10 new ones
-    # the 10 new rows ask the judge; the cut-off row's reply comes from the cache that the
-    # first run's actors filled (one store for every actor on this machine)
-    assert server.count("chat") == 10
-    saved = read_jsonl(out)
-    assert sorted(r["id"] for r in saved) == list(range(30))
-    assert torn in {r["id"] for r in saved}
-    check_against(saved, single_process(loop_settings(server), rows(30)))
-
-
-def test_cli_reads_a_parquet_folder_and_writes_parquet_parts_and_refuses_foreign_output(tmp_path):
+    # -- the command line resumes it from a Parquet folder of 40 rows --------------------------
     data = tmp_path / "in"
     data.mkdir()
-    for part, start in enumerate((0, 12)):
-        pq.write_table(pa.Table.from_pylist(rows(12, start)), data / f"p{part}.parquet")
-    out = tmp_path / "out"
-    options = ["--judge", "offline", "--embeddings", "hash", "--engine", "ray", "--actors", "1"]
-    done = invoke("score", data, *options, "--out", out, "--no-progress")
-    assert done.exit_code == 0, done.output
-    saved = pq.read_table(out).to_pylist()
-    check_against(saved, single_process(OFFLINE, rows(24)))
-    # a re-run would skip all 24: their keys are read back from the parts
-    assert ParquetOutput(out).done_keys() == {r["key"] for r in saved} and len(saved) == 24
+    everything = with_bad_rows(rows(40))
+    for part, start in enumerate((0, 20)):
+        table = pa.Table.from_pylist(everything[start : start + 20])
+        pq.write_table(table, data / f"p{part}.parquet")
+    options = [*server.cli_options(), "--max-retries", "0", "--concurrency", "1"]
+    options += ["--cache", tmp_path / "cache", "--no-progress", "--out", report]
+    server.reset()
+    again = invoke("score", data, *options, "--engine", "ray", "--actors", "1")
+    assert again.exit_code == 3, again.output  # rows 3 and 17 are NaN again
+    assert "27 row(s) already there" in again.stdout
+    # the cut-off row, the 10 new ones and the 2 that failed; only the 10 new ask the judge:
+    # the cut-off row's reply is in the cache both actors filled (one store per machine)
+    assert "wrote 13 row(s)" in again.stdout
+    assert server.count("chat") == 10
+    saved = read_jsonl(report)
+    assert sorted(r["extra"]["id"] for r in saved) == list(range(40))  # one line per row
+    assert torn in {r["extra"]["id"] for r in saved}
+    server.reset()
+    check_against(saved, single_process(loop_settings(server), everything))
+    keys = {r["id"]: content_key(r["user_input"], r["response"], tag) for r in everything}
+    assert all(r["key"] == keys[r["extra"]["id"]] for r in saved)
+
+    # the same report and key as one process: `score` without Ray finds every good row there
+    good = write_jsonl(tmp_path / "good.jsonl", [r for r in everything if r["id"] not in (3, 17)])
+    server.reset()
+    local = invoke("score", good, *options)
+    assert local.exit_code == 0, local.output
+    assert "38 row(s) already there, 0 to score" in local.stdout
+    assert server.count() == 0
+    assert [r["row"] for r in read_jsonl(report)] == list(range(1, 39))  # now in input order
+
+
+def test_cli_refuses_outputs_it_did_not_write_untouched(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", rows(3))
+    before = path.read_bytes()
+    options = ["--embeddings", "hash", "--engine", "ray", "--no-progress"]
+    refused = invoke("score", path, *options, "--out", path)
+    assert refused.exit_code == 2 and "is the input file" in refused.stderr
+    other = write_jsonl(tmp_path / "other.jsonl", rows(3))
+    refused = invoke("score", path, *options, "--out", other)
+    assert refused.exit_code == 2 and "is not a report of ragas-relevancy" in refused.stderr
+    assert path.read_bytes() == before == other.read_bytes()
 
     foreign = tmp_path / "notes"
     foreign.mkdir()
     (foreign / "todo.txt").write_text("mine")
-    refused = invoke("score", data, *options, "--out", foreign)
+    refused = invoke("score", path, *options, "--out", foreign)
     assert refused.exit_code == 2
     assert "did not write" in refused.stderr
     assert (foreign / "todo.txt").read_text() == "mine" and len(list(foreign.iterdir())) == 1
 
 
-def test_cli_refuses_a_jsonl_out_it_did_not_write_untouched(tmp_path):
+def test_cli_refuses_a_jsonl_out_another_process_is_writing(tmp_path):
     path = write_jsonl(tmp_path / "rows.jsonl", rows(3))
-    before = path.read_bytes()
-    refused = invoke("score", path, "--embeddings", "hash", "--engine", "ray", "--out", path)
-    assert refused.exit_code == 2 and "line 1 is not a scored row" in refused.stderr
-    assert path.read_bytes() == before
+    holder = ReportFile(tmp_path / "out.jsonl")
+    holder.lock()
+    try:
+        refused = invoke(
+            "score", path, "--embeddings", "hash", "--engine", "ray",
+            "--out", tmp_path / "out.jsonl",
+        )  # fmt: skip
+    finally:
+        holder.close()
+    assert refused.exit_code == 2 and "being written by another" in refused.stderr
 
 
 def test_cli_ray_options_without_the_engine_and_the_engine_without_out_are_refused(tmp_path):

@@ -14,7 +14,7 @@ from ragas_relevancy_ext.cli.output.jsonl import (
     report_line,
 )
 from ragas_relevancy_ext.cli.stats import summarise
-from ragas_relevancy_ext.report import Probe, RelevancyReport
+from ragas_relevancy_ext.report import Probe, RelevancyReport, content_key
 
 
 def make_report(score: float = 0.8, **changes) -> RelevancyReport:
@@ -111,6 +111,36 @@ def test_compaction_keeps_one_line_per_row_in_input_order(tmp_path):
         (2, "b", 0.5),
         (3, "a", 0.8),
     ]
+
+
+def test_deduplication_keeps_one_line_per_key_where_it_first_appeared(tmp_path):
+    path = tmp_path / "report.jsonl"
+    report = ReportFile(path)
+    report.begin()
+    failed = make_report(math.nan, probes=[], error="boom")
+    report.write("b", report_line(1, "b", failed, "j", "e"))
+    report.write("a", report_line(2, "a", make_report(), "j", "e"))
+    report.write("b", report_line(3, "b", make_report(0.5), "j", "e"))  # the retry scored
+    report.write("b", report_line(4, "b", failed, "j", "e"))  # a failure never wins over it
+    assert report.deduplicate() == 2
+    report.close()
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [(r["row"], r["key"], r["score"]) for r in records] == [(3, "b", 0.5), (2, "a", 0.8)]
+    before = path.read_bytes()
+    assert ReportFile(path).deduplicate() == 2  # nothing repeated: the file is left as it is
+    assert path.read_bytes() == before
+
+
+def test_a_report_dict_writes_the_same_line_as_its_report():
+    report = make_report()
+    assert report_line(1, "k", report.to_dict(), "j", "e") == report_line(1, "k", report, "j", "e")
+
+
+def test_the_content_key_tells_missing_values_from_their_text():
+    assert content_key("Q", "A") == content_key("Q", "A") != content_key("Q", "A", "tag")
+    assert len({content_key(None, "A"), content_key("None", "A"), content_key("null", "A")}) == 3
+    assert len({content_key(1, "A"), content_key("1", "A")}) == 2
+    assert len(content_key("Q", "A")) == 20
 
 
 def test_summary_counts_zeros_and_nans_and_lists_the_lowest():

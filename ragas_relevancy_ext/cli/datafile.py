@@ -11,7 +11,6 @@ streamed; :func:`read_rows` loads it all. Standard library only: cheap to import
 from __future__ import annotations
 
 import csv
-import hashlib
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping
@@ -19,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..report import content_key as row_key
 from .errors import UsageError
 
 __all__ = [
@@ -122,12 +122,6 @@ def describe_bad(bad: Iterable[BadRow], total: int, limit: int = 10) -> list[str
     if total > limit:
         lines.append(f"... and {total - limit} more bad row(s)")
     return lines
-
-
-def row_key(user_input: str, response: str, settings: str = "") -> str:
-    """sha256 of the two texts (and a tag of the settings that change a score), 20 hex digits."""
-    digest = hashlib.sha256(f"{settings}\x00{user_input}\x00{response}".encode())
-    return digest.hexdigest()[:20]
 
 
 def parse_map(specs: Iterable[str]) -> dict[str, str]:

@@ -2,10 +2,12 @@
 
 INPUT is a JSONL, CSV or Parquet file, or a folder of them, read by Ray's own readers. Rows are
 scored by :func:`ragas_relevancy_ext.ray_engine.score_dataset` and streamed back to this process,
-which writes ``--out``: a ``.jsonl`` file, or else a folder of Parquet parts. Each part and each
-line is saved as it arrives, so a crash keeps what was written; a re-run with the same ``--out``
-skips every row whose content key is there without an error. Ray is imported only here, inside
-:func:`run_ray_score`: the options below cost nothing to declare.
+which writes ``--out``: a ``.jsonl`` file is the very report ``score`` writes (its lines, content
+key, lock, checks and resume, through :class:`.output.jsonl.ReportFile`); any other path is a
+folder of Parquet parts keyed and recognised the same way. Each line and each part is saved as it
+arrives, so a crash keeps what was written; a re-run with the same ``--out`` skips every row
+saved without an error. Ray is imported only here, inside :func:`run_ray_score`: the options
+below cost nothing to declare.
 """
 
 from __future__ import annotations
@@ -16,16 +18,17 @@ import math
 import os
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, NoReturn
 
 import typer
 
-from ..report import clip, fmt
+from ..report import RelevancyReport, clip, fmt
 from .errors import UsageError, exit_code
-from .setup import Settings, prepare
+from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line
+from .setup import Settings, Setup, plan, prepare
 
 __all__ = [
     "ActorsOpt",
@@ -34,7 +37,6 @@ __all__ = [
     "RayAddressOpt",
     "SettingsMetric",
     "run_ray_score",
-    "settings_key",
 ]
 
 RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
@@ -64,25 +66,6 @@ ActorsOpt = Annotated[
 
 # Input kinds Ray reads, by file suffix.
 INPUT_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
-# Settings that change a score; the others (concurrency, retries, cache) do not.
-SCORE_SETTINGS = (
-    "judge",
-    "base_url",
-    "embeddings",
-    "embeddings_base_url",
-    "one_text_per_call",
-    "strictness",
-    "probe_prompt",
-    "language",
-)
-RUN_SETTINGS = (
-    "max_retries",
-    "timeout",
-    "concurrency",
-    "cache",
-    "batch_embeddings",
-    "analytics",
-)
 DEFAULT_ACTORS = 2
 ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
 LOWEST_SHOWN = 5
@@ -102,12 +85,6 @@ class SettingsMetric:
         return prepare(self.settings).metric()
 
 
-def settings_key(settings: Settings) -> str:
-    """The settings that change a score, as JSON: part of every row's content key."""
-    values = {name: getattr(settings, name) for name in SCORE_SETTINGS}
-    return json.dumps(values, sort_keys=True, default=str)
-
-
 def run_ray_score(
     file: Path,
     map_specs: list[str] | None,
@@ -124,12 +101,31 @@ def run_ray_score(
     _check_options(engine, address, actors, out, outputs)
     assert out is not None
     from .datafile import parse_map
-    from .output.console import make_console, print_header
 
     mapping = parse_map(map_specs or [])
-    sink = open_output(out)
-    setup = prepare(settings)  # a bad judge spec or a missing key fails here, before Ray starts
+    tag = plan(settings).score_tag  # a bad judge spec or a missing key fails here
+    sink = open_output(out, file)  # refuses an output this tool did not write, untouched
+    try:
+        return _run(sink, file, mapping, settings, tag, address, actors, out, progress)
+    finally:
+        sink.close()
+
+
+def _run(
+    sink: JsonlOutput | ParquetOutput,
+    file: Path,
+    mapping: dict[str, str],
+    settings: Settings,
+    tag: str,
+    address: str | None,
+    actors: int | None,
+    out: Path,
+    progress: bool,
+) -> int:
+    from .output.console import make_console, print_header
+
     done = sink.done_keys()
+    setup = prepare(settings)
 
     try:
         import ray
@@ -145,10 +141,17 @@ def run_ray_score(
     ds = read_input(file)
     if mapping:
         ds = ds.rename_columns(mapping)
+    names = ds.schema().names
     try:
-        ray_engine.check_columns(ds.schema().names, "user_input", "response")
+        ray_engine.check_columns(names, "user_input", "response")
     except ValueError as exc:
         raise UsageError(f"{file}: {exc}; name yours with --map COLUMN=user_input") from None
+    taken = [c for c in sink.columns if c in names]
+    if taken:
+        raise UsageError(
+            f"{file}: Parquet parts add column(s) {', '.join(taken)}, which the input has; "
+            "rename them with --map or write --out as .jsonl"
+        )
 
     console = make_console()
     count = actors or DEFAULT_ACTORS
@@ -168,11 +171,11 @@ def run_ray_score(
         SettingsMetric(settings),
         concurrency=count,
         batch_size=ROWS_PER_CALL_IN_FLIGHT * settings.concurrency,
-        settings_key=settings_key(settings),
+        settings_key=tag,
         skip_keys=done,
     )
     tally = Tally()
-    for batch in sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None)):
+    for batch in sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), setup):
         tally.add(batch)
     tally.show(console, out)
     # rows already in --out were scored without an error before: they count as scored
@@ -237,88 +240,95 @@ class OutputError(UsageError):
     """--out exists and is not this command's output."""
 
 
-RECORD_MARK = ("key", "score", "reason", "error", "report")
+# a row saved in one of these states is not scored again (the single-process rule)
+DONE = ("scored", "skipped")
+# columns a Parquet part adds to the input's, besides score_dataset's
+PART_COLUMNS = ("format", "row")
 
 
-def open_output(path: Path) -> JsonlOutput | ParquetOutput:
-    """The writer for ``path``: JSON lines for ``*.jsonl``, Parquet parts in a folder otherwise."""
+def open_output(path: Path, input_path: Path) -> JsonlOutput | ParquetOutput:
+    """The writer for ``path``: the JSONL report for ``*.jsonl``, Parquet parts in a folder
+    otherwise. Either refuses, untouched, an output this tool did not write."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
-        return JsonlOutput(path)
+        return JsonlOutput(path, input_path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{path}: give --out a .jsonl file or a folder for Parquet parts")
     return ParquetOutput(path)
 
 
 class JsonlOutput:
-    """One JSON object per row: the input's columns and ``key score reason error report``."""
+    """The report ``score`` writes (:class:`.output.jsonl.ReportFile`): same lines, key, lock,
+    checks and resume. Ray does not keep input order, so ``row`` counts lines as written and a
+    finished run keeps one line per key in that order, rather than rewriting in input order."""
 
-    def __init__(self, path: Path):
-        self.path = path
+    columns: tuple[str, ...] = ()
+
+    def __init__(self, path: Path, input_path: Path):
+        self.report = ReportFile(path, input_path=input_path)  # refuses a file not ours
+        self.report.lock()
 
     def done_keys(self) -> set[str]:
-        """Keys of rows saved without an error; refuses a file this command did not write."""
-        if not self.path.exists():
-            return set()
-        if self.path.is_dir():
-            raise OutputError(f"{self.path}: is a folder; a .jsonl --out must be a file")
-        keys: set[str] = set()
-        complete = 0
-        with self.path.open("rb") as handle:
-            for number, raw in enumerate(handle, 1):
-                if not raw.endswith(b"\n"):
-                    break  # cut off mid-write: dropped below, once the rest is known to be ours
-                record = _record(raw)
-                if record is None:
-                    raise OutputError(
-                        f"{self.path}: line {number} is not a scored row; give --out a new file"
-                    )
-                complete += len(raw)
-                if record["error"] is None:
-                    keys.add(record["key"])
-        if complete < self.path.stat().st_size:
-            os.truncate(self.path, complete)
-        return keys
+        """Keys of rows saved scored (or skipped): a re-run does not score them again."""
+        return {key for key in self.report.index if self.report.status(key) in DONE}
 
-    def save(self, batches: Iterable[Any]) -> Iterator[Any]:
-        """Append one line per row of each batch (a pyarrow Table), flushed; yield the batch."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self.path.open("a", encoding="utf-8") as handle:
-            for batch in batches:
-                handle.write(
-                    "".join(
-                        json.dumps(_finite(row), ensure_ascii=False, allow_nan=False, default=str)
-                        + "\n"
-                        for row in batch.to_pylist()
-                    )
+    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
+        """Append one report line per row of each batch (a pyarrow Table); yield the batch."""
+        from ..ray_engine import KEY_COLUMN, OUTPUT_COLUMNS
+
+        report = self.report
+        labels = (setup.judge_label, setup.embeddings_label)
+        scored = {KEY_COLUMN, *OUTPUT_COLUMNS, "user_input", "response"}
+        report.begin()
+        for batch in batches:
+            for row in batch.to_pylist():
+                extra = {k: _finite(v) for k, v in row.items() if k not in scored}
+                line = report_line(
+                    report.lines + 1, row[KEY_COLUMN], _report(row, setup), *labels, extra
                 )
-                handle.flush()
-                yield batch
+                report.write(row[KEY_COLUMN], line)
+            yield batch
+        report.deduplicate()
+
+    def close(self) -> None:
+        """Close the report and release its lock."""
+        self.report.close()
 
 
-def _record(raw: bytes) -> dict[str, Any] | None:
-    try:
-        record = json.loads(raw)
-    except ValueError:
-        return None
-    if not isinstance(record, dict) or not all(k in record for k in RECORD_MARK):
-        return None
-    return record
+def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
+    """The row's report as a dict: the actor's, or one saying why the batch failed."""
+    if row["report"] is not None:
+        return json.loads(row["report"])
+    return RelevancyReport(
+        user_input=row["user_input"],
+        response=row["response"],
+        score=math.nan,
+        strictness=setup.settings.strictness,
+        probe_prompt=setup.settings.probe_prompt,
+        all_noncommittal=False,
+        error=row["error"],
+        reason=row["reason"],
+    ).to_dict()
 
 
-def _finite(row: dict[str, Any]) -> dict[str, Any]:
-    score = row.get("score")
-    if isinstance(score, float) and not math.isfinite(score):
-        row["score"] = None
-    return row
+def _finite(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 class ParquetOutput:
-    """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place."""
+    """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place.
+
+    Each part holds the input's columns, ``score_dataset``'s (``key``, the content key of the
+    JSONL report, ``score reason error report``), and ``format`` and ``row`` as a report line
+    has them: a folder is ours when every row of every part passes the same rule.
+    """
+
+    columns = PART_COLUMNS
 
     def __init__(self, path: Path):
         self.path = path
         self.run = uuid.uuid4().hex[:12]
         self.parts = 0
+        self.rows = 0
 
     def done_keys(self) -> set[str]:
         """Keys of rows saved without an error; refuses a folder this command did not write."""
@@ -332,36 +342,45 @@ class ParquetOutput:
                 entry.unlink()  # our own part, cut off before its rename
                 continue
             if not (entry.name.startswith("part-") and entry.suffix == ".parquet"):
-                raise OutputError(
-                    f"{self.path}: holds {entry.name}, which this command did not write; "
-                    "give --out a new folder"
-                )
+                self._refuse(entry.name)
             try:
-                table = pq.read_table(entry, columns=["key", "error"])
-            except Exception as exc:  # not Parquet, or not ours
-                raise OutputError(
-                    f"{entry}: not a scored part ({exc}); give --out a new folder"
-                ) from None
-            for key, error in zip(
-                table["key"].to_pylist(), table["error"].to_pylist(), strict=True
-            ):
-                if error is None:
-                    keys.add(key)
+                table = pq.read_table(entry, columns=[*PART_COLUMNS, "key", "error"])
+            except Exception:  # not Parquet, or not ours
+                self._refuse(entry.name)
+            for record in table.to_pylist():
+                if not is_report_record(record):
+                    self._refuse(entry.name)
+                if record["error"] is None:
+                    keys.add(record["key"])
+            self.rows += table.num_rows
         return keys
 
-    def save(self, batches: Iterable[Any]) -> Iterator[Any]:
+    def _refuse(self, name: str) -> NoReturn:
+        raise OutputError(
+            f"{self.path}: holds {name}, which this command did not write; give --out a new folder"
+        )
+
+    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
         """Write each batch as one more part: a hidden temp file, renamed when complete."""
+        import pyarrow as pa
         import pyarrow.parquet as pq
 
         self.path.mkdir(parents=True, exist_ok=True)
         for batch in batches:
             if batch.num_rows:
                 self.parts += 1
+                rows = pa.array(range(self.rows + 1, self.rows + batch.num_rows + 1), pa.int64())
+                self.rows += batch.num_rows
+                part = batch.append_column("format", pa.array([FORMAT] * batch.num_rows))
+                part = part.append_column("row", rows)
                 name = f"part-{self.run}-{self.parts:06d}.parquet"
                 temp = self.path / f".{name}.tmp"
-                pq.write_table(batch, temp)
+                pq.write_table(part, temp)
                 os.replace(temp, self.path / name)
             yield batch
+
+    def close(self) -> None:
+        """Nothing to release: parts are complete files."""
 
 
 # -- the summary ----------------------------------------------------------------------------
@@ -409,7 +428,3 @@ class Tally:
             console.print(f"  {fmt(-negative)}  {clip(question, 90)}", soft_wrap=True)
         if self.first_error:
             console.print(f"first NaN: {clip(self.first_error, 200)}", soft_wrap=True)
-
-
-# a new setting must say whether it changes a score (then it is part of every content key)
-assert {f.name for f in fields(Settings)} == {*SCORE_SETTINGS, *RUN_SETTINGS}

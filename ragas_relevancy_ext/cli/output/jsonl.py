@@ -1,8 +1,10 @@
 """The JSONL report: one line per input row, saved as each finishes, resumed, compacted.
 
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
-recognisable as ours), ``row`` (1-based data row of the input), ``line`` (file line, CSV and
-JSONL), ``key`` (hash of user_input, response and the settings that change a score), ``judge``,
+recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
+not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
+(:func:`~ragas_relevancy_ext.report.content_key`: user_input, response and the settings that
+change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
 at all, ``skipped`` (why).
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
@@ -32,6 +34,7 @@ __all__ = [
     "ReportFileError",
     "ReportLockError",
     "Saved",
+    "is_report_record",
     "report_from_record",
     "report_line",
 ]
@@ -53,7 +56,7 @@ class ReportLockError(ReportFileError):
 def report_line(
     number: int,
     key: str,
-    report: RelevancyReport,
+    report: RelevancyReport | Mapping[str, Any],
     judge: str,
     embeddings: str,
     extra: dict[str, Any] | None = None,
@@ -61,9 +64,10 @@ def report_line(
     line: int | None = None,
     skipped: str | None = None,
 ) -> str:
-    """One JSON line (with its newline) for one input row."""
+    """One JSON line (with its newline) for one input row; ``report`` may be a report already
+    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it)."""
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
-    record.update(report.to_dict())
+    record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
     if skipped is not None:
         record["skipped"] = skipped
@@ -264,23 +268,40 @@ class ReportFile:
         Written to a temporary file beside it, synced, then renamed over it, so a stop at any
         moment leaves either the old file or the new one. Lines of keys not listed go.
         """
+        return self._rewrite((key, (number, line)) for key, number, line in rows)
+
+    def deduplicate(self) -> int:
+        """Rewrite the file as one line per key (the line :meth:`status` reads), keys in the
+        order they first appear, row and line numbers as written; lines count.
+
+        For a run that does not know its input's order (Ray): a row scored again after a
+        failure leaves one line, as :meth:`compact` would. A file without repeats is left as is.
+        """
+        if self.lines == len(self.index) and not self._torn:
+            return self.lines
+        return self._rewrite((key, None) for key in list(self.index))
+
+    def _rewrite(self, rows: Iterable[tuple[str, tuple[int, int | None] | None]]) -> int:
+        """Write ``(key, (row, line) or None to keep them)`` lines to a temporary file, then
+        rename it over this one."""
         if self._handle is not None:
             self._handle.flush()
         temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         written = 0
         try:
             with self.path.open("rb") as old, temp.open("wb") as new:
-                for key, number, line in rows:
+                for key, numbers in rows:
                     packed = self.index.get(key)
                     if packed is None:
                         continue
                     saved = Saved.unpack(packed)
                     old.seek(saved.offset)
                     raw = old.read(saved.length)
-                    record = json.loads(raw)
-                    if (record.get("row"), record.get("line")) != (number, line):
-                        record["row"], record["line"] = number, line
-                        raw = _dump(record)
+                    if numbers is not None:
+                        record = json.loads(raw)
+                        if (record.get("row"), record.get("line")) != numbers:
+                            record["row"], record["line"] = numbers
+                            raw = _dump(record)
                     new.write(raw)
                     written += 1
                 new.flush()
@@ -299,12 +320,16 @@ def _record(raw: bytes) -> dict[str, Any] | None:
         record = json.loads(raw)
     except ValueError:
         return None
+    return record if is_report_record(record) else None
+
+
+def is_report_record(record: Any) -> bool:
+    """True for a record this tool wrote (a report line, or a row of a Parquet part): it
+    carries the report format (or an older report's fields), a key and a row number."""
     if not isinstance(record, dict):
-        return None
+        return False
     ours = record.get("format") == FORMAT or _LEGACY_KEYS <= set(record)
-    if not ours or "key" not in record or not isinstance(record.get("row"), int):
-        return None
-    return record
+    return ours and "key" in record and isinstance(record.get("row"), int)
 
 
 def _dump(record: dict[str, Any]) -> bytes:
