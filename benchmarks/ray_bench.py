@@ -9,8 +9,12 @@ largest sum of resident memory over the command's whole process tree (driver, Ra
 and actors), sampled from /proc. The figures project to a cluster at the end::
 
     python benchmarks/ray_bench.py                    # 10k rows; 1, 2 and 4 actors
-    python benchmarks/ray_bench.py --rows 10000 100000
+    python benchmarks/ray_bench.py --rows 10000 100000 --save runs.jsonl
     python benchmarks/ray_bench.py --quick            # 200 rows; 1 and 2 actors
+
+``--save FILE`` appends each finished run to FILE at once (one JSON line); a re-run with the
+same FILE skips the runs already there and prints the table of all of them, so a long run
+stopped half-way loses only the command it was in.
 
 On a 2-core machine more actors cannot add CPU; what they add is judge calls in flight
 (actors x --concurrency). The "one process" row with --concurrency raised to the same number
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
 import socket
@@ -28,7 +33,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from benchsteps import Steps  # benchmarks/benchsteps.py, beside this script
@@ -51,6 +56,7 @@ class Run:
     first_line: float
     peak_mb: float
     lines: int
+    load: float = math.nan  # the machine's 1-minute load average, mean over the run
 
 
 def write_rows(path: Path, n: int) -> None:
@@ -112,9 +118,11 @@ def run(label: str, args: list[str], out: Path, rows: int, in_flight: int) -> Ru
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
     )
     peak, first, first_count, last, last_count = 0, None, 0, None, 0
+    loads: list[float] = []
     try:
         while child.poll() is None:
             peak = max(peak, tree_rss(child.pid))
+            loads.append(os.getloadavg()[0])
             lines = count_lines(out)
             now = time.perf_counter()
             if lines and first is None:
@@ -135,8 +143,17 @@ def run(label: str, args: list[str], out: Path, rows: int, in_flight: int) -> Ru
         steady = rows / wall
     else:
         steady = (last_count - first_count) / (last - first)
+    load = sum(loads) / len(loads) if loads else os.getloadavg()[0]
     return Run(
-        label, rows, in_flight, wall, steady, (first or started) - started, peak / 2**20, lines
+        label,
+        rows,
+        in_flight,
+        wall,
+        steady,
+        (first or started) - started,
+        peak / 2**20,
+        lines,
+        load,
     )
 
 
@@ -148,6 +165,10 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8, help="calls in flight per process")
     parser.add_argument("--rate-limit", type=float, default=10_000, help="provider RPM, judge")
     parser.add_argument("--quick", action="store_true", help="200 rows; 1 and 2 actors")
+    parser.add_argument("--save", type=Path, help="append each finished run here; resume")
+    parser.add_argument(
+        "--fastest-first", action="store_true", help="run the most calls in flight first"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rows, args.actors = [200], [1, 2]
@@ -179,6 +200,14 @@ def main() -> None:
         for k in args.actors:
             ray = [*score, "--concurrency", str(c), "--engine", "ray", "--actors", str(k)]
             plans.append((n, f"ray, {k} actor(s)", ray, k * c))
+    planned = [(n, label) for n, label, _, _ in plans]
+    if args.fastest_first:  # most calls in flight first, so a run cut short has the most rows
+        plans.sort(key=lambda plan: (plan[0], -plan[3], plan[1]))
+    saved = load(args.save, args.latency)
+    runs: list[Run] = [saved[(n, label)] for n, label, _, _ in plans if (n, label) in saved]
+    plans = [plan for plan in plans if (plan[0], plan[1]) not in saved]
+    if runs:
+        print(f"{len(runs)} run(s) already in {args.save}, not run again", file=sys.stderr)
     steps = Steps(
         "ray_bench",
         [
@@ -186,7 +215,6 @@ def main() -> None:
             for n, label, _, flight in plans
         ],
     )
-    runs: list[Run] = []
     try:
         with tempfile.TemporaryDirectory() as tmp:
             for n, label, command, flight in plans:
@@ -198,6 +226,7 @@ def main() -> None:
                 argv = [str(data) if part == "ROWS" else part for part in command]
                 result = run(label, argv, out, n, flight)
                 runs.append(result)
+                save(args.save, result, args.latency)
                 print(
                     f"    {result.rows / result.wall:.1f} rows/s, {result.peak_mb:.0f} MB, "
                     f"{result.lines} rows out",
@@ -209,20 +238,48 @@ def main() -> None:
         server.terminate()
         server.wait()
     steps.finish()
-    report(runs, args)
+    order = {(n, label): i for i, (n, label) in enumerate(planned)}
+    report(sorted(runs, key=lambda r: order[(r.rows, r.label)]), args)
+
+
+def load(path: Path | None, latency: float) -> dict[tuple[int, str], Run]:
+    """Runs saved in ``path`` at this judge latency, by (rows, label)."""
+    if path is None or not path.exists():
+        return {}
+    runs: dict[tuple[int, str], Run] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line cut off by a crash
+        if record.pop("latency", None) == latency:
+            run = Run(**record)
+            runs[(run.rows, run.label)] = run
+    return runs
+
+
+def save(path: Path | None, result: Run, latency: float) -> None:
+    """Append one finished run to ``path`` and flush it to disk."""
+    if path is None:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write(json.dumps({**asdict(result), "latency": latency}) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def report(runs: list[Run], args: argparse.Namespace) -> None:
     print(f"judge latency {args.latency * 1000:.0f} ms; {os.cpu_count()} CPU(s) on this machine")
     print(
         "| rows | run | calls in flight | rows/s | rows/s steady | first line after (s) "
-        "| wall (s) | peak memory (MB) | rows out |"
+        "| wall (s) | peak memory (MB) | rows out | load |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in runs:
         print(
             f"| {r.rows} | {r.label} | {r.in_flight} | {r.rows / r.wall:.1f} | {r.steady:.1f} "
-            f"| {r.first_line:.1f} | {r.wall:.1f} | {r.peak_mb:.0f} | {r.lines} |"
+            f"| {r.first_line:.1f} | {r.wall:.1f} | {r.peak_mb:.0f} | {r.lines} | {r.load:.1f} |"
         )
     one_actor = [r for r in runs if r.label == "ray, 1 actor(s)"]
     if not one_actor:
@@ -230,7 +287,14 @@ def report(runs: list[Run], args: argparse.Namespace) -> None:
     per_actor = one_actor[-1].steady
     limit = args.rate_limit / 60  # judge calls/s; diverse mode asks once per row
     print()
-    print("Projection to a cluster (diverse mode: one judge call per row):")
+    print(
+        f"On {os.cpu_count()} core(s) more actors add calls in flight (actors x --concurrency), "
+        "not CPU: compare each Ray row with the one process at the same calls in flight."
+    )
+    print(
+        f"Projection to a cluster (diverse mode: one judge call per row; assumed provider "
+        f"limit {args.rate_limit:.0f} requests/min on the judge, --rate-limit):"
+    )
     print(
         f"  measured: {per_actor:.1f} rows/s per actor (steady) at {args.concurrency} calls "
         "in flight; ideal at this latency: "
