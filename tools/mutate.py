@@ -621,6 +621,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "report.py", 'return f"{value:.{digits}f}"', 'return f"{value:.4f}"', "fmt ignores digits"
     ),
+    Mutant(
+        "report.py",
+        'v if isinstance(v, str) else "\\x01" + json.dumps(v, default=str)',
+        "str(v)",
+        "content key: a missing value keyed as its text",
+    ),
+    Mutant(
+        "report.py",
+        'hashlib.sha256(f"{settings}\\x00{texts[0]}',
+        'hashlib.sha256(f"\\x00{texts[0]}',
+        "content key: settings left out",
+    ),
     # -- one_text_per_call.py -----------------------------------------------------------------
     Mutant(
         "one_text_per_call.py",
