@@ -202,7 +202,7 @@ def main() -> None:
             plans.append((n, f"ray, {k} actor(s)", ray, k * c))
     planned = [(n, label) for n, label, _, _ in plans]
     if args.fastest_first:  # most calls in flight first, so a run cut short has the most rows
-        plans.sort(key=lambda plan: (plan[0], -plan[3], plan[1]))
+        plans.sort(key=lambda plan: (plan[0], -plan[3], plan[1].startswith("one process")))
     saved = load(args.save, args.latency)
     runs: list[Run] = [saved[(n, label)] for n, label, _, _ in plans if (n, label) in saved]
     plans = [plan for plan in plans if (plan[0], plan[1]) not in saved]
