@@ -94,15 +94,25 @@ def test_a_foreign_file_is_refused_and_left_byte_for_byte(tmp_path, content):
     assert ReportFile(tmp_path / "absent.jsonl").index == {}
 
 
-def test_compaction_keeps_one_line_per_row_in_input_order(tmp_path):
-    path = tmp_path / "report.jsonl"
+def written(path, lines: list[tuple[int, str, RelevancyReport]]) -> ReportFile:
+    """A report file open for appending, with these (row, key, report) lines written."""
     report = ReportFile(path)
     report.begin()
-    failed = make_report(math.nan, probes=[], error="boom")
-    report.write("b", report_line(2, "b", failed, "j", "e"))
-    report.write("a", report_line(1, "a", make_report(), "j", "e"))
-    report.write("b", report_line(2, "b", make_report(0.5), "j", "e"))  # the retry scored
-    report.write("gone", report_line(3, "gone", make_report(), "j", "e"))
+    for number, key, item in lines:
+        report.write(key, report_line(number, key, item, "j", "e"))
+    return report
+
+
+FAILED = make_report(math.nan, probes=[], error="boom")
+
+
+def test_compaction_keeps_one_line_per_row_in_input_order(tmp_path):
+    path = tmp_path / "report.jsonl"
+    report = written(
+        path,
+        [(2, "b", FAILED), (1, "a", make_report()), (2, "b", make_report(0.5)),  # retry scored
+         (3, "gone", make_report())],
+    )  # fmt: skip
     assert report.compact([("a", 1, None), ("b", 2, None), ("a", 3, None)]) == 3
     report.close()
     records = [json.loads(line) for line in path.read_text().splitlines()]
@@ -115,13 +125,11 @@ def test_compaction_keeps_one_line_per_row_in_input_order(tmp_path):
 
 def test_deduplication_keeps_one_line_per_key_where_it_first_appeared(tmp_path):
     path = tmp_path / "report.jsonl"
-    report = ReportFile(path)
-    report.begin()
-    failed = make_report(math.nan, probes=[], error="boom")
-    report.write("b", report_line(1, "b", failed, "j", "e"))
-    report.write("a", report_line(2, "a", make_report(), "j", "e"))
-    report.write("b", report_line(3, "b", make_report(0.5), "j", "e"))  # the retry scored
-    report.write("b", report_line(4, "b", failed, "j", "e"))  # a failure never wins over it
+    report = written(
+        path,
+        [(1, "b", FAILED), (2, "a", make_report()), (3, "b", make_report(0.5)),  # retry scored
+         (4, "b", FAILED)],  # a failure never wins over a scored line
+    )  # fmt: skip
     assert report.deduplicate() == 2
     report.close()
     records = [json.loads(line) for line in path.read_text().splitlines()]
