@@ -169,6 +169,9 @@ def main() -> None:
     parser.add_argument(
         "--fastest-first", action="store_true", help="run the most calls in flight first"
     )
+    parser.add_argument(
+        "--saved-only", action="store_true", help="print the table of the --save runs; run none"
+    )
     args = parser.parse_args()
     if args.quick:
         args.rows, args.actors = [200], [1, 2]
@@ -205,7 +208,7 @@ def main() -> None:
         plans.sort(key=lambda plan: (plan[0], -plan[3], plan[1].startswith("one process")))
     saved = load(args.save, args.latency)
     runs: list[Run] = [saved[(n, label)] for n, label, _, _ in plans if (n, label) in saved]
-    plans = [plan for plan in plans if (plan[0], plan[1]) not in saved]
+    plans = [plan for plan in plans if (plan[0], plan[1]) not in saved and not args.saved_only]
     if runs:
         print(f"{len(runs)} run(s) already in {args.save}, not run again", file=sys.stderr)
     steps = Steps(
