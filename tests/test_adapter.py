@@ -20,6 +20,7 @@ from ragas_relevancy_ext import (
     gemini_embeddings,
     local_embeddings,
 )
+from ragas_relevancy_ext.embeddings import REQUEST_LIMIT, embed_texts
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
 
 TEXTS = [f"question number {i} about order A{i}" for i in range(24)]
@@ -189,6 +190,22 @@ def test_concurrent_async_calls_each_get_the_cap() -> None:
 
     assert asyncio.run(both()) == [per_text(TEXTS[:6]), per_text(TEXTS[6:12])]
     assert inner.peak == 4
+
+
+def test_a_scoring_calls_limit_is_lent_for_that_call_only() -> None:
+    """The limit a scoring call lends (``REQUEST_LIMIT``) bounds each text's request during
+    that call and is taken back after it, so later calls in the same task are not held to it."""
+    inner = CollapsingEmbeddings(max_delay=0.005)
+    wrapped = OneTextPerCall(inner, max_concurrency=8)
+
+    async def run() -> tuple[list[list[float]], Any]:
+        vectors = await embed_texts(wrapped, TEXTS[:6], asyncio.Semaphore(2))
+        return vectors.tolist(), REQUEST_LIMIT.get()
+
+    vectors, left = asyncio.run(run())
+    assert vectors == per_text(TEXTS[:6])
+    assert inner.peak == 2  # the lent limit, not the object's own 8
+    assert left is None
 
 
 # --- errors ---------------------------------------------------------------------------------

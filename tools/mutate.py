@@ -6,11 +6,15 @@ applied to the copy (the working tree is never edited), and the test files that 
 (:data:`TESTS`) run with ``-x -q`` in a process forked after RAGAS is imported once (POSIX).
 A failing run kills the mutant; a passing one lets it survive.
 Prints killed/total per module and every survivor; survivors known to be equivalent (no test can
-tell them apart) are listed with the reason from :data:`EQUIVALENT`.
+tell them apart) are listed with the reason from :data:`EQUIVALENT`. A mutant whose original text
+is no longer in its module (the code was rewritten) is STALE: an error, the exit status is 1, and
+the mutant must be rewritten for the current code. ``--check`` finds stale mutants in a second,
+without running anything (``tests/test_mutation_catalogue.py`` runs it in the suite).
 
     python tools/mutate.py                    # every mutant, 2 at a time
     python tools/mutate.py --module report.py --jobs 1
     python tools/mutate.py --list             # the catalogue, without running
+    python tools/mutate.py --check            # stale mutants and catalogue errors, without running
     python tools/mutate.py --root /path/to/other/checkout   # score another tree's tests
 
 Too slow for the test suite (each mutant imports RAGAS): it is a tool, run by hand.
@@ -29,7 +33,16 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["EQUIVALENT", "MUTANTS", "TESTS", "Mutant", "Outcome", "main", "run_mutant"]
+__all__ = [
+    "EQUIVALENT",
+    "MUTANTS",
+    "TESTS",
+    "Mutant",
+    "Outcome",
+    "catalogue_problems",
+    "main",
+    "run_mutant",
+]
 
 PACKAGE = "ragas_relevancy_ext"
 REPO = Path(__file__).resolve().parent.parent
@@ -60,7 +73,8 @@ class Outcome:
 
 
 # The test files that cover each module, fastest and most direct first (``-x`` stops at the
-# first failure). Files missing from the tree being scored are left out.
+# first failure); ``file::test`` picks one test of a slow file. Files missing from the tree being
+# scored are left out.
 TESTS: dict[str, list[str]] = {
     "scoring.py": ["test_scoring.py", "test_parity.py", "test_metric.py"],
     "probe_modes.py": [
@@ -94,9 +108,20 @@ TESTS: dict[str, list[str]] = {
     "metric.py": [
         "test_metric.py",
         "test_concurrency.py",
+        "test_long_runs.py::test_ascore_each_reads_lazily_and_saves_rows_as_they_start",
+        "test_long_runs.py::test_a_row_that_is_not_a_mapping_is_nan_and_the_batch_goes_on",
+        "test_languages.py",
+        "test_compat.py",
+        "test_batching.py",
         "test_parity.py",
         "test_probe_modes.py",
-        "test_compat.py",
+    ],
+    "streaming.py": [
+        "test_streaming.py",
+        "test_concurrency.py",
+        "test_metric.py",
+        "test_long_runs.py::test_ascore_each_reads_lazily_and_saves_rows_as_they_start",
+        "test_long_runs.py::test_calls_of_rows_started_earlier_get_the_next_free_slot",
     ],
     "legacy.py": [
         "test_evaluate.py",
@@ -443,10 +468,27 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "embeddings.py",
-        "    async with limiter if limiter is not None else contextlib.nullcontext():\n"
-        '        if kind == "modern":',
-        '    async with contextlib.nullcontext():\n        if kind == "modern":',
+        "async with request_slot(embeddings, limiter):",
+        "async with request_slot(embeddings, None):",
         "embeddings calls ignore the limiter",
+    ),
+    Mutant(
+        "embeddings.py",
+        "    elif sends_one_request(embeddings):\n        async with limiter:\n            yield",
+        "    elif sends_one_request(embeddings):\n        yield",
+        "a one-request call takes no slot of the limiter",
+    ),
+    Mutant(
+        "embeddings.py",
+        "token = REQUEST_LIMIT.set(limiter)",
+        "token = REQUEST_LIMIT.set(None)",
+        "embeddings sending a request per text are not lent the limiter",
+    ),
+    Mutant(
+        "embeddings.py",
+        "            REQUEST_LIMIT.reset(token)",
+        "            pass",
+        "the lent limiter outlives the call",
     ),
     Mutant(
         "embeddings.py",
@@ -486,9 +528,15 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "embeddings.py",
-        "        if not any(row):\n",
-        "        if False:\n",
+        "bad = ~np.isfinite(array).all(axis=1) | ~array.any(axis=1)",
+        "bad = ~np.isfinite(array).all(axis=1)",
         "zero vectors accepted",
+    ),
+    Mutant(
+        "embeddings.py",
+        "    if not any(row):\n",
+        "    if False:\n",
+        "zero vectors not named as zero",
     ),
     Mutant(
         "embeddings.py",
@@ -535,8 +583,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "report.py",
-        'Probe(p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]))',
-        'Probe(p["question"], int(p["noncommittal"]), p["cosine"])',
+        '_nan_if_none(p["cosine"]), p.get("language")',
+        'p["cosine"], p.get("language")',
         "null cosine read back as None",
     ),
     Mutant(
@@ -766,27 +814,45 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        '        """\n        limiter = asyncio.Semaphore(self.max_concurrency)',
-        f'        """\n        limiter = {_NO_LIMIT}',
+        "limiter = CallLimiter(self.max_concurrency)",
+        "limiter = CallLimiter(10**6)",
         "batch ignores max_concurrency",
     ),
     Mutant(
         "metric.py",
-        "_limiter=limiter",
-        "_limiter=None",
+        "limiter=limiter.slot(index),",
+        "limiter=CallLimiter(options.max_concurrency).slot(index),",
         "each sample of a batch gets its own limit",
     ),
     Mutant(
         "metric.py",
-        "        finally:\n            for task in tasks:\n                task.cancel()",
-        "        finally:\n            for task in tasks:\n                pass",
-        "ascore_each leaves pending tasks running when the caller stops",
+        "RunEmbedder(self.embeddings, limiter, coalesce=",
+        "RunEmbedder(self.embeddings, None, coalesce=",
+        "batch embeddings requests ignore max_concurrency",
     ),
     Mutant(
         "metric.py",
-        'unexpected = sorted(set(row) - {"user_input", "response"})',
+        "coalesce=self.batch_embeddings)",
+        "coalesce=True)",
+        "batch_embeddings=False ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "bounded_map(inputs, one, options.max_concurrency)",
+        "bounded_map(inputs, one, 10**6)",
+        "ascore_each reads every input before the first result",
+    ),
+    Mutant(
+        "metric.py",
+        'unexpected = sorted(str(k) for k in set(row) - {"user_input", "response"})',
         "unexpected = []",
         "unknown row fields ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "    if not isinstance(row, Mapping):\n        raise TypeError(",
+        "    if False:\n        raise TypeError(",
+        "a row that is not a mapping is not named as such",
     ),
     Mutant(
         "metric.py",
@@ -796,15 +862,27 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        "for finished in asyncio.as_completed(tasks):",
-        "for finished in tasks:",
-        "ascore_each yields in input order, not as each finishes",
+        "results[index] = result",
+        "results[results.index(None)] = result",
+        "batch results in the order samples finish, not input order",
     ),
     Mutant(
         "metric.py",
-        "return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)",
-        'return ProbeOptions.resolve(self.strictness, "diverse", self.max_concurrency)',
+        "            self.prompt,\n            self.max_concurrency,\n            language=",
+        '            "diverse",\n            self.max_concurrency,\n            language=',
         "the prompt in use ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "            self.strictness,\n            self.prompt,",
+        "            3,\n            self.prompt,",
+        "strictness set on the instance ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "name=name, strictness=options.strictness, **kwargs",
+        "name=name, strictness=3, **kwargs",
+        "strictness argument ignored",
     ),
     Mutant(
         "metric.py",
@@ -814,15 +892,101 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
+        "self.language = options.language",
+        "self.language = AUTO",
+        "language argument ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "            adapted=self.adapted,\n            embedder=_embedder,",
+        "            adapted=AdaptedPrompts(),\n            embedder=_embedder,",
+        "ascore adapts the prompt again at every call",
+    ),
+    Mutant(
+        "metric.py",
+        "self._prompt = resolve_probe_prompt(value)[1]",
+        "self._prompt = value",
+        "metric.prompt keeps a mode's name, and a prompt that fits no mode, as given",
+    ),
+    Mutant(
+        "metric.py",
+        "    def probe_prompt(self, value: PromptSpec) -> None:\n        self.prompt = value",
+        "    def probe_prompt(self, value: PromptSpec) -> None:\n        pass",
+        "probe_prompt set on the instance ignored",
+    ),
+    Mutant(
+        "metric.py",
+        "return prompt_label(*resolve_probe_prompt(self.prompt))",
+        'return "diverse"',
+        "probe_prompt reads the default, not the prompt in use",
+    ),
+    Mutant(
+        "metric.py",
+        "return resolve_probe_prompt(self.prompt)[0].name",
+        'return "diverse"',
+        "probe_mode reads the default, not the prompt in use",
+    ),
+    Mutant(
+        "metric.py",
         "return self.report.reason if self._reason is PENDING else self._reason",
         "return None if self._reason is PENDING else self._reason",
         "result has no reason",
     ),
+    # -- streaming.py -------------------------------------------------------------------------
     Mutant(
-        "metric.py",
-        "return ProbeOptions.resolve(self.strictness, self.prompt, self.max_concurrency)",
-        "return ProbeOptions.resolve(3, self.prompt, self.max_concurrency)",
-        "strictness set on the instance ignored",
+        "streaming.py",
+        "        for task in running:\n            task.cancel()\n        if running:\n"
+        "            await asyncio.gather(*running, return_exceptions=True)\n",
+        "        pass\n",
+        "ascore_each leaves pending tasks running when the caller stops",
+    ),
+    Mutant(
+        "streaming.py",
+        "        if running:\n            await asyncio.gather(*running, return_exceptions=True)\n",
+        "        pass\n",
+        "closing returns before the cancelled work has stopped",
+    ),
+    Mutant(
+        "streaming.py",
+        "while not exhausted and len(running) < window:",
+        "while not exhausted:",
+        "every input read at once",
+    ),
+    Mutant(
+        "streaming.py",
+        "while not exhausted and len(running) < window:",
+        "while not exhausted and len(running) <= window:",
+        "one item more than the window in flight",
+    ),
+    Mutant(
+        "streaming.py",
+        "return_when=asyncio.FIRST_COMPLETED",
+        "return_when=asyncio.ALL_COMPLETED",
+        "ascore_each yields when the whole window is done, not as each finishes",
+    ),
+    Mutant(
+        "streaming.py",
+        "for task in sorted(done, key=running.__getitem__):",
+        "for task in done:",
+        "items done together come out in no set order",
+    ),
+    Mutant(
+        "streaming.py",
+        "heapq.heappush(self._waiting, (priority, next(self._arrivals), future))",
+        "heapq.heappush(self._waiting, (0, next(self._arrivals), future))",
+        "waiting calls served in arrival order, not earlier rows first",
+    ),
+    Mutant(
+        "streaming.py",
+        "            if not future.done():\n                future.set_result(None)",
+        "            if True:\n                future.set_result(None)",
+        "a slot handed to a cancelled waiter",
+    ),
+    Mutant(
+        "streaming.py",
+        "            if future.done() and not future.cancelled():\n                self.release()",
+        "            if False:\n                self.release()",
+        "a slot handed over as its waiter is cancelled is lost",
     ),
     # -- legacy.py ----------------------------------------------------------------------------
     Mutant(
@@ -887,8 +1051,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "legacy.py",
-        "self.strictness, self.question_generation, self.max_concurrency, legacy=True",
-        "3, self.question_generation, self.max_concurrency, legacy=True",
+        "            self.strictness,\n            self.question_generation,",
+        "            3,\n            self.question_generation,",
         "strictness ignored in evaluate",
     ),
     # -- usage.py, and where usage is recorded ------------------------------------------------
@@ -972,7 +1136,48 @@ def _copy_tree(root: Path, into: Path) -> None:
 
 
 def _test_files(root: Path, module: str) -> list[str]:
-    return [f"tests/{name}" for name in TESTS[module] if (root / "tests" / name).exists()]
+    return [
+        f"tests/{name}" for name in TESTS[module] if (root / "tests" / name.split("::")[0]).exists()
+    ]
+
+
+def _stale(root: Path, mutant: Mutant) -> str | None:
+    """Why ``mutant`` cannot be applied to ``root``'s code (None when its text occurs once)."""
+    path = root / PACKAGE / mutant.module
+    if not path.exists():
+        return f"{mutant.module} does not exist"
+    found = path.read_text(encoding="utf-8").count(mutant.old)
+    return None if found == 1 else f"old text found {found} times, not once"
+
+
+def catalogue_problems(root: Path = REPO) -> list[str]:
+    """Everything that keeps the catalogue from scoring ``root``'s code, one line each.
+
+    A stale mutant (its text is not in the code once), a mutant that changes nothing, a repeated
+    name, a module with no tests, a ``file::test`` naming no test, an equivalent naming no mutant.
+    """
+    problems: list[str] = []
+    keys = [mutant.key for mutant in MUTANTS]
+    for mutant in MUTANTS:
+        why = _stale(root, mutant)
+        if why:
+            problems.append(f"STALE {mutant.key}: {why}")
+        if mutant.old == mutant.new:
+            problems.append(f"{mutant.key}: the mutant changes nothing")
+        if keys.count(mutant.key) > 1:
+            problems.append(f"{mutant.key}: two mutants with this name")
+        if mutant.module not in TESTS:
+            problems.append(f"{mutant.key}: {mutant.module} has no tests in TESTS")
+    for module, names in TESTS.items():
+        for name in names:
+            file, _, test = name.partition("::")
+            path = root / "tests" / file
+            if not path.exists():
+                problems.append(f"TESTS[{module!r}]: tests/{file} does not exist")
+            elif test and f"def {test}(" not in path.read_text(encoding="utf-8"):
+                problems.append(f"TESTS[{module!r}]: tests/{file} has no test {test}")
+    problems += [f"EQUIVALENT {key!r} names no mutant" for key in EQUIVALENT if key not in keys]
+    return sorted(dict.fromkeys(problems))
 
 
 def _preload() -> None:
@@ -1028,16 +1233,18 @@ def _run_all(root: Path, mutants: list[Mutant], jobs: int, timeout: float) -> li
     outcomes: list[Outcome] = []
 
     def done(outcome: Outcome) -> None:
-        print(f"{outcome.status:>8}  {outcome.mutant.key}  {outcome.detail}", flush=True)
+        status = outcome.status.upper() if outcome.status == "stale" else outcome.status
+        print(f"{status:>8}  {outcome.mutant.key}  {outcome.detail}", flush=True)
         outcomes.append(outcome)
 
     while waiting or running:
         while waiting and len(running) < jobs:
             mutant = waiting.pop(0)
-            text = (root / PACKAGE / mutant.module).read_text(encoding="utf-8")
-            if text.count(mutant.old) != 1:
-                done(Outcome(mutant, "stale", f"old text found {text.count(mutant.old)} times"))
+            stale = _stale(root, mutant)
+            if stale:
+                done(Outcome(mutant, "stale", stale))
                 continue
+            text = (root / PACKAGE / mutant.module).read_text(encoding="utf-8")
             workdir = Path(tempfile.mkdtemp(prefix="mutant-"))
             _copy_tree(root, workdir)
             target = workdir / PACKAGE / mutant.module
@@ -1117,25 +1324,42 @@ def _report(outcomes: list[Outcome]) -> int:
         if outcome.status == "survived":
             why = EQUIVALENT.get(key)
             print(f"  {'equivalent' if why else 'SURVIVED'}: {key}" + (f" ({why})" if why else ""))
-        elif outcome.status == "stale":
-            print(f"  stale: {key} ({outcome.detail})")
-    return 1 if below else 0
+    stale = [o for o in outcomes if o.status == "stale"]
+    for outcome in stale:
+        print(f"  STALE (error): {outcome.mutant.key} ({outcome.detail})", file=sys.stderr)
+    if stale:
+        print(
+            f"error: {len(stale)} stale mutant(s): their text is no longer in the code; rewrite "
+            "each for the code as it is now",
+            file=sys.stderr,
+        )
+    return 1 if below or stale else 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the catalogue (or part of it) and print the table; exit 1 if a module is under 90%."""
+    """Run the catalogue (or part of it) and print the table; exit 1 if a module is under 90%
+    or a mutant is stale."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--root", type=Path, default=REPO, help="checkout whose tests to score")
     parser.add_argument("--module", action="append", help="only this module (repeatable)")
     parser.add_argument("--jobs", type=int, default=2, help="mutants run at once")
     parser.add_argument("--list", action="store_true", help="print the catalogue and stop")
+    parser.add_argument(
+        "--check", action="store_true", help="report stale mutants and catalogue errors, run none"
+    )
     args = parser.parse_args(argv)
     chosen = [m for m in MUTANTS if not args.module or m.module in args.module]
+    root = args.root.resolve()
     if args.list:
         for mutant in chosen:
             print(mutant.key)
         return 0
-    root = args.root.resolve()
+    if args.check:
+        problems = catalogue_problems(root)
+        for problem in problems:
+            print(f"error: {problem}", file=sys.stderr)
+        print(f"{len(MUTANTS)} mutants, {len(problems)} problem(s)")
+        return 1 if problems else 0
     _preload()
     _baseline(root, sorted({m.module for m in chosen}))
     outcomes = _run_all(root, chosen, max(1, args.jobs), TIMEOUT)

@@ -1,0 +1,130 @@
+"""``bounded_map`` and ``CallLimiter`` on their own: the window, the order of what is yielded,
+what closing leaves behind, and slots handed to waiters that are cancelled.
+
+Each test steps the event loop by hand (``asyncio.sleep(0)``) and counts; none waits on time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from ragas_relevancy_ext.streaming import CallLimiter, bounded_map
+
+
+async def _steps(n: int = 5) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_bounded_map_keeps_exactly_window_items_in_flight():
+    in_flight = peak = pulled = 0
+
+    def items():
+        nonlocal pulled
+        for i in range(10):
+            pulled += 1
+            yield i
+
+    async def work(index: int, item: int) -> int:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        await _steps(item % 3 + 1)  # items finish out of order
+        in_flight -= 1
+        return item * 10
+
+    async def run() -> list[tuple[int, int, int]]:
+        return [(index, value, pulled) async for index, value in bounded_map(items(), work, 3)]
+
+    seen = asyncio.run(run())
+    assert sorted((index, value) for index, value, _ in seen) == [(i, i * 10) for i in range(10)]
+    assert peak == 3
+    assert seen[0][2] == 3  # the first result came after 3 items were read, not 4 or 10
+
+
+def test_a_result_comes_out_while_slower_items_are_still_running():
+    running = 0
+
+    async def work(index: int, item: int) -> int:
+        nonlocal running
+        running += 1
+        await _steps(1 if item == 0 else 50)
+        running -= 1
+        return item
+
+    async def run() -> list[tuple[int, int]]:
+        return [(index, running) async for index, _ in bounded_map(range(3), work, 3)]
+
+    seen = asyncio.run(run())
+    assert seen[0] == (0, 2)  # item 0 came out while items 1 and 2 were still running
+    assert sorted(index for index, _ in seen) == [0, 1, 2]
+
+
+def test_items_done_together_come_out_in_input_order():
+    async def work(index: int, item: str) -> str:
+        return item.upper()  # done at its first step: all 50 finish before the first yield
+
+    async def run() -> list[int]:
+        return [index async for index, _ in bounded_map([f"t{i}" for i in range(50)], work, 50)]
+
+    assert asyncio.run(run()) == list(range(50))
+
+
+def test_closing_returns_once_the_work_in_flight_has_stopped():
+    started, stopped = [], []
+
+    async def work(index: int, item: int) -> int:
+        if item == 0:
+            return 0
+        started.append(index)
+        try:
+            await asyncio.Event().wait()
+        finally:
+            stopped.append(index)
+        return item
+
+    async def run() -> tuple[list[int], list[int], int]:
+        async with contextlib.aclosing(bounded_map(range(4), work, 4)) as each:
+            first, _ = await anext(each)
+        # straight after closing, before the loop runs anything else
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        return [first], sorted(stopped), len(left)
+
+    first, stopped_then, left = asyncio.run(run())
+    assert first == [0]
+    assert sorted(started) == [1, 2, 3]
+    assert stopped_then == [1, 2, 3]
+    assert left == 0
+
+
+def test_a_cancelled_waiter_does_not_take_the_freed_slot():
+    async def run() -> tuple[bool, bool]:
+        limiter = CallLimiter(1)
+        await limiter.acquire()
+        gone = asyncio.ensure_future(limiter.acquire(1))
+        served = asyncio.ensure_future(limiter.acquire(2))
+        await _steps()
+        gone.cancel()
+        await _steps()
+        limiter.release()  # the first waiter in line was cancelled: the next one gets the slot
+        await _steps()
+        return gone.cancelled(), served.done() and served.exception() is None
+
+    assert asyncio.run(run()) == (True, True)
+
+
+def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_given_back():
+    async def run() -> tuple[bool, bool]:
+        limiter = CallLimiter(1)
+        await limiter.acquire()
+        waiter = asyncio.ensure_future(limiter.acquire(1))
+        await _steps()
+        limiter.release()  # the slot goes to the waiter...
+        waiter.cancel()  # ...which is cancelled before it runs
+        await _steps()
+        later = asyncio.ensure_future(limiter.acquire(2))
+        await _steps()
+        return waiter.cancelled(), later.done()
+
+    assert asyncio.run(run()) == (True, True)
