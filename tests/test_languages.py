@@ -126,7 +126,8 @@ def test_modern_named_language_translates_once_for_a_whole_batch() -> None:
     metric.batch_score(inputs(rows))  # a second batch pays nothing more
     assert judge.translation_calls == 1
     metric.language = "french"  # another language: one more translation
-    metric.score(user_input=rows[0]["user_input"], response=rows[0]["response"])
+    for row in rows[:2]:  # single scores share the metric's translation too
+        metric.score(user_input=row["user_input"], response=row["response"])
     assert judge.translation_calls == 2
 
 
