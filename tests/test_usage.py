@@ -238,6 +238,17 @@ def test_a_failed_shared_request_is_counted_and_split(server: LoopbackServer) ->
     assert usage.embedding_requests == 2 + alone  # two shared, then one per sample in the failed
 
 
+def test_a_sample_that_fails_still_says_what_it_spent(server: LoopbackServer) -> None:
+    server.faults = [Fault("nan", fraction=1.0, endpoint="embeddings")]  # after the probes
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server), embeddings=openai_embeddings(server), strictness=3
+    )
+    (report,) = run(metric, SAMPLES[:1])
+    assert report.error is not None and "NaN" in report.error
+    assert_judge_matches(report.usage, server)
+    assert_embeddings_match(report.usage, server)
+
+
 def test_one_text_per_call_counts_each_request(server: LoopbackServer) -> None:
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server),

@@ -115,6 +115,7 @@ TESTS: dict[str, list[str]] = {
         "test_batching.py",
         "test_parity.py",
         "test_probe_modes.py",
+        "test_usage.py",
     ],
     "streaming.py": [
         "test_streaming.py",
@@ -394,8 +395,8 @@ MUTANTS: list[Mutant] = [
     Mutant("pipeline.py", "limit < 1:", "limit < 0:", "max_concurrency 0 accepted"),
     Mutant(
         "pipeline.py",
-        "return RelevancyReport(score=math.nan, all_noncommittal=False, **common)",
-        "return RelevancyReport(score=math.nan, all_noncommittal=True, **common)",
+        "RelevancyReport(score=math.nan, all_noncommittal=False, **common)",
+        "RelevancyReport(score=math.nan, all_noncommittal=True, **common)",
         "no probes marked all_noncommittal",
     ),
     Mutant(
@@ -455,8 +456,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "pipeline.py",
-        "        limiter,\n        callbacks,\n        trace_name,",
-        "        limiter,\n        None,\n        trace_name,",
+        "            limiter,\n            callbacks,\n            trace_name,",
+        "            limiter,\n            None,\n            trace_name,",
         "callbacks do not reach the judge",
     ),
     # -- embeddings.py ------------------------------------------------------------------------
@@ -859,6 +860,12 @@ MUTANTS: list[Mutant] = [
         "except Exception as exc:  # one bad sample",
         "except ValueError as exc:  # one bad sample",
         "a failing sample fails the batch",
+    ),
+    Mutant(
+        "metric.py",
+        "                        exc,\n                        meter.usage,\n",
+        "                        exc,\n                        None,\n",
+        "a failed sample's report does not say what it spent",
     ),
     Mutant(
         "metric.py",
