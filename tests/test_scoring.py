@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -64,6 +65,17 @@ def test_normalise_question_folds_case_space_and_punctuation(a, b):
 
 def test_normalise_question_keeps_different_words_apart():
     assert normalise_question("When does it open?") != normalise_question("When does it close?")
+
+
+def test_one_probe_has_no_similarity_and_warns_nothing():
+    """One probe has no pair: None, said without numpy's "mean of empty slice" warning in the
+    user's log."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert mean_pairwise_cosine(np.array([[1.0, 0.0]])) is None
+        cosines, similarity = probe_cosines(QUESTION, GENERATED[:1])
+    assert similarity is None
+    assert cosines.tolist() == pytest.approx([1.0])
 
 
 def test_mean_pairwise_cosine():
