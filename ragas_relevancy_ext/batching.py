@@ -36,7 +36,7 @@ from .embeddings import (
     embed_texts,
     sends_one_request,
 )
-from .usage import Usage, UsageMeter, metering, record, split_usage
+from .usage import Usage, UsageMeter, current_meter, metering, split_usage
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
 
@@ -47,16 +47,19 @@ MAX_REUSED_QUESTIONS = 20_000
 
 
 class _Share:
-    """One sample's texts in a coalesced request, and where its vectors go."""
+    """One sample's texts in a coalesced request, and where its vectors and usage go."""
 
     def __init__(self, texts: list[str]):
         self.texts = texts
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
-        self.usage = Usage()  # its part of the requests that carried its texts
+        # The submitting caller's meter, charged before the vectors arrive: a sample that
+        # finds its vectors already there reads its usage at once, with no callback pending.
+        self.meter = current_meter()
 
-    def record(self, _: asyncio.Future[np.ndarray]) -> None:
-        """Add the share's usage to the current meter (the submitting caller's)."""
-        record(self.usage)
+    def charge(self, usage: Usage) -> None:
+        """Add the share's part of a request that carried its texts to its caller's meter."""
+        if self.meter is not None:
+            self.meter.add(usage)
 
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
@@ -86,10 +89,9 @@ class _Coalescer:
     def submit(self, texts: list[str]) -> asyncio.Future[np.ndarray]:
         """A future of the checked (len(texts), d) array, from a request shared with other
         callers' texts; no task per caller. Cancelling it takes the texts out if not sent yet.
-        When it is done (or cancelled), the share's usage goes to the meter of the caller who
-        submitted it (the callback runs in the caller's context)."""
+        The share's part of each request that carried its texts goes to the meter of the
+        caller who submitted it, before its vectors are handed over."""
         share = _Share(texts)
-        share.future.add_done_callback(share.record)
         self._pending.append(share)
         self._pending_texts += len(texts)
         if self._pending_texts >= self.max_batch:
@@ -163,10 +165,10 @@ class _Coalescer:
             with metering(meter):
                 vectors = await embed_texts(self.embeddings, share.texts, self.limiter)
         except Exception as exc:
-            share.usage += meter.usage
+            share.charge(meter.usage)
             share.settle(error=exc)
             return
-        share.usage += meter.usage
+        share.charge(meter.usage)
         share.settle(vectors)
 
 
@@ -174,7 +176,7 @@ def _charge(shares: list[_Share], meter: UsageMeter) -> None:
     """Split a shared request's usage over its shares by their texts' characters."""
     weights = [sum(len(text) for text in share.texts) for share in shares]
     for share, part in zip(shares, split_usage(meter.usage, weights), strict=True):
-        share.usage += part
+        share.charge(part)
 
 
 class RunEmbedder:

@@ -30,6 +30,7 @@ __all__ = [
     "Usage",
     "UsageMeter",
     "apportion",
+    "current_meter",
     "format_usage",
     "judge_request_usage",
     "judge_usage_from_result",
@@ -166,6 +167,11 @@ def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
         yield meter
     finally:
         _METER.reset(token)
+
+
+def current_meter() -> UsageMeter | None:
+    """The meter that :func:`record` adds to here (None outside :func:`metering`)."""
+    return _METER.get()
 
 
 def record(usage: Usage) -> None:

@@ -1107,8 +1107,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batching.py",
-        "        share.future.add_done_callback(share.record)\n",
-        "",
+        "        self.meter = current_meter()",
+        "        self.meter = None",
         "a share's usage reaches no sample's meter",
     ),
     Mutant(
