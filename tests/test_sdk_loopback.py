@@ -409,7 +409,7 @@ def test_token_latency_waits_per_token_of_the_longest_reply(server: LoopbackServ
     assert server.writing_seconds(chat) == pytest.approx(expected)  # not a timing: computed
     assert chat.completion_tokens == 3 * count_tokens(reply)
     assert chat.waited == pytest.approx(expected)  # the server held the answer that long
-    assert server.writing_seconds(embedding) == 0.0  # embeddings write no tokens
+    assert server.writing_seconds(embedding) == 0.0  # not a timing: no tokens to write
     assert embedding.waited == 0.0
 
 
