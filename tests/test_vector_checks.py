@@ -47,7 +47,7 @@ def test_lists_of_numbers_are_read_bit_for_bit_as_numpy_reads_them(vectors):
     from ragas_relevancy_ext.embeddings import _packed
 
     packed = _packed(vectors)
-    assert packed is not None  # the fast path took it
+    assert packed is not None  # packed by the fast path, not handed to np.asarray
     expected = np.asarray(vectors, dtype=float)
     assert packed.dtype == expected.dtype and packed.shape == expected.shape
     assert packed.tobytes() == expected.tobytes()
