@@ -61,9 +61,7 @@ EmbeddingsKind = Literal["modern", "langchain"]
 
 def embeddings_kind(embeddings: Any) -> EmbeddingsKind:
     """``"modern"`` or ``"langchain"`` (legacy RAGAS and LangChain); TypeError otherwise."""
-    from ragas.embeddings.base import BaseRagasEmbedding
-
-    if isinstance(embeddings, BaseRagasEmbedding):
+    if isinstance(embeddings, _modern_base()):
         return "modern"
     if all(callable(getattr(embeddings, m, None)) for m in ("aembed_documents", "aembed_query")):
         return "langchain"
@@ -71,6 +69,14 @@ def embeddings_kind(embeddings: Any) -> EmbeddingsKind:
         "embeddings must be a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings or a "
         f"LangChain Embeddings, got {type(embeddings).__name__}"
     )
+
+
+@functools.cache
+def _modern_base() -> type:
+    """RAGAS's ``BaseRagasEmbedding``, imported on first use (RAGAS loads slowly)."""
+    from ragas.embeddings.base import BaseRagasEmbedding
+
+    return BaseRagasEmbedding
 
 
 def check_options(embeddings: Any, kwargs: dict[str, Any]) -> None:
@@ -130,21 +136,28 @@ def _tap_openai(embeddings: Any, depth: int = 0) -> None:
     and puts a pass-through in front of its ``create``: same arguments, same answer, only its
     ``usage`` noted. Nothing else on the client changes.
     """
-    openai = sys.modules.get("openai")
-    if openai is None or depth > 2 or embeddings is None:
+    if "openai" not in sys.modules or depth > 2 or embeddings is None:
         return
+    clients, resources = _openai_types()
+    for name in ("client", "async_client"):
+        held = getattr(embeddings, name, None)
+        if isinstance(held, clients):
+            held = held.embeddings
+        if isinstance(held, resources):
+            _tap(held)
+    inner = getattr(embeddings, "embeddings", None)
+    if inner is not None and not isinstance(inner, resources):
+        _tap_openai(inner, depth + 1)
+
+
+@functools.cache
+def _openai_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
+    """The OpenAI SDK's client classes and its embeddings resource classes (once loaded)."""
+    import openai
     from openai.resources.embeddings import AsyncEmbeddings
     from openai.resources.embeddings import Embeddings as SyncEmbeddings
 
-    for name in ("client", "async_client"):
-        held = getattr(embeddings, name, None)
-        if isinstance(held, (openai.OpenAI, openai.AsyncOpenAI)):
-            held = held.embeddings
-        if isinstance(held, (SyncEmbeddings, AsyncEmbeddings)):
-            _tap(held)
-    inner = getattr(embeddings, "embeddings", None)
-    if inner is not None and not isinstance(inner, (SyncEmbeddings, AsyncEmbeddings)):
-        _tap_openai(inner, depth + 1)
+    return (openai.OpenAI, openai.AsyncOpenAI), (SyncEmbeddings, AsyncEmbeddings)
 
 
 def _tap(resource: Any) -> None:

@@ -24,10 +24,12 @@ def probe_cosines(
 ) -> tuple[np.ndarray, float | None]:
     """Each probe's cosine with the question (:func:`cosine_similarities`) and the probes' mean
     pairwise cosine (:func:`mean_pairwise_cosine`), each vector scaled to unit length once."""
+    question = np.asarray(question_vector, dtype=float).reshape(1, -1)
+    probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        question = _unit(np.asarray(question_vector, dtype=float).reshape(1, -1))
-        probes = _unit(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))
-    cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)
+        units = _unit(np.concatenate((question, probes)))  # row by row: as two calls, bit for bit
+    question, probes = units[:1], units[1:]
+    cosines = _clip((probes @ question.T).reshape(-1))
     return cosines, _mean_pairwise(probes) if len(probes) >= 2 else None
 
 
@@ -53,8 +55,13 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
 
 def _unit(matrix: np.ndarray) -> np.ndarray:
     """:func:`unit_rows` without its floating-point error state (the caller sets it)."""
-    scaled = matrix / np.abs(matrix).max(axis=1, keepdims=True)
+    scaled = matrix / np.maximum.reduce(np.abs(matrix), axis=1, keepdims=True)
     return scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))
+
+
+def _clip(values: np.ndarray) -> np.ndarray:
+    """``np.clip(values, -1, 1)``, NaN kept, without ``np.clip``'s argument handling."""
+    return np.minimum(np.maximum(values, -1.0), 1.0)
 
 
 def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
@@ -72,13 +79,15 @@ def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> fl
         raise ValueError(f"{len(cosines)} cosines but {len(noncommittal)} noncommittal flags")
     if len(cosines) == 0:
         return float("nan")
-    mean = float(np.mean(np.asarray(cosines, dtype=float)))
+    values = np.asarray(cosines, dtype=float)
+    # np.mean's own arithmetic, without its wrapper
+    mean = float(np.add.reduce(values) / len(values))
     return mean * int(not all_noncommittal(noncommittal))
 
 
 def all_noncommittal(noncommittal: Sequence[int]) -> bool:
     """The stock rule: the answer dodges when every probe is flagged (no probe: not all flagged)."""
-    return len(noncommittal) > 0 and bool(np.all(np.asarray(noncommittal)))
+    return len(noncommittal) > 0 and all(noncommittal)
 
 
 def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
@@ -93,8 +102,9 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 def _mean_pairwise(unit: np.ndarray) -> float | None:
     """Mean cosine over all pairs of rows of ``unit`` (unit rows, at least two); None if not
     finite."""
-    sims = np.clip(unit @ unit.T, -1.0, 1.0)
-    value = float(np.mean(sims[_upper_triangle(unit.shape[0])]))
+    sims = _clip(unit @ unit.T)
+    pairs = sims[_upper_triangle(unit.shape[0])]
+    value = float(np.add.reduce(pairs) / len(pairs))  # np.mean's arithmetic
     return value if math.isfinite(value) else None
 
 

@@ -20,7 +20,7 @@ import contextlib
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 __all__ = [
@@ -66,7 +66,14 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Field-by-field sum; a token field not reported on either side stays not reported."""
-        return Usage(**{f.name: _add(getattr(self, f.name), getattr(other, f.name)) for f in _F})
+        return Usage(
+            self.judge_requests + other.judge_requests,
+            _add(self.judge_prompt_tokens, other.judge_prompt_tokens),
+            _add(self.judge_completion_tokens, other.judge_completion_tokens),
+            self.embedding_requests + other.embedding_requests,
+            _add(self.embedding_tokens, other.embedding_tokens),
+            self.cached + other.cached,
+        )
 
     __add__ = add
 
@@ -249,6 +256,8 @@ def apportion(amount: int, weights: Sequence[int]) -> list[int]:
     """
     if not weights:
         return []
+    if not amount:
+        return [0] * len(weights)
     if not any(weights):
         weights = [1] * len(weights)
     whole = sum(weights)
@@ -271,8 +280,7 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
         for f in _F
     }
     return [
-        replace(Usage(), **{name: column[i] for name, column in columns.items()})
-        for i in range(len(weights))
+        Usage(**{name: column[i] for name, column in columns.items()}) for i in range(len(weights))
     ]
 
 

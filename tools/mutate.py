@@ -78,6 +78,7 @@ class Outcome:
 TESTS: dict[str, list[str]] = {
     "scoring.py": ["test_scoring.py", "test_parity.py", "test_metric.py"],
     "probe_modes.py": [
+        "test_scoring.py",
         "test_probe_modes.py",
         "test_angles.py",
         "test_metric.py",
@@ -138,23 +139,35 @@ TESTS: dict[str, list[str]] = {
 _NO_LIMIT = "asyncio.Semaphore(10**6)"
 
 MUTANTS: list[Mutant] = [
+    Mutant(
+        "probe_modes.py",
+        "question.encode().translate(_ASCII_FOLD, _ASCII_DROP)",
+        "question.encode().translate(_ASCII_FOLD)",
+        "ASCII probes keep their apostrophes when folded",
+    ),
+    Mutant(
+        "probe_modes.py",
+        'ord(" ") if chr(i) in string.punctuation else ord(chr(i).lower())',
+        "ord(chr(i).lower())",
+        "ASCII probes keep their punctuation when folded",
+    ),
     # -- scoring.py ---------------------------------------------------------------------------
     Mutant(
         "scoring.py",
-        "question = _unit(np.asarray(question_vector, dtype=float).reshape(1, -1))",
-        "question = np.asarray(question_vector, dtype=float).reshape(1, -1)",
+        "question, probes = units[:1], units[1:]",
+        "probes = units[1:]",
         "cosine ignores the question's length",
     ),
     Mutant(
         "scoring.py",
-        "probes = _unit(np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1))",
-        "probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)",
+        "question, probes = units[:1], units[1:]",
+        "question = units[:1]",
         "cosine ignores the probes' lengths",
     ),
     Mutant(
         "scoring.py",
-        "cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)",
-        "cosines = np.clip(np.abs(probes @ question.T).reshape(-1), -1.0, 1.0)",
+        "cosines = _clip((probes @ question.T).reshape(-1))",
+        "cosines = _clip(np.abs(probes @ question.T).reshape(-1))",
         "negative cosines turned positive",
     ),
     Mutant(
@@ -171,8 +184,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "scoring.py",
-        "mean = float(np.mean(np.asarray(cosines, dtype=float)))",
-        "mean = float(np.median(np.asarray(cosines, dtype=float)))",
+        "mean = float(np.add.reduce(values) / len(values))",
+        "mean = float(np.median(values))",
         "median instead of mean",
     ),
     Mutant(
@@ -183,14 +196,14 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "scoring.py",
-        "return len(noncommittal) > 0 and bool(",
-        "return bool(",
+        "return len(noncommittal) > 0 and all(noncommittal)",
+        "return all(noncommittal)",
         "no probe counts as all noncommittal",
     ),
     Mutant(
         "scoring.py",
-        "bool(np.all(np.asarray(noncommittal)))",
-        "bool(np.any(np.asarray(noncommittal)))",
+        "return len(noncommittal) > 0 and all(noncommittal)",
+        "return len(noncommittal) > 0 and any(noncommittal)",
         "all_noncommittal true when any is",
     ),
     Mutant(
@@ -220,8 +233,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "scoring.py",
-        "value = float(np.mean(sims[_upper_triangle(unit.shape[0])]))",
-        "value = float(np.min(sims[_upper_triangle(unit.shape[0])]))",
+        "value = float(np.add.reduce(pairs) / len(pairs))",
+        "value = float(np.min(pairs))",
         "diversity is the least similar pair",
     ),
     # -- probe_modes.py -----------------------------------------------------------------------
@@ -553,8 +566,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "embeddings.py",
-        '    if isinstance(embeddings, BaseRagasEmbedding):\n        return "modern"',
-        '    if isinstance(embeddings, BaseRagasEmbedding):\n        return "langchain"',
+        '    if isinstance(embeddings, _modern_base()):\n        return "modern"',
+        '    if isinstance(embeddings, _modern_base()):\n        return "langchain"',
         "modern embeddings treated as LangChain",
     ),
     # -- report.py (the reason sentences are left to their own tests) -------------------------
