@@ -179,6 +179,35 @@ def test_openai_end_to_end_through_llm_factory_and_openai_embeddings(
     assert chat["response_format"] == {"type": "json_object"}  # instructor's JSON mode
 
 
+def test_instructor_wraps_no_model_per_call_for_ours_and_sends_stocks_bytes(
+    server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import instructor.process_response as process_response
+
+    made: list[str] = []
+    wrap = process_response.openai_schema
+
+    def counted(model: Any) -> Any:
+        made.append(model.__name__)
+        return wrap(model)
+
+    monkeypatch.setattr(process_response, "openai_schema", counted)
+
+    async def run(metric_class: Any, **options: Any) -> None:
+        client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")
+        llm = llm_factory("gpt-4o-mini", provider="openai", client=client)
+        embeddings = OpenAIEmbeddings(client=client, model="text-embedding-3-small")
+        metric = metric_class(llm=llm, embeddings=embeddings, strictness=3, **options)
+        await metric.ascore(user_input=QUESTION, response=RESPONSE)
+
+    asyncio.run(run(AnswerRelevancy, probe_prompt="stock"))
+    assert made == []  # instructor built no class for our 3 calls
+    asyncio.run(run(StockAnswerRelevancy))
+    assert len(made) == 3  # one per call for stock's
+    chat = [json.dumps(r.body, sort_keys=True) for r in server.requests("chat")]
+    assert len(chat) == 6 and chat[:3] == chat[3:]  # the same request bodies as stock's
+
+
 def test_a_custom_reply_function_drives_the_judge(server: LoopbackServer) -> None:
     seen: list[list[dict[str, Any]]] = []
 

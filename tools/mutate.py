@@ -132,7 +132,7 @@ TESTS: dict[str, list[str]] = {
         "test_parity_legacy.py",
     ],
     "usage.py": ["test_usage.py", "test_report_data.py"],
-    "judges.py": ["test_usage.py"],
+    "judges.py": ["test_usage.py", "test_sdk_loopback.py"],
     "batching.py": ["test_usage.py"],
 }
 
@@ -150,6 +150,12 @@ MUTANTS: list[Mutant] = [
         'ord(" ") if chr(i) in string.punctuation else ord(chr(i).lower())',
         "ord(chr(i).lower())",
         "ASCII probes keep their punctuation when folded",
+    ),
+    Mutant(
+        "judges.py",
+        "    if isinstance(llm, InstructorLLM):\n        output_model = instructor_model(output_model)\n",
+        "",
+        "instructor wraps the output model again on every call",
     ),
     # -- scoring.py ---------------------------------------------------------------------------
     Mutant(
