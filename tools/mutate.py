@@ -153,8 +153,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "judges.py",
-        "    if isinstance(llm, InstructorLLM):\n        output_model = instructor_model(output_model)\n",
-        "",
+        "        output_model = instructor_model(output_model)\n",
+        "        pass\n",
         "instructor wraps the output model again on every call",
     ),
     # -- scoring.py ---------------------------------------------------------------------------
