@@ -36,12 +36,13 @@ except ImportError as exc:  # pragma: no cover - the message is the point
         f" ({exc})"
     ) from exc
 
-from .report import content_key
+from .report import SKIPPED, content_key, input_problem, row_key
 
 __all__ = [
     "KEY_COLUMN",
     "OUTPUT_COLUMNS",
     "content_key",
+    "row_key",
     "score_dataset",
     "with_keys",
 ]
@@ -52,6 +53,8 @@ OUTPUT_COLUMNS = ("score", "reason", "error", "report")
 # Actors wait on the network, not the CPU: this share of a CPU each lets many fit on one node.
 ACTOR_NUM_CPUS = 0.25
 INPUT_FIELDS = ("user_input", "response")
+# (score, reason, error, report JSON) of one row
+Output = tuple[float, str, str | None, str | None]
 
 
 def with_keys(
@@ -65,16 +68,22 @@ def with_keys(
     """``ds`` with a ``key`` column, less the rows whose key is in ``skip_keys`` (rows already
     scored, for resuming).
 
-    The key is :func:`~ragas_relevancy_ext.report.content_key` of the two texts and
-    ``settings_key`` (any text naming the settings that change a score: judge, embeddings,
-    strictness, probe prompt), the key the command line's reports use too.
+    The key is :func:`~ragas_relevancy_ext.report.row_key` of the two texts and ``settings_key``
+    (any text naming the settings that change a score: judge, embeddings, strictness, probe
+    prompt), the key the command line's reports use too; a row with nothing to score
+    (:func:`~ragas_relevancy_ext.report.input_problem`) is keyed with its problem, as there.
     """
     skip = sorted(set(skip_keys or ()))
     skip_ref = ray.put(pa.array(skip, type=pa.string())) if skip else None
 
     def add_keys(batch: pa.Table) -> pa.Table:
-        texts = zip(batch[user_input].to_pylist(), batch[response].to_pylist(), strict=True)
-        keys = pa.array([content_key(u, r, settings_key) for u, r in texts], type=pa.string())
+        problems = _problems(batch, user_input, response)
+        texts = zip(
+            batch[user_input].to_pylist(), batch[response].to_pylist(), problems, strict=True
+        )
+        keys = pa.array(
+            [row_key(u, r, settings_key, problem) for u, r, problem in texts], type=pa.string()
+        )
         batch = batch.append_column(KEY_COLUMN, keys)
         if skip_ref is None:
             return batch
@@ -116,8 +125,10 @@ def score_dataset(
     num_cpus, ray_remote_args: what each actor asks Ray for (a quarter of a CPU by default:
         actors wait on the network).
 
-    A row that fails (bad input, a judge error after retries) gets ``score`` NaN, the failure in
-    ``error`` and ``reason``; the other rows of its batch are scored. Row order is not kept.
+    A row that fails (a judge error after retries, say) gets ``score`` NaN, the failure in
+    ``error`` and ``reason``; the other rows of its batch are scored. A row with nothing to score
+    (no text, or a blank one) is set aside as the command line sets it aside, never sent to the
+    metric: NaN, ``error`` ``"skipped: <problem>"``, ``report`` None. Row order is not kept.
     """
     if concurrency < 1:
         raise ValueError(f"concurrency must be at least 1, got {concurrency}")
@@ -183,23 +194,43 @@ class _Scorer:
         self.loop = asyncio.new_event_loop()
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        texts = zip(*(batch[c].to_pylist() for c in self.columns), strict=True)
-        inputs = [dict(zip(INPUT_FIELDS, pair, strict=True)) for pair in texts]
+        problems = _problems(batch, *self.columns)
+        texts = list(zip(*(batch[c].to_pylist() for c in self.columns), strict=True))
+        rows = [None if problem is None else _set_aside(problem) for problem in problems]
+        todo = [i for i, problem in enumerate(problems) if problem is None]
+        inputs = [dict(zip(INPUT_FIELDS, texts[i], strict=True)) for i in todo]
+        for i, output in zip(todo, self._score(inputs), strict=True):
+            rows[i] = output
+        for name, values in zip(OUTPUT_COLUMNS, _columns(rows), strict=True):
+            batch = batch.append_column(name, values)
+        return batch
+
+    def _score(self, inputs: list[dict[str, Any]]) -> list[Output]:
+        """The metric's outputs for ``inputs``, in order."""
         try:
             results = self.loop.run_until_complete(self.metric.abatch_score(inputs))
         except Exception as exc:  # a metric whose batch call raises: every row says why
             failure = f"{type(exc).__name__}: {exc}"
-            columns = _columns(
-                [(math.nan, f"batch failed: {failure}", failure, None)] * len(inputs)
-            )
-        else:
-            columns = _columns([_row(result) for result in results])
-        for name, values in zip(OUTPUT_COLUMNS, columns, strict=True):
-            batch = batch.append_column(name, values)
-        return batch
+            return [(math.nan, f"batch failed: {failure}", failure, None)] * len(inputs)
+        return [_row(result) for result in results]
 
 
-def _row(result: Any) -> tuple[float, str, str | None, str | None]:
+def _problems(batch: pa.Table, user_input: str, response: str) -> list[str | None]:
+    """:func:`~ragas_relevancy_ext.report.input_problem` of each row of ``batch``, read from
+    its input columns (the key column is not one) with the texts under their field names."""
+    names = {user_input: "user_input", response: "response"}
+    columns = [c for c in batch.column_names if c != KEY_COLUMN]
+    rows = batch.select(columns).to_pylist()
+    return [input_problem({names.get(k, k): v for k, v in row.items()}) for row in rows]
+
+
+def _set_aside(problem: str) -> Output:
+    """(score, reason, error, report JSON) of a row with nothing to score."""
+    error = f"{SKIPPED}{problem}"
+    return math.nan, f"Not scored: {error}", error, None
+
+
+def _row(result: Any) -> Output:
     """(score, reason, error, report JSON) of one metric result."""
     report = getattr(result, "report", None)
     value = result.value if hasattr(result, "value") else result
@@ -211,7 +242,7 @@ def _row(result: Any) -> tuple[float, str, str | None, str | None]:
     return score, reason, report.error, payload
 
 
-def _columns(rows: list[tuple[float, str, str | None, str | None]]) -> list[pa.Array]:
+def _columns(rows: list[Output | None]) -> list[pa.Array]:
     scores, reasons, errors, reports = zip(*rows, strict=True) if rows else ((), (), (), ())
     return [
         pa.array(scores, type=pa.float64()),

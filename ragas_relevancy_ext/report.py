@@ -6,7 +6,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -19,16 +19,20 @@ __all__ = [
     "PENDING",
     "Probe",
     "RelevancyReport",
+    "SKIPPED",
+    "TEXT_FIELDS",
     "clip",
     "content_key",
     "explain",
     "fmt",
     "format_report",
+    "input_problem",
     "language_tag",
     "neutralise_bidi",
     "not_scored_cause",
     "plural",
     "pull_downs",
+    "row_key",
     "weak_point",
 ]
 
@@ -54,6 +58,45 @@ def content_key(user_input: Any, response: Any, settings: str = "") -> str:
     ]
     digest = hashlib.sha256(f"{settings}\x00{texts[0]}\x00{texts[1]}".encode())
     return digest.hexdigest()[:20]
+
+
+# The error of a row set aside unscored starts so; its NaN cause reads "skipped".
+SKIPPED = "skipped: "
+TEXT_FIELDS = ("user_input", "response")
+
+
+def input_problem(record: Mapping[str, Any]) -> str | None:
+    """Why a row (its fields by name, ``user_input`` and ``response`` among them) holds nothing
+    to score, or None: ``empty row``, ``no response``, ``user_input is int, not text``,
+    ``response is empty``. Every engine sets such a row aside unscored, by this one rule."""
+    if not any(_present(v) for v in record.values()):
+        return "empty row"
+    for name in TEXT_FIELDS:
+        value = record.get(name)
+        if value is None:
+            return f"no {name}"
+        if not isinstance(value, str):
+            return f"{name} is {type(value).__name__}, not text"
+        if not value.strip():
+            return f"{name} is empty"
+    return None
+
+
+def row_key(user_input: Any, response: Any, settings: str = "", problem: str | None = None) -> str:
+    """A row's key in a report: :func:`content_key`, or for a row set aside for ``problem``
+    the key of its texts (as text, "" when not) and the problem. Both engines key a row so,
+    so a re-run on either finds the rows the other set aside and does not write them again."""
+    if problem is None:
+        return content_key(user_input, response, settings)
+    return content_key(_text(user_input), _text(response), f"{settings}|skipped|{problem}")
+
+
+def _present(value: Any) -> bool:
+    return value is not None and (not isinstance(value, str) or bool(value.strip()))
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
 
 
 class _Pending:

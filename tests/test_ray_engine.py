@@ -1,10 +1,11 @@
-"""Scoring on Ray Data actors: same scores as one process, every row back, resume, a killed actor.
+"""Scoring on Ray Data actors: same scores and keys as one process, every row back, resume
+across engines, a killed actor, the usage summary.
 
-Ray starts once for the session (``ray.init(num_cpus=2)``); every actor start imports RAGAS, so
-the module runs Ray Data twice only: the library call (two actors on one server, one killed),
-whose batches go through the command line's writers, and the command line's resume of that
-report. These tests need the ``[ray]`` extra and fail, never skip, without it:
-``pip install -e ".[test,local,ray]"``.
+Ray starts once for the session; every actor start imports RAGAS, so the module runs Ray Data
+with actors twice, each run in a module fixture that several tests read: the library call (two
+actors on one server, one killed before it loads RAGAS) and the command line's resume of a
+report ``score`` wrote in one process (one actor). These tests need the ``[ray]`` extra and
+fail, never skip, without it: ``pip install -e ".[test,local,ray]"``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +27,7 @@ from typer.testing import CliRunner
 
 try:
     import pyarrow as pa
+    import pyarrow.csv as pcsv
     import pyarrow.parquet as pq
     import ray
     import ray.data
@@ -35,16 +38,29 @@ except ImportError as exc:
     ) from exc
 
 from ragas_relevancy_ext.cli import app
+from ragas_relevancy_ext.cli.datafile import BadRow, Source
+from ragas_relevancy_ext.cli.errors import UsageError
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT, ReportFile
-from ragas_relevancy_ext.cli.ray_score import JsonlOutput, OutputError, ParquetOutput
-from ragas_relevancy_ext.cli.setup import Settings, plan, prepare
+from ragas_relevancy_ext.cli.providers import Built, Spec
+from ragas_relevancy_ext.cli.ray_score import (
+    JsonlOutput,
+    OutputError,
+    ParquetOutput,
+    header_fields,
+    read_input,
+)
+from ragas_relevancy_ext.cli.setup import Settings, Setup, plan, prepare
 from ragas_relevancy_ext.ray_engine import score_dataset
-from ragas_relevancy_ext.report import content_key
-from ragas_relevancy_ext.testing.loopback import LoopbackServer
+from ragas_relevancy_ext.redaction import MASK
+from ragas_relevancy_ext.report import input_problem, row_key
+from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
 
 ROOT = Path(__file__).resolve().parents[1]
-OFFLINE = Settings(judge="offline", embeddings="hash")
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
+FAIL = "[judge fails here]"  # a response holding this makes the server answer 500
+SET_ASIDE = {3: "response is empty", 17: "no user_input", 23: "response is empty",
+             37: "no user_input"}  # fmt: skip
+PRICES = ["--price-in", "0.5", "--price-out", "2", "--price-embeddings", "0.1"]
 
 # Helpers below are shipped to the actors by value: the actors cannot import this test file.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -62,21 +78,42 @@ def local_ray():
     ray.shutdown()
 
 
-@pytest.fixture()
+def judge_reply(messages: list[dict[str, Any]]) -> str:
+    """The pretend judge's reply, or an error (a 500) for a response marked to fail."""
+    if FAIL in json.dumps(messages):
+        raise RuntimeError("this row's judge call fails")
+    return pretend_reply(messages)
+
+
+def failing_calls(server: LoopbackServer) -> int:
+    """Chat requests the server answered with its error (a response marked to fail)."""
+    return sum(1 for r in server.requests("chat") if FAIL in json.dumps(r.body))
+
+
+@pytest.fixture(scope="module")
 def server():
-    with LoopbackServer(width=32) as running:
+    with LoopbackServer(width=32, reply=judge_reply) as running:
         yield running
 
 
-def rows(n: int, start: int = 0) -> list[dict[str, Any]]:
-    return [
+def rows(n: int, *, fail: tuple[int, ...] = ()) -> list[dict[str, Any]]:
+    """``n`` rows; those in :data:`SET_ASIDE` hold nothing to score, those in ``fail`` make
+    the judge fail."""
+    items = [
         {
             "id": i,
             "user_input": f"What about {TOPICS[i % len(TOPICS)]} ({i})?",
             "response": f"Here is what we know about {TOPICS[i % len(TOPICS)]} ({i}): handled.",
         }
-        for i in range(start, start + n)
+        for i in range(n)
     ]
+    for i, problem in SET_ASIDE.items():
+        if i < n:
+            field = "response" if "response" in problem else "user_input"
+            items[i][field] = "" if field == "response" else None
+    for i in fail:
+        items[i]["response"] += f" {FAIL}"
+    return items
 
 
 def loop_settings(server: LoopbackServer, **changes: Any) -> Settings:
@@ -91,19 +128,14 @@ def loop_settings(server: LoopbackServer, **changes: Any) -> Settings:
     )
 
 
-def with_bad_rows(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows 3 and 17 fail in the metric: an empty response, a missing question."""
-    items[3]["response"] = ""  # ValueError in the metric
-    items[17]["user_input"] = None  # TypeError in the metric
-    return items
-
-
 def single_process(settings: Settings, items: list[dict[str, Any]]) -> dict[int, Any]:
-    """id -> report, scored in this process by the metric's batch path."""
+    """id -> report of the rows with something to score, scored in this process by the
+    metric's batch path."""
     metric = prepare(settings).metric()
-    inputs = [{"user_input": r["user_input"], "response": r["response"]} for r in items]
+    todo = [r for r in items if input_problem(r) is None]
+    inputs = [{"user_input": r["user_input"], "response": r["response"]} for r in todo]
     results = asyncio.run(metric.abatch_score(inputs))
-    return {r["id"]: result.report for r, result in zip(items, results, strict=True)}
+    return {r["id"]: result.report for r, result in zip(todo, results, strict=True)}
 
 
 def same_score(a: float | None, b: float) -> bool:
@@ -112,18 +144,39 @@ def same_score(a: float | None, b: float) -> bool:
 
 
 def check_against(out: list[dict[str, Any]], expected: dict[int, Any]) -> None:
-    """Every row once, and each row's score, probes and reason as one process gives them.
+    """Each row with something to score has the score, probes and reason one process gives.
 
     ``out`` holds Ray's rows (``id`` and the report as JSON in ``report``) or report lines
     (the report's fields at the top, ``id`` in ``extra``)."""
-    ids = [r["id"] if "id" in r else r["extra"]["id"] for r in out]
-    assert sorted(ids) == sorted(expected)
-    for row, id_ in zip(out, ids, strict=True):
+    checked = 0
+    for row in out:
+        id_ = line_id(row)
+        if id_ in SET_ASIDE:
+            continue
         report = expected[id_]
         got = json.loads(row["report"]) if "report" in row else row
         assert same_score(row["score"], report.score), (row, report)
         assert got["probes"] == report.to_dict()["probes"]
         assert row["reason"] == report.reason
+        checked += 1
+    assert checked == len(expected)
+
+
+def check_set_aside(row: dict[str, Any], tag: str) -> None:
+    """A row with nothing to score: NaN, why, and the key one process gives it."""
+    id_ = line_id(row)
+    problem = SET_ASIDE[id_]
+    assert row["score"] is None or math.isnan(row["score"])
+    assert row["error"].startswith(f"skipped: {problem}") and problem in row["reason"]
+    assert row["key"] == row_key(row["user_input"], row["response"], tag, problem)
+
+
+def line_id(row: dict[str, Any]) -> int:
+    """The ``id`` of a Ray row or of a report line; a line `score` wrote for a row it set aside
+    carries no other column, only its row number in the input."""
+    if "id" in row:
+        return row["id"]
+    return row["extra"].get("id", row["row"] - 1)
 
 
 def invoke(*args: str | Path):
@@ -137,6 +190,10 @@ def write_jsonl(path: Path, items: list[dict[str, Any]]) -> Path:
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def header_line(output: str, name: str) -> str:
+    return next(line for line in output.splitlines() if line.startswith(f"{name}: "))
 
 
 # -- Ray stays off every other path ---------------------------------------------------------
@@ -158,130 +215,289 @@ def test_the_package_the_cli_and_help_load_no_ray_module():
     assert done.stdout.strip() == "[]"
 
 
-# -- the library call ------------------------------------------------------------------------
+# -- the library call: one run, read by several tests -------------------------------------
 
 
 class DiesOnce:
-    """A metric factory whose metric kills its own actor process on its first batch, once."""
+    """A metric factory whose metric kills its own actor process on the first batch any actor
+    gets, once, before it loads RAGAS (so the kill costs Ray one more actor start, not one more
+    RAGAS import); the restarted actor builds the real metric when that batch comes again."""
 
     def __init__(self, settings: Settings, marker: str):
         self.settings = settings
         self.marker = marker
 
     def __call__(self) -> Any:
-        metric = prepare(self.settings).metric()
-        score_batch = metric.abatch_score
-        marker = self.marker
-
-        async def abatch_score(inputs: list[dict[str, Any]]) -> Any:
-            try:
-                handle = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                return await score_batch(inputs)
-            os.write(handle, str(os.getpid()).encode())
-            os.close(handle)
-            os._exit(1)  # the actor's process dies mid-batch
-
-        metric.abatch_score = abatch_score
-        return metric
+        return FirstBatchKills(self.settings, self.marker)
 
 
-def test_actors_on_one_server_a_killed_actor_and_a_resume_that_scores_only_missing_rows(
-    tmp_path, server, local_ray
-):
-    # -- the library call: 2 actors on one server, one of them killed mid-batch, once --------
-    settings = loop_settings(server, concurrency=1, cache=tmp_path / "cache")
+class FirstBatchKills:
+    """The metric :class:`DiesOnce` gives: the settings' metric, built on the first batch."""
+
+    def __init__(self, settings: Settings, marker: str):
+        self.settings = settings
+        self.marker = marker
+        self.metric: Any = None
+
+    async def abatch_score(self, inputs: list[dict[str, Any]]) -> Any:
+        try:
+            handle = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            if self.metric is None:
+                self.metric = prepare(self.settings).metric()
+            return await self.metric.abatch_score(inputs)
+        os.write(handle, str(os.getpid()).encode())
+        os.close(handle)
+        os._exit(1)  # the actor's process dies mid-batch
+
+
+@pytest.fixture(scope="module")
+def library(local_ray, server, tmp_path_factory):
+    """``score_dataset`` on 30 rows read from a JSONL and a CSV file: two actors on one server,
+    one killed on the first batch; then the same rows through ``score`` in this process, on the
+    same server."""
+    tmp = tmp_path_factory.mktemp("library")
+    settings = loop_settings(server, concurrency=1, cache=tmp / "cache")
     tag = plan(settings).score_tag  # the command line's key, so its resume reads these rows
-    items = with_bad_rows(rows(30))
-    marker = tmp_path / "killed"
-    ds = ray.data.from_items(items, override_num_blocks=4)
+    items = rows(30, fail=(11,))
+    marker = tmp / "killed"
+    # read as the command line reads: rows 0-19 from a JSONL file, 20-29 from a CSV file
+    write_jsonl(tmp / "rows.jsonl", items[:20])
+    pcsv.write_csv(pa.Table.from_pylist(items[20:]), tmp / "rows.csv")
+    ds = read_input(tmp / "rows.jsonl").union(read_input(tmp / "rows.csv"))
+    server.reset()
     scored = score_dataset(
         ds, DiesOnce(settings, str(marker)), concurrency=2, batch_size=8, settings_key=tag
     )
     batches = list(scored.iter_batches(batch_format="pyarrow", batch_size=None))
-    out = [row for batch in batches for row in batch.to_pylist()]
-    calls = server.count("chat")
+    calls = (server.count("chat"), failing_calls(server))
 
-    # one actor process died before asking anything; Ray restarted it, ran its batch again
-    assert int(marker.read_text()) != os.getpid()
-    assert len(out) == len(items)
     server.reset()
-    expected = single_process(loop_settings(server), items)
-    assert calls == server.count("chat") == 28  # one judge call per good row, as one process
-    check_against(out, expected)
-    failed = {r["id"]: r for r in out if r["score"] is None or math.isnan(r["score"])}
-    assert sorted(failed) == [3, 17]
-    assert "response" in failed[3]["error"] and failed[3]["reason"]
-    assert "user_input" in failed[17]["error"] and failed[17]["reason"]
-    # input columns kept; the key is the content key of the command line's reports
+    path = write_jsonl(tmp / "all.jsonl", items)
+    options = [*server.cli_options(), "--max-retries", "0", "--no-progress"]
+    local = invoke("score", path, *options, "--out", tmp / "local.jsonl")
+    assert local.exit_code == 3, local.output  # 3 rows set aside, 1 failed
+    return SimpleNamespace(
+        tag=tag,
+        settings=settings,
+        batches=batches,
+        out=[row for batch in batches for row in batch.to_pylist()],
+        calls=calls,
+        local_calls=(server.count("chat"), failing_calls(server)),
+        local={line_id(r): r for r in read_jsonl(tmp / "local.jsonl")},
+        marker=marker,
+        tmp=tmp,
+    )
+
+
+def test_every_row_comes_back_once_with_its_columns(library):
+    # rows 0-19 from the JSONL file, 20-29 from the CSV file, each once
+    out = library.out
+    assert sorted(r["id"] for r in out) == list(range(30))
     columns = {"id", "user_input", "response", "key", "score", "reason", "error", "report"}
-    for row in out:
-        assert set(row) == columns
-        assert row["key"] == content_key(row["user_input"], row["response"], tag)
+    assert all(set(row) == columns for row in out)
     assert len({row["key"] for row in out}) == 30
 
-    # -- the command line's writers, on these batches ----------------------------------------
-    setup = prepare(settings)
-    parts = ParquetOutput(tmp_path / "parts")
+
+def test_scores_and_keys_equal_score_in_one_process_row_by_row(library):
+    for row in library.out:
+        line = library.local[row["id"]]
+        assert row["key"] == line["key"], row  # one key on both engines, so each resumes the other
+        assert same_score(row["score"], math.nan if line["score"] is None else line["score"])
+        if row["id"] in SET_ASIDE:
+            assert line["skipped"] == SET_ASIDE[row["id"]]
+            check_set_aside(row, library.tag)
+        else:
+            assert json.loads(row["report"])["probes"] == line["probes"]
+            assert row["reason"] == line["reason"]
+    # the same judge calls on either engine: one per row with something to score, but for the
+    # failing row 11, which is asked again as the metric asks a failing judge
+    assert library.calls == library.local_calls
+    calls, failing = library.calls
+    assert calls - failing == 26 and failing >= 1
+
+
+def test_nan_rows_carry_their_reasons(library):
+    failed = {r["id"]: r for r in library.out if r["score"] is None or math.isnan(r["score"])}
+    assert sorted(failed) == [3, 11, 17, 23]
+    assert "this row's judge call fails" in failed[11]["error"]
+    assert "this row's judge call fails" in failed[11]["reason"]
+    assert json.loads(failed[11]["report"])["error"] == failed[11]["error"]
+    for id_ in (3, 17, 23):  # never sent to the metric
+        check_set_aside(failed[id_], library.tag)
+        assert failed[id_]["report"] is None
+
+
+def test_a_killed_actor_is_restarted_and_its_batch_scored_again(library):
+    # an actor process died on the first batch; Ray restarted it and ran that batch again
+    assert int(library.marker.read_text()) != os.getpid()
+    assert sorted(r["id"] for r in library.out) == list(range(30))
+
+
+def test_the_command_line_writers_save_the_batches_as_score_would(library):
+    tmp, batches, setup = library.tmp, library.batches, prepare(library.settings)
+    done = {r["key"] for r in library.out if r["error"] is None or r["id"] in SET_ASIDE}
+    assert len(done) == 29  # all but row 11, whose judge call failed
+
+    parts = ParquetOutput(tmp / "parts")
     assert list(parts.save(batches, setup)) == batches
-    saved = pq.read_table(tmp_path / "parts").to_pylist()
-    check_against(saved, expected)
+    saved = pq.read_table(tmp / "parts").to_pylist()
+    assert sorted(r["id"] for r in saved) == list(range(30))
     assert {r["format"] for r in saved} == {FORMAT}
     assert sorted(r["row"] for r in saved) == list(range(1, 31))
-    done = {r["key"] for r in out if r["error"] is None}
-    assert ParquetOutput(tmp_path / "parts").done_keys() == done and len(done) == 28
+    again = ParquetOutput(tmp / "parts")
+    assert again.done_keys() == done and again.set_aside == 3
     # a part without the report's format is not ours: the folder is refused
-    pq.write_table(pa.Table.from_pylist(items[:2]), tmp_path / "parts" / "part-x.parquet")
+    pq.write_table(pa.Table.from_pylist(rows(2)), tmp / "parts" / "part-x.parquet")
     with pytest.raises(OutputError, match="part-x.parquet, which this command did not write"):
-        ParquetOutput(tmp_path / "parts").done_keys()
+        ParquetOutput(tmp / "parts").done_keys()
 
-    report = tmp_path / "scored.jsonl"
-    jsonl = JsonlOutput(report, tmp_path / "in")
+    report = tmp / "scored.jsonl"
+    jsonl = JsonlOutput(report, tmp / "in")
     assert list(jsonl.save(batches, setup)) == batches
     jsonl.close()
     lines = read_jsonl(report)
-    check_against(lines, expected)
     assert {r["format"] for r in lines} == {FORMAT}
-    nan = {r["extra"]["id"]: r for r in lines if r["score"] is None}
-    assert sorted(nan) == [3, 17] and all(r["error"] and r["reason"] for r in nan.values())
-    torn = lines[-1]["extra"]["id"]
-    assert torn not in nan
+    for line in lines:  # the line `score` writes for the row, but for the row numbers
+        local = library.local[line_id(line)]
+        assert line["key"] == local["key"] and line.get("skipped") == local.get("skipped")
+        assert line["probes"] == local["probes"]
+        if "skipped" not in local:  # a row set aside says where it was only in one process
+            assert line["reason"] == local["reason"]
+        assert same_score(line["score"], math.nan if local["score"] is None else local["score"])
+    reread = JsonlOutput(report, tmp / "in")
+    assert reread.done_keys() == done and reread.set_aside == 3
+    reread.close()
+
+
+# -- the command line: one resume across engines, read by several tests -----------------------
+
+
+@pytest.fixture(scope="module")
+def resumed(local_ray, server, tmp_path_factory):
+    """``score`` in one process writes rows 0-19 (a crash cuts off its last line); ``score
+    --engine ray`` resumes that report on all 40 rows, read from a Parquet folder; ``score``
+    in one process resumes it again."""
+    tmp = tmp_path_factory.mktemp("resumed")
+    items = rows(40)
+    report = tmp / "scored.jsonl"
+    options = [*server.cli_options(), "--max-retries", "0", "--concurrency", "1"]
+    options += ["--cache", tmp / "cache", "--no-progress", "--out", report]
+    server.reset()
+    first = invoke("score", write_jsonl(tmp / "first.jsonl", items[:20]), *options)
+    assert first.exit_code == 3, first.output  # rows 3 and 17 set aside
+    torn = read_jsonl(report)[-1]["extra"]["id"]
     text = report.read_bytes()
     report.write_bytes(text[: len(text) - 40])  # a crash mid-write: the last line is cut off
 
-    # -- the command line resumes it from a Parquet folder of 40 rows --------------------------
-    data = tmp_path / "in"
+    data = tmp / "in"
     data.mkdir()
-    everything = with_bad_rows(rows(40))
     for part, start in enumerate((0, 20)):
-        table = pa.Table.from_pylist(everything[start : start + 20])
-        pq.write_table(table, data / f"p{part}.parquet")
-    options = [*server.cli_options(), "--max-retries", "0", "--concurrency", "1"]
-    options += ["--cache", tmp_path / "cache", "--no-progress", "--out", report]
+        pq.write_table(pa.Table.from_pylist(items[start : start + 20]), data / f"p{part}.parquet")
     server.reset()
-    again = invoke("score", data, *options, "--engine", "ray", "--actors", "1")
-    assert again.exit_code == 3, again.output  # rows 3 and 17 are NaN again
-    assert "27 row(s) already there" in again.stdout
-    # the cut-off row, the 10 new ones and the 2 that failed; only the 10 new ask the judge:
-    # the cut-off row's reply is in the cache both actors filled (one store per machine)
-    assert "wrote 13 row(s)" in again.stdout
-    assert server.count("chat") == 10
-    saved = read_jsonl(report)
-    assert sorted(r["extra"]["id"] for r in saved) == list(range(40))  # one line per row
-    assert torn in {r["extra"]["id"] for r in saved}
-    server.reset()
-    check_against(saved, single_process(loop_settings(server), everything))
-    keys = {r["id"]: content_key(r["user_input"], r["response"], tag) for r in everything}
-    assert all(r["key"] == keys[r["extra"]["id"]] for r in saved)
+    on_ray = invoke("score", data, *options, *PRICES, "--engine", "ray", "--actors", "1")
+    usage = {endpoint: server.usage(endpoint) for endpoint in ("chat", "embeddings")}
+    after_ray = read_jsonl(report)
 
-    # the same report and key as one process: `score` without Ray finds every good row there
-    good = write_jsonl(tmp_path / "good.jsonl", [r for r in everything if r["id"] not in (3, 17)])
     server.reset()
-    local = invoke("score", good, *options)
-    assert local.exit_code == 0, local.output
-    assert "38 row(s) already there, 0 to score" in local.stdout
-    assert server.count() == 0
-    assert [r["row"] for r in read_jsonl(report)] == list(range(1, 39))  # now in input order
+    everything = write_jsonl(tmp / "all.jsonl", items)
+    local = invoke("score", everything, *options)
+    return SimpleNamespace(
+        items=items,
+        torn=torn,
+        on_ray=on_ray,
+        usage=usage,
+        after_ray=after_ray,
+        local=local,
+        local_requests=server.count(),
+        final=read_jsonl(report),
+        everything=everything,
+        tag=plan(loop_settings(server)).score_tag,
+    )
+
+
+def test_cli_resume_scores_only_the_missing_rows(resumed, server):
+    on_ray = resumed.on_ray
+    assert on_ray.exit_code == 3, on_ray.output  # the rows set aside are NaN
+    assert resumed.torn not in SET_ASIDE
+    assert "19 row(s) already there" in on_ray.stdout
+    # the cut-off row and rows 20-39; only the 18 of those with something to score ask the
+    # judge, and the cut-off row's reply is in the cache `score` filled
+    assert "wrote 21 row(s)" in on_ray.stdout
+    assert resumed.usage["chat"]["requests"] == 18
+    lines = resumed.after_ray
+    assert sorted(line_id(r) for r in lines) == list(range(40))  # one line per row
+    new = [r for r in lines if line_id(r) >= resumed.torn]
+    server.reset()
+    check_against(new, single_process(loop_settings(server), resumed.items[resumed.torn :]))
+
+
+def test_cli_prints_the_usage_and_cost_score_prints(resumed):
+    chat, embed = resumed.usage["chat"], resumed.usage["embeddings"]
+    scored = 19  # the 21 rows written less the 2 set aside, as `score` counts them
+    totals = (
+        f"usage ({scored} row(s)): judge {chat['requests']} request(s), "
+        f"{chat['prompt_tokens']:,} prompt + {chat['completion_tokens']:,} completion tokens | "
+        f"embeddings {embed['requests']} request(s), {embed['prompt_tokens']:,} tokens | cached 1"
+    )
+    assert totals in resumed.on_ray.stdout
+    mean = f"per row: judge {chat['requests'] / scored:.2f} request(s), "
+    assert mean + f"{chat['prompt_tokens'] / scored:,.2f}" in resumed.on_ray.stdout
+    usd = (
+        chat["prompt_tokens"] * 0.5 + chat["completion_tokens"] * 2 + embed["prompt_tokens"] * 0.1
+    ) / 1e6
+    dollars = f"${usd:.4f}" if usd >= 0.01 else f"${usd:.4g}"
+    assert f"cost: {dollars} (" in resumed.on_ray.stdout
+
+
+def test_cli_header_shows_the_labels_score_shows(resumed):
+    for name in ("judge", "embeddings", "probes"):
+        ray_line = header_line(resumed.on_ray.stdout, name)
+        assert ray_line == header_line(resumed.local.stdout, name)
+
+
+def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
+    secret = "sk-ray-header-secret-7f3a"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    spec = Spec("openai", "loop")
+    setup = Setup(
+        Settings(judge="openai:loop", embeddings="openai:loop"),
+        Built(None, f"openai:loop at http://me:{secret}@127.0.0.1/v1", spec),
+        Built(None, f"openai:loop at http://127.0.0.1/v1?api-key={secret}#{secret}", spec),
+    )
+    fields = header_fields(Path("in"), setup, 2, Path("out.jsonl"), 0)
+    assert secret not in json.dumps(fields)
+    assert fields["judge"] == f"openai:loop at http://{MASK}@127.0.0.1/v1"
+    assert fields["embeddings"] == f"openai:loop at http://127.0.0.1/v1?api-key={MASK}#{MASK}"
+
+
+def test_a_row_set_aside_has_one_key_and_neither_engine_writes_it_again(resumed):
+    # the key `score` gives each row it sets aside, read from the file by its own reader
+    bad = [e for e in Source(resumed.everything, {}).entries() if isinstance(e, BadRow)]
+    keys = {e.number - 1: row_key(e.user_input, e.response, resumed.tag, e.problem) for e in bad}
+    assert sorted(keys) == sorted(SET_ASIDE)
+    by_id = {line_id(r): r for r in resumed.after_ray}
+    # Ray after one process: the lines `score` wrote for rows 3 and 17 are left as they were
+    for id_ in (3, 17):
+        assert by_id[id_]["key"] == keys[id_] and f"(row {id_ + 1}, " in by_id[id_]["error"]
+    # Ray sets rows 23 and 37 aside with the key and the mark `score` gives them
+    for id_ in (23, 37):
+        assert by_id[id_]["key"] == keys[id_] and by_id[id_]["skipped"] == SET_ASIDE[id_]
+        check_set_aside(by_id[id_], resumed.tag)
+    # one process after Ray: every row is found, nothing is asked
+    assert resumed.local.exit_code == 3, resumed.local.output
+    assert "40 row(s) already there, 0 to score" in resumed.local.stdout
+    assert resumed.local_requests == 0
+    assert [line_id(r) for r in resumed.final] == list(range(40))  # now in input order
+
+
+def test_the_command_line_reads_a_folder_of_one_kind_only(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    pq.write_table(pa.Table.from_pylist(rows(2)), folder / "a.parquet")
+    (folder / "b.csv").write_text("id,user_input,response\n", encoding="utf-8")
+    with pytest.raises(UsageError, match="files of one kind: .jsonl, .csv or .parquet"):
+        read_input(folder)
 
 
 def test_cli_refuses_outputs_it_did_not_write_untouched(tmp_path):

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..report import content_key as row_key
+from ..report import TEXT_FIELDS as FIELDS
+from ..report import input_problem, row_key
 from .errors import UsageError
 
 __all__ = [
@@ -38,7 +39,6 @@ __all__ = [
     "where",
 ]
 
-FIELDS = ("user_input", "response")
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
 JSON_LIST_KEYS = ("rows", "data", "samples")
 WARNINGS_SHOWN = 10
@@ -448,18 +448,10 @@ def _make_row(
     numeric: str | None,
 ) -> tuple[Row | None, str | None]:
     values = {mapping.get(key, key): value for key, value in record.items()}
-    if not any(_present(v) for v in values.values()):
-        return None, "empty row"
-    texts: dict[str, str] = {}
-    for name in FIELDS:
-        value = values.get(name)
-        if value is None:
-            return None, f"no {name}"
-        if not isinstance(value, str):
-            return None, f"{name} is {type(value).__name__}, not text"
-        if not value.strip():
-            return None, f"{name} is empty"
-        texts[name] = value
+    problem = input_problem(values)
+    if problem is not None:
+        return None, problem
+    texts: dict[str, str] = {name: values[name] for name in FIELDS}
     extra = {k: v for k, v in values.items() if k not in FIELDS}
     if numeric is not None:
         number_value = to_number(extra.get(numeric))
@@ -467,10 +459,6 @@ def _make_row(
             return None, f"{numeric} is {extra.get(numeric)!r}, not a number"
         extra[numeric] = number_value
     return Row(number, texts["user_input"], texts["response"], extra, line), None
-
-
-def _present(value: Any) -> bool:
-    return value is not None and (not isinstance(value, str) or bool(value.strip()))
 
 
 def to_number(value: Any) -> float | None:

@@ -21,14 +21,18 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ..report import RelevancyReport, clip, fmt
+from ..report import SKIPPED, RelevancyReport, clip, fmt
+from ..usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line
 from .setup import Settings, Setup, plan, prepare
+
+if TYPE_CHECKING:
+    from .stats import CostSummary
 
 __all__ = [
     "ActorsOpt",
@@ -96,8 +100,12 @@ def run_ray_score(
     out: Path | None,
     outputs: dict[str, Path] | None = None,
     progress: bool = True,
+    prices: Prices | None = None,
 ) -> int:
-    """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`."""
+    """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`.
+
+    The summary gives the usage and cost of the rows this run scored as ``score`` gives them,
+    priced with ``prices``."""
     _check_options(engine, address, actors, out, outputs)
     assert out is not None
     from .datafile import parse_map
@@ -106,7 +114,7 @@ def run_ray_score(
     tag = plan(settings).score_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
-        return _run(sink, file, mapping, settings, tag, address, actors, out, progress)
+        return _run(sink, file, mapping, settings, tag, address, actors, out, progress, prices)
     finally:
         sink.close()
 
@@ -121,8 +129,10 @@ def _run(
     actors: int | None,
     out: Path,
     progress: bool,
+    prices: Prices | None,
 ) -> int:
     from .output.console import make_console, print_header
+    from .stats import summarise_cost
 
     done = sink.done_keys()
     setup = prepare(settings)
@@ -155,17 +165,7 @@ def _run(
 
     console = make_console()
     count = actors or DEFAULT_ACTORS
-    print_header(
-        console,
-        {
-            "input": str(file),
-            "engine": f"ray, {count} actor(s) x {settings.concurrency} call(s) in flight",
-            "judge": setup.judge_label,
-            "embeddings": setup.embeddings.label,
-            "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}",
-            "output": f"{out} ({len(done)} row(s) already there, skipped)",
-        },
-    )
+    print_header(console, header_fields(file, setup, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
         SettingsMetric(settings),
@@ -175,11 +175,24 @@ def _run(
         skip_keys=done,
     )
     tally = Tally()
-    for batch in sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), setup):
-        tally.add(batch)
-    tally.show(console, out)
-    # rows already in --out were scored without an error before: they count as scored
-    return exit_code(tally.scored + len(done), tally.rows + len(done))
+    batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), setup)
+    cost = summarise_cost(tally.usages(batches), prices)  # the stream, counted as it passes
+    tally.show(console, out, cost)
+    # rows already in --out were scored without an error before (or set aside, as score does)
+    return exit_code(tally.scored + len(done) - sink.set_aside, tally.rows + len(done))
+
+
+def header_fields(file: Path, setup: Setup, actors: int, out: Path, done: int) -> dict[str, str]:
+    """The run's header: what is read, where it is scored, then what ``score`` shows of the
+    judge, embeddings and probes (:func:`.output.console.used_fields`: labels redacted)."""
+    from .output.console import used_fields
+
+    engine = f"ray, {actors} actor(s) x {setup.settings.concurrency} call(s) in flight"
+    return used_fields(
+        {"input": str(file), "engine": engine},
+        setup,
+        output=f"{out} ({done} row(s) already there, skipped)",
+    )
 
 
 def _check_options(
@@ -266,10 +279,13 @@ class JsonlOutput:
     def __init__(self, path: Path, input_path: Path):
         self.report = ReportFile(path, input_path=input_path)  # refuses a file not ours
         self.report.lock()
+        self.set_aside = 0
 
     def done_keys(self) -> set[str]:
-        """Keys of rows saved scored (or skipped): a re-run does not score them again."""
-        return {key for key in self.report.index if self.report.status(key) in DONE}
+        """Keys of rows saved scored (or set aside): a re-run does not score them again."""
+        status = self.report.status
+        self.set_aside = sum(1 for key in self.report.index if status(key) == "skipped")
+        return {key for key in self.report.index if status(key) in DONE}
 
     def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
         """Append one report line per row of each batch (a pyarrow Table); yield the batch."""
@@ -283,7 +299,12 @@ class JsonlOutput:
             for row in batch.to_pylist():
                 extra = {k: _finite(v) for k, v in row.items() if k not in scored}
                 line = report_line(
-                    report.lines + 1, row[KEY_COLUMN], _report(row, setup), *labels, extra
+                    report.lines + 1,
+                    row[KEY_COLUMN],
+                    _report(row, setup),
+                    *labels,
+                    extra,
+                    skipped=set_aside(row["error"]),
                 )
                 report.write(row[KEY_COLUMN], line)
             yield batch
@@ -295,12 +316,16 @@ class JsonlOutput:
 
 
 def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
-    """The row's report as a dict: the actor's, or one saying why the batch failed."""
+    """The row's report as a dict: the actor's, or one saying why the row has none (set aside,
+    or its batch failed), its texts as text as ``score`` gives them."""
     if row["report"] is not None:
         return json.loads(row["report"])
+    texts = [
+        value if isinstance(value, str) else "" for value in (row["user_input"], row["response"])
+    ]
     return RelevancyReport(
-        user_input=row["user_input"],
-        response=row["response"],
+        user_input=texts[0],
+        response=texts[1],
         score=math.nan,
         strictness=setup.settings.strictness,
         probe_prompt=setup.settings.probe_prompt,
@@ -308,6 +333,13 @@ def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
         error=row["error"],
         reason=row["reason"],
     ).to_dict()
+
+
+def set_aside(error: str | None) -> str | None:
+    """The problem of a row set aside unscored (its error says ``skipped: PROBLEM``), else None."""
+    if error is not None and error.startswith(SKIPPED):
+        return error[len(SKIPPED) :]
+    return None
 
 
 def _finite(value: Any) -> Any:
@@ -329,14 +361,17 @@ class ParquetOutput:
         self.run = uuid.uuid4().hex[:12]
         self.parts = 0
         self.rows = 0
+        self.set_aside = 0
 
     def done_keys(self) -> set[str]:
-        """Keys of rows saved without an error; refuses a folder this command did not write."""
+        """Keys of rows saved without an error or set aside (as the JSONL report counts them);
+        refuses a folder this command did not write."""
         import pyarrow.parquet as pq
 
         if not self.path.exists():
             return set()
         keys: set[str] = set()
+        aside: set[str] = set()
         for entry in sorted(self.path.iterdir()):
             if entry.name.startswith(".part-") and entry.name.endswith(".tmp"):
                 entry.unlink()  # our own part, cut off before its rename
@@ -352,8 +387,11 @@ class ParquetOutput:
                     self._refuse(entry.name)
                 if record["error"] is None:
                     keys.add(record["key"])
+                elif set_aside(record["error"]) is not None:
+                    aside.add(record["key"])
             self.rows += table.num_rows
-        return keys
+        self.set_aside = len(aside)
+        return keys | aside
 
     def _refuse(self, name: str) -> NoReturn:
         raise OutputError(
@@ -416,14 +454,29 @@ class Tally:
             else:
                 heapq.heappushpop(self.lowest, item)
 
-    def show(self, console: Any, out: Path) -> None:
-        """Rows written, how many scored or NaN, the mean and the lowest scores."""
+    def usages(self, batches: Iterable[Any]) -> Iterator[Usage | None]:
+        """Count each batch as it passes, and yield each row's usage (None: not measured); rows
+        set aside are left out, as ``score`` leaves them out of its cost."""
+        for batch in batches:
+            self.add(batch)
+            reports = batch["report"].to_pylist()
+            for report, error in zip(reports, batch["error"].to_pylist(), strict=True):
+                if set_aside(error) is None:
+                    yield None if report is None else Usage.from_dict(json.loads(report)["usage"])
+
+    def show(self, console: Any, out: Path, cost: CostSummary | None = None) -> None:
+        """Rows written, how many scored or NaN, the mean, the usage and cost as ``score``
+        prints them, and the lowest scores."""
+        from .output.console import print_cost
+
         mean = fmt(self.total / self.scored) if self.scored else "NaN"
         console.print(
             f"wrote {self.rows} row(s) to {out}: {self.scored} scored (mean {mean}), "
             f"{self.rows - self.scored} NaN",
             soft_wrap=True,
         )
+        if cost is not None:
+            print_cost(console, cost)
         for negative, _, question in sorted(self.lowest, reverse=True):
             console.print(f"  {fmt(-negative)}  {clip(question, 90)}", soft_wrap=True)
         if self.first_error:

@@ -24,7 +24,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..report import RelevancyReport, not_scored_cause
+from ..report import SKIPPED, RelevancyReport, not_scored_cause
 from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import UsageError, exit_code
@@ -50,7 +50,6 @@ __all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "is_skipped", "run_score",
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
-SKIPPED = "skipped: "  # a skipped row's error starts so; its NaN cause is "skipped"
 
 
 @with_settings()
@@ -79,8 +78,6 @@ def score(
     130 stopped by Ctrl-C (what finished is saved).
     """
     if engine is not Engine.local or ray_address or actors:
-        if prices is not None and prices != Prices():
-            raise UsageError("--price-in, --price-out and --price-embeddings need --engine local")
         if table:  # the Ray engine prints the summary, never the per-row table
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
         return run_ray_score(
@@ -93,6 +90,7 @@ def score(
             out=out,
             outputs=outputs,
             progress=progress,
+            prices=prices,
         )
     source = Source(file, parse_map(map_ or []))
     return run_score(
@@ -202,9 +200,8 @@ def run_score(
 
 
 def _key(entry: Entry, tag: str) -> str:
-    if isinstance(entry, Row):
-        return row_key(entry.user_input, entry.response, tag)
-    return row_key(entry.user_input, entry.response, f"{tag}|skipped|{entry.problem}")
+    problem = None if isinstance(entry, Row) else entry.problem
+    return row_key(entry.user_input, entry.response, tag, problem)
 
 
 def _count(work: _Work, report: ReportFile, entry: Entry, key: str) -> None:

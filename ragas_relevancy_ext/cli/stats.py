@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -317,8 +317,13 @@ def _usd(value: float | None, tokens: int | None, flags: str) -> str:
     return f"not known: give {flags} (USD per million tokens)"
 
 
-def summarise_cost(usages: Sequence[Usage | None], prices: Prices | None = None) -> CostSummary:
-    """Sum the rows' usages; rows without one are counted as ``missing``, not as 0."""
-    known = [u for u in usages if u is not None]
-    total = Usage.total(known) or Usage()
-    return CostSummary(total, len(known), len(usages) - len(known), prices or Prices())
+def summarise_cost(usages: Iterable[Usage | None], prices: Prices | None = None) -> CostSummary:
+    """Sum the rows' usages in one pass (a stream will do); rows without one are counted as
+    ``missing``, not as 0."""
+    total, known, missing = Usage(), 0, 0
+    for usage in usages:
+        if usage is None:
+            missing += 1
+        else:
+            total, known = total.add(usage), known + 1
+    return CostSummary(total, known, missing, prices or Prices())

@@ -26,7 +26,7 @@ from ...report import RelevancyReport, clip, fmt, language_tag, pull_downs, weak
 from ...usage import Usage
 
 if TYPE_CHECKING:
-    from ..stats import Agreement, Spread, Summary
+    from ..stats import Agreement, CostSummary, Spread, Summary
 
 PIPED_WIDTH = 120
 
@@ -80,14 +80,24 @@ def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
     """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
     ``caution`` when the scores do not measure the answers (the offline judge).
 
-    ``data`` has ``path``, ``row_count`` and ``bad_count``; ``setup`` has ``settings``,
-    ``judge_label`` and ``embeddings_label``. Every value passes through :func:`redact`.
+    ``data`` has ``path``, ``row_count`` and ``bad_count``; ``setup`` as :func:`used_fields`.
+    """
+    read = {"file": f"{data.path} ({data.row_count} row(s), {data.bad_count} bad)"}
+    return used_fields(read, setup, **extra)
+
+
+def used_fields(first: Mapping[str, str], setup: Any, **extra: str) -> dict[str, str]:
+    """``first``, then the judge, embeddings and probe prompt ``setup`` uses, then ``extra``,
+    and a ``caution`` for the offline judge: the header of every engine's run.
+
+    ``setup`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
+    through :func:`redact`.
     """
     from ...redaction import redact
 
     settings = setup.settings
     fields = {
-        "file": f"{data.path} ({data.row_count} row(s), {data.bad_count} bad)",
+        **first,
         "judge": setup.judge_label,
         "embeddings": setup.embeddings_label,
         "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}, "
@@ -354,6 +364,12 @@ def _score_style(score: float) -> str:
     return "red" if score < 0.5 else "yellow" if score < 0.75 else "green"
 
 
+def print_cost(console: Console, cost: CostSummary) -> None:
+    """Usage totals, per-row means and the cost, as every command that scores prints them."""
+    for line in cost.lines():
+        console.print(Text(line), soft_wrap=True)
+
+
 def print_summary(
     console: Console, summary: Summary, reports: Mapping[int, RelevancyReport] | None = None
 ) -> None:
@@ -367,8 +383,7 @@ def print_summary(
         )
     )
     if summary.cost is not None:
-        for line in summary.cost.lines():
-            console.print(Text(line), soft_wrap=True)
+        print_cost(console, summary.cost)
     if summary.lowest:
         console.print(Text(f"{summary.lowest_title()}:", style="dim"))
         for low in summary.lowest:
