@@ -1,11 +1,11 @@
 """Scoring on Ray Data actors: same scores and keys as one process, every row back, resume
 across engines, a killed actor, the usage summary.
 
-Ray starts once for the session; every actor start imports RAGAS, so the module runs Ray Data
-with actors twice, each run in a module fixture that several tests read: the library call (two
-actors on one server, one killed before it loads RAGAS) and the command line's resume of a
-report ``score`` wrote in one process (one actor). These tests need the ``[ray]`` extra and
-fail, never skip, without it: ``pip install -e ".[test,local,ray]"``.
+Ray starts once for the session and every actor start imports RAGAS, so the module runs Ray
+Data with actors once, in a module fixture every such test reads: ``score --engine ray`` with
+two actors on one loopback server, one killed before it loads RAGAS, resuming a report that
+``score`` wrote in one process and that ``score`` then resumes again. These tests need the
+``[ray]`` extra and fail, never skip, without it: ``pip install -e ".[test,local,ray]"``.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ except ImportError as exc:
         f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
     ) from exc
 
-from ragas_relevancy_ext.cli import app
+from ragas_relevancy_ext.cli import app, ray_score
 from ragas_relevancy_ext.cli.datafile import BadRow, Source
 from ragas_relevancy_ext.cli.errors import UsageError
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT, ReportFile
@@ -50,7 +50,6 @@ from ragas_relevancy_ext.cli.ray_score import (
     read_input,
 )
 from ragas_relevancy_ext.cli.setup import Settings, Setup, plan, prepare
-from ragas_relevancy_ext.ray_engine import score_dataset
 from ragas_relevancy_ext.redaction import MASK
 from ragas_relevancy_ext.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
@@ -60,6 +59,8 @@ TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", 
 FAIL = "[judge fails here]"  # a response holding this makes the server answer 500
 SET_ASIDE = {3: "response is empty", 17: "no user_input", 23: "response is empty",
              37: "no user_input"}  # fmt: skip
+FAILS = (11, 31)  # rows whose judge call fails
+ON_RAY = [11, *range(19, 40)]  # the rows the Ray run scores (see the `run` fixture)
 PRICES = ["--price-in", "0.5", "--price-out", "2", "--price-embeddings", "0.1"]
 
 # Helpers below are shipped to the actors by value: the actors cannot import this test file.
@@ -85,11 +86,6 @@ def judge_reply(messages: list[dict[str, Any]]) -> str:
     return pretend_reply(messages)
 
 
-def failing_calls(server: LoopbackServer) -> int:
-    """Chat requests the server answered with its error (a response marked to fail)."""
-    return sum(1 for r in server.requests("chat") if FAIL in json.dumps(r.body))
-
-
 @pytest.fixture(scope="module")
 def server():
     with LoopbackServer(width=32, reply=judge_reply) as running:
@@ -103,7 +99,7 @@ def rows(n: int, *, fail: tuple[int, ...] = ()) -> list[dict[str, Any]]:
         {
             "id": i,
             "user_input": f"What about {TOPICS[i % len(TOPICS)]} ({i})?",
-            "response": f"Here is what we know about {TOPICS[i % len(TOPICS)]} ({i}): handled.",
+            "response": f"Here is what we found about {TOPICS[i % len(TOPICS)]} ({i}): handled.",
         }
         for i in range(n)
     ]
@@ -215,7 +211,7 @@ def test_the_package_the_cli_and_help_load_no_ray_module():
     assert done.stdout.strip() == "[]"
 
 
-# -- the library call: one run, read by several tests -------------------------------------
+# -- one Ray run, read by the tests below -------------------------------------------------
 
 
 class DiesOnce:
@@ -252,141 +248,20 @@ class FirstBatchKills:
 
 
 @pytest.fixture(scope="module")
-def library(local_ray, server, tmp_path_factory):
-    """``score_dataset`` on 30 rows read from a JSONL and a CSV file: two actors on one server,
-    one killed on the first batch; then the same rows through ``score`` in this process, on the
-    same server."""
-    tmp = tmp_path_factory.mktemp("library")
-    settings = loop_settings(server, concurrency=1, cache=tmp / "cache")
-    tag = plan(settings).score_tag  # the command line's key, so its resume reads these rows
-    items = rows(30, fail=(11,))
-    marker = tmp / "killed"
-    # read as the command line reads: rows 0-19 from a JSONL file, 20-29 from a CSV file
-    write_jsonl(tmp / "rows.jsonl", items[:20])
-    pcsv.write_csv(pa.Table.from_pylist(items[20:]), tmp / "rows.csv")
-    ds = read_input(tmp / "rows.jsonl").union(read_input(tmp / "rows.csv"))
-    server.reset()
-    scored = score_dataset(
-        ds, DiesOnce(settings, str(marker)), concurrency=2, batch_size=8, settings_key=tag
-    )
-    batches = list(scored.iter_batches(batch_format="pyarrow", batch_size=None))
-    calls = (server.count("chat"), failing_calls(server))
-
-    server.reset()
-    path = write_jsonl(tmp / "all.jsonl", items)
-    options = [*server.cli_options(), "--max-retries", "0", "--no-progress"]
-    local = invoke("score", path, *options, "--out", tmp / "local.jsonl")
-    assert local.exit_code == 3, local.output  # 3 rows set aside, 1 failed
-    return SimpleNamespace(
-        tag=tag,
-        settings=settings,
-        batches=batches,
-        out=[row for batch in batches for row in batch.to_pylist()],
-        calls=calls,
-        local_calls=(server.count("chat"), failing_calls(server)),
-        local={line_id(r): r for r in read_jsonl(tmp / "local.jsonl")},
-        marker=marker,
-        tmp=tmp,
-    )
-
-
-def test_every_row_comes_back_once_with_its_columns(library):
-    # rows 0-19 from the JSONL file, 20-29 from the CSV file, each once
-    out = library.out
-    assert sorted(r["id"] for r in out) == list(range(30))
-    columns = {"id", "user_input", "response", "key", "score", "reason", "error", "report"}
-    assert all(set(row) == columns for row in out)
-    assert len({row["key"] for row in out}) == 30
-
-
-def test_scores_and_keys_equal_score_in_one_process_row_by_row(library):
-    for row in library.out:
-        line = library.local[row["id"]]
-        assert row["key"] == line["key"], row  # one key on both engines, so each resumes the other
-        assert same_score(row["score"], math.nan if line["score"] is None else line["score"])
-        if row["id"] in SET_ASIDE:
-            assert line["skipped"] == SET_ASIDE[row["id"]]
-            check_set_aside(row, library.tag)
-        else:
-            assert json.loads(row["report"])["probes"] == line["probes"]
-            assert row["reason"] == line["reason"]
-    # the same judge calls on either engine: one per row with something to score, but for the
-    # failing row 11, which is asked again as the metric asks a failing judge
-    assert library.calls == library.local_calls
-    calls, failing = library.calls
-    assert calls - failing == 26 and failing >= 1
-
-
-def test_nan_rows_carry_their_reasons(library):
-    failed = {r["id"]: r for r in library.out if r["score"] is None or math.isnan(r["score"])}
-    assert sorted(failed) == [3, 11, 17, 23]
-    assert "this row's judge call fails" in failed[11]["error"]
-    assert "this row's judge call fails" in failed[11]["reason"]
-    assert json.loads(failed[11]["report"])["error"] == failed[11]["error"]
-    for id_ in (3, 17, 23):  # never sent to the metric
-        check_set_aside(failed[id_], library.tag)
-        assert failed[id_]["report"] is None
-
-
-def test_a_killed_actor_is_restarted_and_its_batch_scored_again(library):
-    # an actor process died on the first batch; Ray restarted it and ran that batch again
-    assert int(library.marker.read_text()) != os.getpid()
-    assert sorted(r["id"] for r in library.out) == list(range(30))
-
-
-def test_the_command_line_writers_save_the_batches_as_score_would(library):
-    tmp, batches, setup = library.tmp, library.batches, prepare(library.settings)
-    done = {r["key"] for r in library.out if r["error"] is None or r["id"] in SET_ASIDE}
-    assert len(done) == 29  # all but row 11, whose judge call failed
-
-    parts = ParquetOutput(tmp / "parts")
-    assert list(parts.save(batches, setup)) == batches
-    saved = pq.read_table(tmp / "parts").to_pylist()
-    assert sorted(r["id"] for r in saved) == list(range(30))
-    assert {r["format"] for r in saved} == {FORMAT}
-    assert sorted(r["row"] for r in saved) == list(range(1, 31))
-    again = ParquetOutput(tmp / "parts")
-    assert again.done_keys() == done and again.set_aside == 3
-    # a part without the report's format is not ours: the folder is refused
-    pq.write_table(pa.Table.from_pylist(rows(2)), tmp / "parts" / "part-x.parquet")
-    with pytest.raises(OutputError, match="part-x.parquet, which this command did not write"):
-        ParquetOutput(tmp / "parts").done_keys()
-
-    report = tmp / "scored.jsonl"
-    jsonl = JsonlOutput(report, tmp / "in")
-    assert list(jsonl.save(batches, setup)) == batches
-    jsonl.close()
-    lines = read_jsonl(report)
-    assert {r["format"] for r in lines} == {FORMAT}
-    for line in lines:  # the line `score` writes for the row, but for the row numbers
-        local = library.local[line_id(line)]
-        assert line["key"] == local["key"] and line.get("skipped") == local.get("skipped")
-        assert line["probes"] == local["probes"]
-        if "skipped" not in local:  # a row set aside says where it was only in one process
-            assert line["reason"] == local["reason"]
-        assert same_score(line["score"], math.nan if local["score"] is None else local["score"])
-    reread = JsonlOutput(report, tmp / "in")
-    assert reread.done_keys() == done and reread.set_aside == 3
-    reread.close()
-
-
-# -- the command line: one resume across engines, read by several tests -----------------------
-
-
-@pytest.fixture(scope="module")
-def resumed(local_ray, server, tmp_path_factory):
+def run(local_ray, server, tmp_path_factory):
     """``score`` in one process writes rows 0-19 (a crash cuts off its last line); ``score
-    --engine ray`` resumes that report on all 40 rows, read from a Parquet folder; ``score``
-    in one process resumes it again."""
-    tmp = tmp_path_factory.mktemp("resumed")
-    items = rows(40)
+    --engine ray --actors 2`` resumes that report on all 40 rows, read from a Parquet folder,
+    one actor killed on its first batch; ``score`` in one process resumes it again. The
+    batches ``score_dataset`` gave the command line's writer are kept."""
+    tmp = tmp_path_factory.mktemp("run")
+    items = rows(40, fail=FAILS)
     report = tmp / "scored.jsonl"
     options = [*server.cli_options(), "--max-retries", "0", "--concurrency", "1"]
     options += ["--cache", tmp / "cache", "--no-progress", "--out", report]
     server.reset()
     first = invoke("score", write_jsonl(tmp / "first.jsonl", items[:20]), *options)
-    assert first.exit_code == 3, first.output  # rows 3 and 17 set aside
-    torn = read_jsonl(report)[-1]["extra"]["id"]
+    assert first.exit_code == 3, first.output  # rows 3 and 17 set aside, row 11 failed
+    torn = line_id(read_jsonl(report)[-1])
     text = report.read_bytes()
     report.write_bytes(text[: len(text) - 40])  # a crash mid-write: the last line is cut off
 
@@ -394,66 +269,125 @@ def resumed(local_ray, server, tmp_path_factory):
     data.mkdir()
     for part, start in enumerate((0, 20)):
         pq.write_table(pa.Table.from_pylist(items[start : start + 20]), data / f"p{part}.parquet")
-    server.reset()
-    on_ray = invoke("score", data, *options, *PRICES, "--engine", "ray", "--actors", "1")
+    marker = tmp / "killed"
+    batches: list[Any] = []
+    save = JsonlOutput.save
+
+    def keep(self: JsonlOutput, stream: Any, setup: Setup) -> Any:
+        for batch in save(self, stream, setup):
+            batches.append(batch)
+            yield batch
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(JsonlOutput, "save", keep)
+        patch.setattr(ray_score, "SettingsMetric", lambda s: DiesOnce(s, str(marker)))
+        server.reset()
+        on_ray = invoke("score", data, *options, *PRICES, "--engine", "ray", "--actors", "2")
+    requests = server.requests("chat")
     usage = {endpoint: server.usage(endpoint) for endpoint in ("chat", "embeddings")}
     after_ray = read_jsonl(report)
 
     server.reset()
     everything = write_jsonl(tmp / "all.jsonl", items)
     local = invoke("score", everything, *options)
+    local_requests = server.requests()
+    server.reset()
     return SimpleNamespace(
         items=items,
         torn=torn,
+        marker=marker,
+        batches=batches,
         on_ray=on_ray,
+        requests=requests,
         usage=usage,
         after_ray=after_ray,
         local=local,
-        local_requests=server.count(),
+        local_requests=local_requests,
         final=read_jsonl(report),
         everything=everything,
+        expected=single_process(loop_settings(server), [items[i] for i in ON_RAY]),
         tag=plan(loop_settings(server)).score_tag,
+        tmp=tmp,
     )
 
 
-def test_cli_resume_scores_only_the_missing_rows(resumed, server):
-    on_ray = resumed.on_ray
-    assert on_ray.exit_code == 3, on_ray.output  # the rows set aside are NaN
-    assert resumed.torn not in SET_ASIDE
-    assert "19 row(s) already there" in on_ray.stdout
-    # the cut-off row and rows 20-39; only the 18 of those with something to score ask the
-    # judge, and the cut-off row's reply is in the cache `score` filled
-    assert "wrote 21 row(s)" in on_ray.stdout
-    assert resumed.usage["chat"]["requests"] == 18
-    lines = resumed.after_ray
-    assert sorted(line_id(r) for r in lines) == list(range(40))  # one line per row
-    new = [r for r in lines if line_id(r) >= resumed.torn]
-    server.reset()
-    check_against(new, single_process(loop_settings(server), resumed.items[resumed.torn :]))
+def test_every_row_comes_back_once_with_its_columns(run):
+    # score_dataset's rows as the writer got them: the input's columns, the key and four more
+    scored = [row for batch in run.batches for row in batch.to_pylist()]
+    assert sorted(r["id"] for r in scored) == ON_RAY
+    columns = {"id", "user_input", "response", "key", "score", "reason", "error", "report"}
+    assert all(set(row) == columns for row in scored)
+    assert sorted(line_id(r) for r in run.after_ray) == list(range(40))  # one line per row
 
 
-def test_cli_prints_the_usage_and_cost_score_prints(resumed):
-    chat, embed = resumed.usage["chat"], resumed.usage["embeddings"]
-    scored = 19  # the 21 rows written less the 2 set aside, as `score` counts them
+def test_scores_and_keys_equal_one_process_row_by_row(run):
+    # the lines Ray wrote; `score` in one process wrote the others
+    written = [line for line in run.after_ray if line_id(line) in ON_RAY]
+    check_against(written, run.expected)
+    assert len({line["score"] for line in written}) > 5  # scores that tell rows apart
+    for line in run.after_ray:  # one key on both engines, so each resumes the other
+        item = run.items[line_id(line)]
+        problem = SET_ASIDE.get(item["id"])
+        assert line["key"] == row_key(item["user_input"], item["response"], run.tag, problem)
+
+
+def test_nan_rows_carry_their_reasons(run):
+    lines = {line_id(r): r for r in run.after_ray}
+    assert sorted(i for i, r in lines.items() if r["score"] is None) == sorted([*SET_ASIDE, *FAILS])
+    for i in FAILS:
+        assert "this row's judge call fails" in lines[i]["error"]
+        assert "this row's judge call fails" in lines[i]["reason"]
+    for i in SET_ASIDE:
+        check_set_aside(lines[i], run.tag)
+
+
+def test_a_killed_actor_is_restarted_and_its_batch_scored_again(run):
+    died = int(run.marker.read_text())  # an actor process died on the first batch...
+    assert died != os.getpid()
+    with pytest.raises(ProcessLookupError):
+        os.kill(died, 0)
+    # ...and Ray restarted it and ran that batch again: every row is there
+    assert sorted(r["id"] for batch in run.batches for r in batch.to_pylist()) == ON_RAY
+
+
+def test_resume_scores_only_the_missing_rows(run):
+    on_ray = run.on_ray
+    assert on_ray.exit_code == 3, on_ray.output  # rows set aside or failed are NaN
+    assert "engine: ray, 2 actor(s) x 1 call(s) in flight" in on_ray.stdout  # on one server
+    assert run.torn == 19
+    assert "18 row(s) already there" in on_ray.stdout  # rows 0-18, less row 11, which failed
+    assert "wrote 22 row(s)" in on_ray.stdout  # row 11, the cut-off row 19, and rows 20-39
+    # the judge is asked for rows 20-39 with something to score; the cut-off row's reply is in
+    # the cache `score` filled, shared by the actors
+    asked = [r for r in run.requests if FAIL not in json.dumps(r.body)]
+    assert len(asked) == 17  # rows 20-39, less 23 and 37 (set aside) and 31 (fails)
+    assert len(run.requests) > len(asked)  # rows 11 and 31 were asked, and failed again
+
+
+def test_cli_prints_the_usage_and_cost_score_prints(run):
+    chat, embed = run.usage["chat"], run.usage["embeddings"]
+    scored = 20  # the 22 rows written less the 2 set aside, as `score` counts them
+    # every request the server answered, but a failing row's judge call, sent three times and
+    # counted once in its row's usage (one process counts it so too)
+    sent = len([r for r in run.requests if FAIL not in json.dumps(r.body)]) + len(FAILS)
     totals = (
-        f"usage ({scored} row(s)): judge {chat['requests']} request(s), "
+        f"usage ({scored} row(s)): judge {sent} request(s), "
         f"{chat['prompt_tokens']:,} prompt + {chat['completion_tokens']:,} completion tokens | "
         f"embeddings {embed['requests']} request(s), {embed['prompt_tokens']:,} tokens | cached 1"
     )
-    assert totals in resumed.on_ray.stdout
-    mean = f"per row: judge {chat['requests'] / scored:.2f} request(s), "
-    assert mean + f"{chat['prompt_tokens'] / scored:,.2f}" in resumed.on_ray.stdout
+    assert totals in run.on_ray.stdout
+    mean = f"per row: judge {sent / scored:.2f} request(s), "
+    assert mean + f"{chat['prompt_tokens'] / scored:,.2f}" in run.on_ray.stdout
     usd = (
         chat["prompt_tokens"] * 0.5 + chat["completion_tokens"] * 2 + embed["prompt_tokens"] * 0.1
     ) / 1e6
     dollars = f"${usd:.4f}" if usd >= 0.01 else f"${usd:.4g}"
-    assert f"cost: {dollars} (" in resumed.on_ray.stdout
+    assert f"cost: {dollars} (" in run.on_ray.stdout
 
 
-def test_cli_header_shows_the_labels_score_shows(resumed):
+def test_cli_header_shows_the_labels_score_shows(run):
     for name in ("judge", "embeddings", "probes"):
-        ray_line = header_line(resumed.on_ray.stdout, name)
-        assert ray_line == header_line(resumed.local.stdout, name)
+        assert header_line(run.on_ray.stdout, name) == header_line(run.local.stdout, name)
 
 
 def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
@@ -471,24 +405,52 @@ def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
     assert fields["embeddings"] == f"openai:loop at http://127.0.0.1/v1?api-key={MASK}#{MASK}"
 
 
-def test_a_row_set_aside_has_one_key_and_neither_engine_writes_it_again(resumed):
+def test_a_row_set_aside_has_one_key_and_neither_engine_writes_it_again(run):
     # the key `score` gives each row it sets aside, read from the file by its own reader
-    bad = [e for e in Source(resumed.everything, {}).entries() if isinstance(e, BadRow)]
-    keys = {e.number - 1: row_key(e.user_input, e.response, resumed.tag, e.problem) for e in bad}
+    bad = [e for e in Source(run.everything, {}).entries() if isinstance(e, BadRow)]
+    keys = {e.number - 1: row_key(e.user_input, e.response, run.tag, e.problem) for e in bad}
     assert sorted(keys) == sorted(SET_ASIDE)
-    by_id = {line_id(r): r for r in resumed.after_ray}
+    lines = {line_id(r): r for r in run.after_ray}
     # Ray after one process: the lines `score` wrote for rows 3 and 17 are left as they were
-    for id_ in (3, 17):
-        assert by_id[id_]["key"] == keys[id_] and f"(row {id_ + 1}, " in by_id[id_]["error"]
+    for i in (3, 17):
+        assert lines[i]["key"] == keys[i] and f"(row {i + 1}, " in lines[i]["error"]
     # Ray sets rows 23 and 37 aside with the key and the mark `score` gives them
-    for id_ in (23, 37):
-        assert by_id[id_]["key"] == keys[id_] and by_id[id_]["skipped"] == SET_ASIDE[id_]
-        check_set_aside(by_id[id_], resumed.tag)
-    # one process after Ray: every row is found, nothing is asked
-    assert resumed.local.exit_code == 3, resumed.local.output
-    assert "40 row(s) already there, 0 to score" in resumed.local.stdout
-    assert resumed.local_requests == 0
-    assert [line_id(r) for r in resumed.final] == list(range(40))  # now in input order
+    for i in (23, 37):
+        assert lines[i]["key"] == keys[i] and lines[i]["skipped"] == SET_ASIDE[i]
+        assert "(row" not in lines[i]["error"]
+    # one process after Ray: only the rows that failed are asked again
+    assert run.local.exit_code == 3, run.local.output
+    assert "38 row(s) already there, 2 to score" in run.local.stdout
+    assert run.local_requests and all(FAIL in json.dumps(r.body) for r in run.local_requests)
+    assert [line_id(r) for r in run.final] == list(range(40))  # now in input order
+
+
+def test_the_parquet_writer_saves_the_batches_and_resumes_from_them(run):
+    batches, folder = run.batches, run.tmp / "parts"
+    scored = [row for batch in batches for row in batch.to_pylist()]
+    parts = ParquetOutput(folder)
+    assert list(parts.save(batches, None)) == batches  # type: ignore[arg-type]
+    saved = pq.read_table(folder).to_pylist()
+    assert sorted(r["id"] for r in saved) == ON_RAY
+    assert {r["format"] for r in saved} == {FORMAT}
+    assert sorted(r["row"] for r in saved) == list(range(1, len(ON_RAY) + 1))
+    again = ParquetOutput(folder)
+    done = {r["key"] for r in scored if r["error"] is None or r["id"] in SET_ASIDE}
+    assert again.done_keys() == done and again.set_aside == 2
+    assert len(done) == len(ON_RAY) - len(FAILS)
+    # a part without the report's format is not ours: the folder is refused
+    pq.write_table(pa.Table.from_pylist(rows(2)), folder / "part-x.parquet")
+    with pytest.raises(OutputError, match="part-x.parquet, which this command did not write"):
+        ParquetOutput(folder).done_keys()
+
+
+def test_the_command_line_reads_jsonl_and_csv_files(local_ray, tmp_path):
+    items = rows(3)
+    write_jsonl(tmp_path / "rows.jsonl", items[:2])
+    pcsv.write_csv(pa.Table.from_pylist(items[2:]), tmp_path / "rows.csv")
+    both = read_input(tmp_path / "rows.jsonl").union(read_input(tmp_path / "rows.csv"))
+    got = sorted((r["id"], r["user_input"], r["response"]) for r in both.take_all())
+    assert got == [(r["id"], r["user_input"], r["response"]) for r in items]
 
 
 def test_the_command_line_reads_a_folder_of_one_kind_only(tmp_path):
