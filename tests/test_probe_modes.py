@@ -276,7 +276,9 @@ def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode
     prompt.instruction = "Edited instruction."
     assert render(prompt, inputs(A)).startswith("Edited instruction.\n")
     example_in, example_out = prompt.examples[0]
-    example_in.response = "An edited example answer."  # edited in place, same list object
+    # edited in place, same list object; the example object is shared by every prompt of the
+    # class, so the edit is undone after the test (monkeypatch) for the tests that follow
+    monkeypatch.setattr(example_in, "response", "An edited example answer.")
     assert "An edited example answer." in render(prompt, inputs(A))
     prompt.examples = []
     assert "EXAMPLES" not in render(prompt, inputs(A))
