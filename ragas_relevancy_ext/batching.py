@@ -210,6 +210,13 @@ class RunEmbedder:
         }
         self._questions: OrderedDict[str, asyncio.Future[np.ndarray]] = OrderedDict()
 
+    def rows_in_flight(self, max_concurrency: int) -> int:
+        """Rows a run keeps in flight for ``max_concurrency`` requests: with shared requests,
+        ``2 * max_batch`` more, which wait on their embeddings while other rows' judge calls
+        hold the slots, so a request leaves full instead of with the few texts ready in its
+        window. Requests in flight stay bounded by the limiter; rows only cost their memory."""
+        return max_concurrency + (2 * self.max_batch if self.coalesce else 0)
+
     async def question_and_probes(
         self, question: str, probes: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:

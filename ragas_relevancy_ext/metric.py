@@ -29,7 +29,7 @@ from .pipeline import (
 )
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import PENDING, RelevancyReport
-from .streaming import CallLimiter, bounded_map
+from .streaming import CallLimiter, RowNotStarted, bounded_map
 from .usage import UsageMeter
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
@@ -163,22 +163,28 @@ class AnswerRelevancy(StockAnswerRelevancy):
         return RelevancyResult(report)
 
     async def ascore_each(
-        self, inputs: Iterable[Any] | AsyncIterable[Any]
+        self,
+        inputs: Iterable[Any] | AsyncIterable[Any],
+        *,
+        stop: asyncio.Event | None = None,
     ) -> AsyncIterator[tuple[int, RelevancyResult]]:
         """Score many samples, yielding ``(index, result)`` as each finishes.
 
         For writers that save every sample the moment it is done. ``inputs`` (dicts with
         ``user_input`` and ``response``; any iterable, sync or async) is read lazily: at most
-        ``max_concurrency`` samples are in flight, and calls of samples started earlier go
+        ``max_concurrency`` requests are in flight, for a bounded window of samples (as many,
+        plus ``2 * max_batch`` with shared embedding requests, so that those fill up: see
+        :meth:`RunEmbedder.rows_in_flight`), and calls of samples started earlier go
         first, so samples finish roughly in input order and memory does not grow with the
         input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
-        others go on.
+        others go on. Once ``stop`` is set, samples that have sent no request yet are dropped
+        (neither asked nor yielded) and those under way finish.
         """
         limiter = CallLimiter(self.max_concurrency)
         options = self.probe_options()
         embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
 
-        async def one(index: int, row: Any) -> RelevancyResult:
+        async def one(index: int, row: Any) -> RelevancyResult | None:
             meter = UsageMeter()
             try:
                 user_input, response = _fields(row)
@@ -194,6 +200,8 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     meter=meter,
                 )
                 return RelevancyResult(report)
+            except RowNotStarted:  # stopped before it asked anything: not a result
+                return None
             except Exception as exc:  # one bad sample never loses the others
                 user_input, response = _texts_of(row)
                 return RelevancyResult(
@@ -207,8 +215,15 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     )
                 )
 
-        async for index, result in bounded_map(inputs, one, options.max_concurrency):
-            yield index, result
+        watch = None if stop is None else asyncio.ensure_future(_stop_rows(stop, limiter))
+        try:
+            window = embedder.rows_in_flight(options.max_concurrency)
+            async for index, result in bounded_map(inputs, one, window):
+                if result is not None:
+                    yield index, result
+        finally:
+            if watch is not None:
+                watch.cancel()
 
     async def abatch_score(  # type: ignore[override]
         self, inputs: list[dict[str, Any]]
@@ -227,6 +242,12 @@ class AnswerRelevancy(StockAnswerRelevancy):
     def score(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Synchronous :meth:`ascore`."""
         return super().score(user_input=user_input, response=response)  # type: ignore[return-value]
+
+
+async def _stop_rows(stop: asyncio.Event, limiter: CallLimiter) -> None:
+    """Once ``stop`` is set, rows that have asked nothing yet are not started."""
+    await stop.wait()
+    limiter.start_no_rows()
 
 
 def _fields(row: Any) -> tuple[Any, Any]:

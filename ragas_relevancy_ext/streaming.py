@@ -14,41 +14,65 @@ import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
-__all__ = ["CallLimiter", "bounded_map"]
+__all__ = ["CallLimiter", "RowNotStarted", "bounded_map"]
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+class RowNotStarted(Exception):
+    """A row's first call was refused: the run was told to start no more rows."""
 
 
 class CallLimiter:
     """At most ``limit`` calls in flight; waiting calls go in order of their row's priority.
 
     ``limiter.slot(p)`` is an async context manager holding one slot; lower ``p`` goes first
-    (ties in arrival order). A plain ``async with limiter`` waits behind every row.
+    (ties in arrival order). A plain ``async with limiter`` waits behind every row. After
+    :meth:`start_no_rows`, a row's slot that has never held a call raises
+    :class:`RowNotStarted` instead of waiting, so a stopping run asks nothing for rows it had
+    not begun.
     """
 
     def __init__(self, limit: int):
         self._free = limit
         self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
+        self._unstarted: set[asyncio.Future[None]] = set()  # first calls of rows, waiting
+        self.stopping = False
+
+    def start_no_rows(self) -> None:
+        """Refuse the first call of every row from now on, those waiting included."""
+        self.stopping = True
+        for future in self._unstarted:
+            if not future.done():
+                future.set_exception(RowNotStarted("the run is stopping"))
+        self._unstarted.clear()
 
     def slot(self, priority: float) -> _Slot:
         """One call's slot, for a row of ``priority`` (its start number)."""
         return _Slot(self, priority)
 
-    async def acquire(self, priority: float = float("inf")) -> None:
-        """Wait for a free slot; earlier priorities are served first."""
+    async def acquire(self, priority: float = float("inf"), first: bool = False) -> None:
+        """Wait for a free slot; earlier priorities are served first. ``first``: the first
+        call of its row, refused with :class:`RowNotStarted` once the run is stopping."""
+        if first and self.stopping:
+            raise RowNotStarted("the run is stopping")
         if self._free > 0 and not self._waiting:
             self._free -= 1
             return
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         heapq.heappush(self._waiting, (priority, next(self._arrivals), future))
+        if first:
+            self._unstarted.add(future)
         try:
             await future
         except asyncio.CancelledError:
             if future.done() and not future.cancelled():
                 self.release()  # the slot was handed over just as we were cancelled
             raise
+        finally:
+            self._unstarted.discard(future)
 
     def release(self) -> None:
         """Hand the slot to the first live waiter, or free it."""
@@ -72,9 +96,11 @@ class _Slot:
     def __init__(self, limiter: CallLimiter, priority: float):
         self._limiter = limiter
         self._priority = priority
+        self._started = False
 
     async def __aenter__(self) -> None:
-        await self._limiter.acquire(self._priority)
+        await self._limiter.acquire(self._priority, first=not self._started)
+        self._started = True
 
     async def __aexit__(self, *exc: object) -> None:
         self._limiter.release()

@@ -172,3 +172,18 @@ def test_shared_requests_keep_within_max_concurrency(server: LoopbackServer) -> 
     # rows meet in time, which a loaded machine changes); the bound itself is exact
     assert server.count("embeddings") < 2 * 24
     assert server.peak_in_flight == 3
+
+
+def test_rows_waiting_on_shared_requests_fill_them(server: LoopbackServer) -> None:
+    # 16 requests in flight, distinct questions, a judge taking 10 ms: a shared request leaves
+    # with the texts of every row waiting for it, and the run keeps more rows in flight than
+    # request slots so that rows do wait for it
+    judge = PretendJudge(latency=0.01)
+    metric = AnswerRelevancy(judge, openai_embeddings(server), max_concurrency=16)
+    inputs = rows(480)
+    reports = score_all(metric, inputs)
+    assert all(r.error is None for r in reports)
+    # about 0.08 per row here; about 0.24 with no more rows in flight than slots; stock: 2
+    assert server.count("embeddings") <= 0.125 * len(inputs)
+    assert judge.calls == len(inputs)
+    assert judge.peak <= 16

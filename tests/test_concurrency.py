@@ -99,7 +99,7 @@ def test_abatch_score_bounds_judge_and_embeddings_calls_across_samples(limit):
     scorer, judge, embeddings = metric(limit)
     results = asyncio.run(scorer.abatch_score(ROWS))
     assert all(r.value > 0 for r in results)
-    assert judge.flight.calls == 15 and embeddings.flight.calls >= 5
+    assert judge.flight.calls == 15 and embeddings.flight.calls >= 2  # questions, probes
     # judge calls all queue at once, so they fill the bound; embeddings calls start as samples
     # finish their probes, so they may not
     assert judge.flight.peak == limit and 1 <= embeddings.flight.peak <= limit

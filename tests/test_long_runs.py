@@ -22,6 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
+from ragas_relevancy_ext.batching import DEFAULT_MAX_BATCH
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.cache import CachedJudge, SqliteStore, disk_store
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT
@@ -71,9 +72,16 @@ def child_env(**extra: str) -> dict[str, str]:
 # -- 1, 2: streaming with a bounded window ------------------------------------------------------
 
 
-def test_ascore_each_reads_lazily_and_saves_rows_as_they_start():
+@pytest.mark.parametrize(
+    ("shared", "window"),
+    [(False, 4), (True, 4 + 2 * DEFAULT_MAX_BATCH)],  # rows that wait for a shared request
+    ids=["own requests", "shared requests"],
+)
+def test_ascore_each_reads_lazily_and_saves_rows_as_they_start(shared, window):
     judge = PretendJudge()  # counts its calls in flight (peak)
-    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=4)
+    metric = AnswerRelevancy(
+        llm=judge, embeddings=HashEmbeddings(), max_concurrency=4, batch_embeddings=shared
+    )
     pulled = 0
 
     def source():
@@ -90,13 +98,38 @@ def test_ascore_each_reads_lazily_and_saves_rows_as_they_start():
 
     seen = asyncio.run(run())
     assert sorted(i for i, _, _ in seen) == list(range(400))
-    # a bounded window: the first result comes after 4 rows were read, not 400
-    assert seen[0][1] <= 5
-    assert max(pulled_then - index for index, pulled_then, _ in seen) <= 5
-    assert judge.peak <= 4
+    # a bounded window: the first result comes after `window` rows were read, not 400
+    assert seen[0][1] <= window + 1
+    assert max(pulled_then - index for index, pulled_then, _ in seen) <= window + 1
+    assert judge.peak <= 4  # requests in flight stay at max_concurrency either way
     # rows finish roughly in the order they start
-    assert max(abs(position - index) for position, (index, _, _) in enumerate(seen)) <= 4
+    assert max(abs(position - index) for position, (index, _, _) in enumerate(seen)) <= window
     assert all(math.isfinite(value) for _, _, value in seen)
+
+
+def test_a_stopped_run_asks_nothing_for_rows_it_had_not_begun():
+    judge = PretendJudge(latency=0.01)
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=4)
+
+    async def run():
+        stop = asyncio.Event()
+
+        async def stop_after_8_calls():
+            while judge.calls < 8:
+                await asyncio.sleep(0)
+            stop.set()
+            return judge.calls
+
+        stopper = asyncio.ensure_future(stop_after_8_calls())
+        seen = [(i, r.value) async for i, r in metric.ascore_each(rows_of(400), stop=stop)]
+        return seen, await stopper
+
+    seen, asked_by_then = asyncio.run(run())
+    # rows under way finished and came back, scored; no row that had not asked was begun
+    # (a row handed a slot just before the stop may still ask: at most the 4 slots)
+    assert judge.calls == len(seen) <= asked_by_then + 4 < 400
+    assert sorted(i for i, _ in seen) == list(range(len(seen)))
+    assert all(math.isfinite(value) for _, value in seen)
 
 
 def test_calls_of_rows_started_earlier_get_the_next_free_slot():
@@ -267,8 +300,9 @@ def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
 
 
 def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_again(tmp_path):
-    """Ctrl-C and a kill, each on its own run started at the same time (one wait for both)."""
-    total = 40
+    """Ctrl-C and a kill, each on its own run started at the same time (one wait for both);
+    more rows than a run keeps in flight (16 requests and 128 rows waiting on shared ones)."""
+    total = 300
     runs = {}
     with contextlib.ExitStack() as stack:
         for how in ("sigint", "sigkill"):

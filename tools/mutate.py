@@ -124,6 +124,7 @@ TESTS: dict[str, list[str]] = {
         "test_metric.py",
         "test_long_runs.py::test_ascore_each_reads_lazily_and_saves_rows_as_they_start",
         "test_long_runs.py::test_calls_of_rows_started_earlier_get_the_next_free_slot",
+        "test_long_runs.py::test_a_stopped_run_asks_nothing_for_rows_it_had_not_begun",
     ],
     "legacy.py": [
         "test_evaluate.py",
@@ -133,7 +134,7 @@ TESTS: dict[str, list[str]] = {
     ],
     "usage.py": ["test_usage.py", "test_report_data.py"],
     "judges.py": ["test_usage.py", "test_sdk_loopback.py"],
-    "batching.py": ["test_usage.py"],
+    "batching.py": ["test_usage.py", "test_batching.py"],
 }
 
 _NO_LIMIT = "asyncio.Semaphore(10**6)"
@@ -156,6 +157,24 @@ MUTANTS: list[Mutant] = [
         "        output_model = instructor_model(output_model)\n",
         "        pass\n",
         "instructor wraps the output model again on every call",
+    ),
+    Mutant(
+        "streaming.py",
+        'if first and self.stopping:\n            raise RowNotStarted("the run is stopping")',
+        'if False:\n            raise RowNotStarted("the run is stopping")',
+        "a stopping run still begins rows that come after the stop",
+    ),
+    Mutant(
+        "streaming.py",
+        'future.set_exception(RowNotStarted("the run is stopping"))',
+        "pass",
+        "a stopping run still begins the rows waiting for a slot",
+    ),
+    Mutant(
+        "batching.py",
+        "return max_concurrency + (2 * self.max_batch if self.coalesce else 0)",
+        "return max_concurrency",
+        "no rows wait for shared requests, which leave with a few texts each",
     ),
     # -- scoring.py ---------------------------------------------------------------------------
     Mutant(
@@ -858,7 +877,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "metric.py",
-        "bounded_map(inputs, one, options.max_concurrency)",
+        "bounded_map(inputs, one, window)",
         "bounded_map(inputs, one, 10**6)",
         "ascore_each reads every input before the first result",
     ),

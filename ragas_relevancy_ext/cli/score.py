@@ -299,7 +299,7 @@ class _Runner:
         installed = _on_sigint(loop, lambda: self._interrupt(stop))
 
         async def consume() -> None:
-            async for scored in stream_rows(self.metric, self._rows()):
+            async for scored in stream_rows(self.metric, self._rows(), stop):
                 row = scored.row
                 key = row_key(row.user_input, row.response, self.tag)
                 line = report_line(

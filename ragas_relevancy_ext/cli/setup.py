@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aio import DEFAULT_MAX_CONCURRENCY
 from ..redaction import redact
@@ -27,6 +27,9 @@ from .providers import (
     provider_request,
     show_url,
 )
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -240,8 +243,9 @@ async def score_rows(
     return sorted(done, key=lambda s: s.row.number)
 
 
-async def stream_rows(metric: Any, rows: Iterable[Row]) -> Any:
-    """Each row's :class:`Scored` as it finishes; only the rows in flight are held."""
+async def stream_rows(metric: Any, rows: Iterable[Row], stop: asyncio.Event | None = None) -> Any:
+    """Each row's :class:`Scored` as it finishes; only the rows in flight are held. Once
+    ``stop`` is set, rows that have asked nothing yet are not started (nor yielded)."""
     in_flight: dict[int, Row] = {}
 
     def inputs() -> Any:
@@ -249,5 +253,5 @@ async def stream_rows(metric: Any, rows: Iterable[Row]) -> Any:
             in_flight[index] = row
             yield {"user_input": row.user_input, "response": row.response}
 
-    async for index, result in metric.ascore_each(inputs()):
+    async for index, result in metric.ascore_each(inputs(), stop=stop):
         yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter
