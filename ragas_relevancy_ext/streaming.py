@@ -121,6 +121,13 @@ async def bounded_map(
         raise ValueError(f"window must be >= 1, got {window}")
     pull = _puller(items)
     running: dict[asyncio.Task[R], int] = {}
+    finished: list[asyncio.Task[R]] = []  # filled by each task's done callback: no scan of all
+    wake = asyncio.Event()
+
+    def on_done(task: asyncio.Task[R]) -> None:
+        finished.append(task)
+        wake.set()
+
     exhausted = False
     index = 0
     try:
@@ -131,12 +138,18 @@ async def bounded_map(
                 except StopAsyncIteration:
                     exhausted = True
                     break
-                running[asyncio.ensure_future(work(index, item))] = index
+                task = asyncio.ensure_future(work(index, item))
+                task.add_done_callback(on_done)
+                running[task] = index
                 index += 1
             if not running:
                 return
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for task in sorted(done, key=running.__getitem__):
+            if not finished:
+                wake.clear()
+                await wake.wait()
+            done = sorted(finished, key=running.__getitem__)
+            finished.clear()
+            for task in done:
                 yield running.pop(task), task.result()
     finally:
         for task in running:
