@@ -147,7 +147,7 @@ async def bounded_map(
             if not finished:
                 wake.clear()
                 await wake.wait()
-            done = sorted(finished, key=running.__getitem__)
+            done = list(finished)  # in the order they finished
             finished.clear()
             for task in done:
                 yield running.pop(task), task.result()

@@ -1005,15 +1005,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "streaming.py",
-        "return_when=asyncio.FIRST_COMPLETED",
-        "return_when=asyncio.ALL_COMPLETED",
+        "            if not finished:\n                wake.clear()",
+        "            while len(finished) < len(running):\n                wake.clear()",
         "ascore_each yields when the whole window is done, not as each finishes",
-    ),
-    Mutant(
-        "streaming.py",
-        "for task in sorted(done, key=running.__getitem__):",
-        "for task in done:",
-        "items done together come out in no set order",
     ),
     Mutant(
         "streaming.py",
