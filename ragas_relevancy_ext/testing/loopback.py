@@ -407,16 +407,16 @@ class LoopbackServer:
             return
         if entry.fault == "rate_limit":
             headers = {"Retry-After": _number(self.retry_after)}
-            entry.status = _send_json(handler, 429, _error(family, 429), headers)
+            _send_json(handler, 429, _error(family, 429), headers, entry=entry)
             return
         if entry.fault == "server_error":
-            entry.status = _send_json(handler, 500, _error(family, 500))
+            _send_json(handler, 500, _error(family, 500), entry=entry)
             return
         if entry.fault == "unauthorized":
-            entry.status = _send_json(handler, 401, _error(family, 401))
+            _send_json(handler, 401, _error(family, 401), entry=entry)
             return
         if not isinstance(entry.body, dict):
-            entry.status = _send_json(handler, 400, _error(family, 400, "body is not JSON"))
+            _send_json(handler, 400, _error(family, 400, "body is not JSON"), entry=entry)
             return
         try:
             if entry.endpoint == "chat":
@@ -426,11 +426,11 @@ class LoopbackServer:
             else:
                 payload = self._gemini(entry)
         except _BadRequest as exc:
-            entry.status = _send_json(handler, 400, _error(family, 400, str(exc)))
+            _send_json(handler, 400, _error(family, 400, str(exc)), entry=entry)
             return
         except Exception as exc:  # a reply function that fails answers 500 with its error
             message = f"loopback could not answer: {type(exc).__name__}: {exc}"
-            entry.status = _send_json(handler, 500, _error(family, 500, message))
+            _send_json(handler, 500, _error(family, 500, message), entry=entry)
             return
         writing = self.writing_seconds(entry)
         if writing > 0:
@@ -438,9 +438,9 @@ class LoopbackServer:
             self._stopping.wait(writing)
         if entry.fault == "malformed":
             text = json.dumps(payload)
-            entry.status = _send_raw(handler, 200, text[: len(text) // 2])  # cut mid-object
+            _send_raw(handler, 200, text[: len(text) // 2], entry=entry)  # cut mid-object
             return
-        entry.status = _send_json(handler, 200, payload)
+        _send_json(handler, 200, payload, entry=entry)
 
     def _vectors(self, texts: Sequence[str], fault: str | None) -> list[list[float]]:
         vectors = [self.vector(t) for t in texts]
@@ -643,8 +643,10 @@ def _send_json(
     status: int,
     payload: Any,
     headers: dict[str, str] | None = None,
+    *,
+    entry: LoggedRequest | None = None,
 ) -> int:
-    return _send_raw(handler, status, json.dumps(payload), headers)
+    return _send_raw(handler, status, json.dumps(payload), headers, entry=entry)
 
 
 def _send_raw(
@@ -652,8 +654,13 @@ def _send_raw(
     status: int,
     text: str,
     headers: dict[str, str] | None = None,
+    *,
+    entry: LoggedRequest | None = None,
 ) -> int:
+    """Write one answer; ``entry.status`` is set before the body, so no client sees it unset."""
     data = text.encode("utf-8")
+    if entry is not None:
+        entry.status = status
     try:
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
