@@ -36,6 +36,7 @@ from .embeddings import (
     embed_texts,
     sends_one_request,
 )
+from .streaming import CallLimiter
 from .usage import Usage, UsageMeter, current_meter, metering, split_usage
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
@@ -76,6 +77,8 @@ class _Coalescer:
     A request is sent ``window`` seconds after its first text came (at once when ``max_batch``
     texts are waiting). It takes its texts when it gets a slot of ``limiter``, so texts that
     come while it waits for one (behind judge calls) ride along instead of queueing requests.
+    A full request waits ahead of the judge calls of rows not yet judged (with a
+    :class:`CallLimiter`): waiting longer could not fill it more, and it finishes rows.
     """
 
     def __init__(self, embeddings: Any, limiter: Any, max_batch: int, window: float):
@@ -85,6 +88,8 @@ class _Coalescer:
         self._pending_texts = 0
         self._timer: asyncio.TimerHandle | None = None
         self._sending: set[asyncio.Task[None]] = set()
+        self._full_waiting = 0  # full requests waiting for a slot
+        self._partial_waiting = False  # a request of what is left over, waiting for a slot
 
     def submit(self, texts: list[str]) -> asyncio.Future[np.ndarray]:
         """A future of the checked (len(texts), d) array, from a request shared with other
@@ -94,21 +99,40 @@ class _Coalescer:
         share = _Share(texts)
         self._pending.append(share)
         self._pending_texts += len(texts)
-        if self._pending_texts >= self.max_batch:
-            self._flush()
-        elif self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+        self._schedule()
         return share.future
 
-    def _flush(self) -> None:
+    def _schedule(self) -> None:
+        """One waiting request per ``max_batch`` pending texts, each sent ahead of rows' judge
+        calls; what is left over waits ``window`` seconds, then for a slot, in one request
+        that takes whatever is pending when it gets one."""
+        if not self._pending:
+            return
+        if self._pending_texts >= self.max_batch * (self._full_waiting + 1):
+            self._flush(full=True)
+        elif self._timer is None and not self._full_waiting and not self._partial_waiting:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+
+    def _flush(self, full: bool = False) -> None:
         """Start a request for what is pending (it takes its texts once it has a slot)."""
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._pending:
-            task = asyncio.ensure_future(self._send())
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+        if not self._pending or (not full and self._partial_waiting):
+            return
+        if full:
+            self._full_waiting += 1
+        else:
+            self._partial_waiting = True
+        task = asyncio.ensure_future(self._send(full))
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    def _stop_waiting(self, full: bool) -> None:
+        if full:
+            self._full_waiting -= 1
+        else:
+            self._partial_waiting = False
 
     def _take(self) -> list[_Share]:
         """Up to ``max_batch`` texts' worth of waiting shares (always at least one share)."""
@@ -123,31 +147,42 @@ class _Coalescer:
             if not share.future.done():  # its sample was cancelled
                 taken.append(share)
                 size += len(share.texts)
-        if self._pending and self._pending_texts >= self.max_batch:
-            self._flush()
-        elif self._pending and self._timer is None:
-            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+        self._schedule()
         return taken
 
-    async def _send(self) -> None:
+    def _slot(self, full: bool) -> AbstractAsyncContextManager[Any]:
+        if self.limiter is None:
+            return contextlib.nullcontext()
+        if full and isinstance(self.limiter, CallLimiter):
+            return self.limiter.ahead()
+        return self.limiter
+
+    async def _send(self, full: bool) -> None:
         failed: Exception | None = None
-        async with self.limiter if self.limiter is not None else contextlib.nullcontext():
-            shares = self._take()
-            if not shares:
-                return
-            texts = [text for share in shares for text in share.texts]
-            meter = UsageMeter()
-            try:
-                with metering(meter):
-                    vectors = await embed_texts(self.embeddings, texts)
-            except asyncio.CancelledError as exc:
+        waiting = True
+        try:
+            async with self._slot(full):
+                waiting = False
+                self._stop_waiting(full)
+                shares = self._take()
+                if not shares:
+                    return
+                texts = [text for share in shares for text in share.texts]
+                meter = UsageMeter()
+                try:
+                    with metering(meter):
+                        vectors = await embed_texts(self.embeddings, texts)
+                except asyncio.CancelledError as exc:
+                    _charge(shares, meter)
+                    for share in shares:
+                        share.settle(error=exc)
+                    raise
+                except Exception as exc:
+                    failed = exc
                 _charge(shares, meter)
-                for share in shares:
-                    share.settle(error=exc)
-                raise
-            except Exception as exc:
-                failed = exc
-            _charge(shares, meter)
+        finally:
+            if waiting:  # cancelled before a slot: the next text schedules a request again
+                self._stop_waiting(full)
         if failed is not None:
             if len(shares) == 1:
                 shares[0].settle(error=failed)

@@ -49,6 +49,11 @@ class CallLimiter:
                 future.set_exception(RowNotStarted("the run is stopping"))
         self._unstarted.clear()
 
+    def ahead(self) -> _Ahead:
+        """A slot ahead of every row's waiting call, never refused: for a request that
+        finishes rows already begun (a full shared embedding request)."""
+        return _Ahead(self)
+
     def slot(self, priority: float) -> _Slot:
         """One call's slot, for a row of ``priority`` (its start number)."""
         return _Slot(self, priority)
@@ -88,6 +93,19 @@ class CallLimiter:
 
     async def __aexit__(self, *exc: object) -> None:
         self.release()
+
+
+class _Ahead:
+    """``async with limiter.ahead()``: one slot before every waiting row's call."""
+
+    def __init__(self, limiter: CallLimiter):
+        self._limiter = limiter
+
+    async def __aenter__(self) -> None:
+        await self._limiter.acquire(float("-inf"))
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._limiter.release()
 
 
 class _Slot:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import random
 from typing import Any
@@ -183,7 +184,29 @@ def test_rows_waiting_on_shared_requests_fill_them(server: LoopbackServer) -> No
     inputs = rows(480)
     reports = score_all(metric, inputs)
     assert all(r.error is None for r in reports)
-    # about 0.08 per row here; about 0.24 with no more rows in flight than slots; stock: 2
-    assert server.count("embeddings") <= 0.125 * len(inputs)
+    # 480 questions and 1,440 probes fill 7.5 + 22.5 requests of 64 texts: 0.0625 per row at
+    # best. About 0.24 with no more rows in flight than slots; stock: 2
+    assert server.count("embeddings") <= 0.08 * len(inputs)
+    sizes = [len(r.texts) for r in server.requests("embeddings")]
+    full = sum(size > 64 - 3 for size in sizes)  # no room for another row's 3 probes
+    assert full >= 0.75 * len(sizes), sizes
     assert judge.calls == len(inputs)
     assert judge.peak <= 16
+
+
+def test_a_full_shared_request_goes_ahead_of_rows_not_yet_judged(server: LoopbackServer) -> None:
+    # 4 requests in flight over 300 rows: the run keeps 4 + 128 rows in flight. A request full
+    # of questions (64 rows' worth) takes the next free slot, so the first row is done after
+    # about 64 + 4 judge calls (a few more while its request is at the server). Queued behind
+    # the judge calls, it would wait for every row in flight to be judged: 132 or more
+    judge = PretendJudge(latency=0.05)  # long beside a request to the server on 127.0.0.1
+    metric = AnswerRelevancy(judge, openai_embeddings(server), max_concurrency=4)
+
+    async def calls_when_the_first_row_is_done() -> int:
+        async with contextlib.aclosing(metric.ascore_each(rows(300))) as each:
+            async for _, result in each:
+                assert result.report.error is None
+                return judge.calls
+        raise AssertionError("no row came back")
+
+    assert asyncio.run(calls_when_the_first_row_is_done()) < 100

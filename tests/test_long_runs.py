@@ -292,6 +292,7 @@ def wait_for_lines(process: subprocess.Popen, out: Path, n: int) -> None:
 
 def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
     server.reset()
+    server.endpoint_latency = {}  # the delay only had to hold rows in flight for the stop
     result = invoke(
         "score", data, *server.cli_options(), "--out", out, env={"OPENAI_API_KEY": "test"}
     )
@@ -310,7 +311,7 @@ def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_agai
             folder.mkdir()
             data = write_jsonl(folder / "rows.jsonl", rows_of(total))
             out = folder / "out.jsonl"
-            server = stack.enter_context(LoopbackServer(endpoint_latency={"chat": 0.2}))
+            server = stack.enter_context(LoopbackServer(endpoint_latency={"chat": 0.1}))
             runs[how] = (server, data, out, start_run(server, data, out))
         for how, (_, _, out, process) in runs.items():
             wait_for_lines(process, out, 3)

@@ -1133,9 +1133,21 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batching.py",
-        "            _charge(shares, meter)\n        if failed is not None:",
-        "        if failed is not None:",
+        "                _charge(shares, meter)\n        finally:",
+        "        finally:",
         "a shared request's usage charged to no sample",
+    ),
+    Mutant(
+        "batching.py",
+        "            return self.limiter.ahead()",
+        "            return self.limiter",
+        "a full shared request waits behind every row's judge call",
+    ),
+    Mutant(
+        "batching.py",
+        "self._pending_texts >= self.max_batch * (self._full_waiting + 1)",
+        "self._pending_texts >= self.max_batch",
+        "every text past a full batch starts one more request",
     ),
     Mutant(
         "batching.py",
