@@ -102,6 +102,15 @@ class _Coalescer:
         self._schedule()
         return share.future
 
+    def withdraw(self, future: asyncio.Future[np.ndarray]) -> bool:
+        """Take a submitted share out (its future cancelled) if no request has taken it yet;
+        False when one has: its vectors and usage will come."""
+        for share in self._pending:
+            if share.future is future:
+                future.cancel()
+                return True
+        return False
+
     def _schedule(self) -> None:
         """One waiting request per ``max_batch`` pending texts, each sent ahead of rows' judge
         calls; what is left over waits ``window`` seconds, then for a slot, in one request
@@ -259,6 +268,13 @@ class RunEmbedder:
         probe_share = self._embed("probes", list(probes))
         try:
             question_vector = await self.question(question)
+        except Exception:
+            # probes not sent yet are taken out; a request already under way is awaited, so
+            # what it cost reaches this sample's usage before the sample fails
+            if self.coalesce:
+                self._streams["probes"].withdraw(probe_share)
+            await asyncio.gather(probe_share, return_exceptions=True)
+            raise
         except BaseException:
             probe_share.cancel()
             await asyncio.gather(probe_share, return_exceptions=True)

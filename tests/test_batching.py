@@ -210,3 +210,23 @@ def test_a_full_shared_request_goes_ahead_of_rows_not_yet_judged(server: Loopbac
         raise AssertionError("no row came back")
 
     assert asyncio.run(calls_when_the_first_row_is_done()) < 100
+
+
+class SlowProbes(HashEmbeddings):
+    """Questions fail at once; probes take 50 ms and succeed."""
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        if any(text.startswith("Where is order") for text in texts):
+            raise ValueError("the question's request failed")
+        await asyncio.sleep(0.05)
+        return [self.embed_text(text) for text in texts]
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "own requests"])
+def test_a_failed_question_waits_for_its_probes_request_and_counts_it(shared: bool) -> None:
+    # the probes' request is under way when the question's fails: the sample waits for it,
+    # so its usage names both requests (cancelled, its cost would come after the report)
+    metric = AnswerRelevancy(PretendJudge(), SlowProbes(), batch_embeddings=shared)
+    (result,) = asyncio.run(metric.abatch_score(rows(1)))
+    assert "the question's request failed" in str(result.report.error)
+    assert result.report.usage.embedding_requests == 2

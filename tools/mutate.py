@@ -1139,6 +1139,16 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "batching.py",
+        "            if self.coalesce:\n"
+        '                self._streams["probes"].withdraw(probe_share)\n'
+        "            await asyncio.gather(probe_share, return_exceptions=True)\n"
+        "            raise\n"
+        "        except BaseException:",
+        "        except BaseException:",
+        "a failed question cancels its probes' request under way, and loses what it cost",
+    ),
+    Mutant(
+        "batching.py",
         "            return self.limiter.ahead()",
         "            return self.limiter",
         "a full shared request waits behind every row's judge call",
