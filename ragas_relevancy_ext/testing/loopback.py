@@ -22,6 +22,7 @@ retries on a stale pooled connection and the request counts stay exact.
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import math
 import random
@@ -115,7 +116,7 @@ class LoggedRequest:
     completion_tokens: int = 0
     waited: float = 0.0  # seconds the server held the answer back (latency and writing)
     started: float = field(default_factory=time.monotonic)
-    finished: float | None = None
+    finished: float | None = None  # when its answer began to go out (or it was given up)
 
 
 def pretend_reply(messages: list[dict[str, Any]]) -> str:
@@ -366,9 +367,17 @@ class LoopbackServer:
                 self._stopping.wait(latency)
             self._answer(handler, entry)
         finally:
-            with self._lock:
-                self._in_flight -= 1
+            self._close(entry)  # a hang, or an error before any answer
+
+    def _close(self, entry: LoggedRequest, status: int | None = None) -> None:
+        """``entry`` answered with ``status`` (None: given up), once. Called before the answer
+        is written, so a client holding its answer never finds it still in flight."""
+        with self._lock:
+            if entry.finished is not None:
+                return
+            entry.status = status
             entry.finished = time.monotonic()
+            self._in_flight -= 1
 
     def _admit(
         self, endpoint: str, path: str, headers: dict[str, str], body: Any, model: str | None
@@ -401,22 +410,23 @@ class LoopbackServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, entry: LoggedRequest) -> None:
         family = "gemini" if entry.endpoint == "gemini" else "openai"
+        answered = functools.partial(self._close, entry)
         if entry.fault == "hang":
             self._stopping.wait(self.hang_seconds)
             handler.close_connection = True
             return
         if entry.fault == "rate_limit":
             headers = {"Retry-After": _number(self.retry_after)}
-            _send_json(handler, 429, _error(family, 429), headers, entry=entry)
+            _send_json(handler, 429, _error(family, 429), headers, answered=answered)
             return
         if entry.fault == "server_error":
-            _send_json(handler, 500, _error(family, 500), entry=entry)
+            _send_json(handler, 500, _error(family, 500), answered=answered)
             return
         if entry.fault == "unauthorized":
-            _send_json(handler, 401, _error(family, 401), entry=entry)
+            _send_json(handler, 401, _error(family, 401), answered=answered)
             return
         if not isinstance(entry.body, dict):
-            _send_json(handler, 400, _error(family, 400, "body is not JSON"), entry=entry)
+            _send_json(handler, 400, _error(family, 400, "body is not JSON"), answered=answered)
             return
         try:
             if entry.endpoint == "chat":
@@ -426,11 +436,11 @@ class LoopbackServer:
             else:
                 payload = self._gemini(entry)
         except _BadRequest as exc:
-            _send_json(handler, 400, _error(family, 400, str(exc)), entry=entry)
+            _send_json(handler, 400, _error(family, 400, str(exc)), answered=answered)
             return
         except Exception as exc:  # a reply function that fails answers 500 with its error
             message = f"loopback could not answer: {type(exc).__name__}: {exc}"
-            _send_json(handler, 500, _error(family, 500, message), entry=entry)
+            _send_json(handler, 500, _error(family, 500, message), answered=answered)
             return
         writing = self.writing_seconds(entry)
         if writing > 0:
@@ -438,9 +448,9 @@ class LoopbackServer:
             self._stopping.wait(writing)
         if entry.fault == "malformed":
             text = json.dumps(payload)
-            _send_raw(handler, 200, text[: len(text) // 2], entry=entry)  # cut mid-object
+            _send_raw(handler, 200, text[: len(text) // 2], answered=answered)  # cut mid-object
             return
-        _send_json(handler, 200, payload, entry=entry)
+        _send_json(handler, 200, payload, answered=answered)
 
     def _vectors(self, texts: Sequence[str], fault: str | None) -> list[list[float]]:
         vectors = [self.vector(t) for t in texts]
@@ -644,9 +654,9 @@ def _send_json(
     payload: Any,
     headers: dict[str, str] | None = None,
     *,
-    entry: LoggedRequest | None = None,
+    answered: Callable[[int], None] | None = None,
 ) -> int:
-    return _send_raw(handler, status, json.dumps(payload), headers, entry=entry)
+    return _send_raw(handler, status, json.dumps(payload), headers, answered=answered)
 
 
 def _send_raw(
@@ -655,12 +665,12 @@ def _send_raw(
     text: str,
     headers: dict[str, str] | None = None,
     *,
-    entry: LoggedRequest | None = None,
+    answered: Callable[[int], None] | None = None,
 ) -> int:
-    """Write one answer; ``entry.status`` is set before the body, so no client sees it unset."""
+    """Write one answer; ``answered(status)`` is called first (see ``LoopbackServer._close``)."""
     data = text.encode("utf-8")
-    if entry is not None:
-        entry.status = status
+    if answered is not None:
+        answered(status)
     try:
         handler.send_response(status)
         handler.send_header("Content-Type", "application/json")
