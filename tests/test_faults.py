@@ -20,7 +20,6 @@ import json
 import math
 import os
 import signal
-import subprocess
 import sys
 import time
 import warnings
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import ForkedCommand
 from openai import AsyncOpenAI
 from ragas.embeddings import OpenAIEmbeddings
 from ragas.llms import llm_factory
@@ -229,9 +229,7 @@ def killed_and_resumed(tmp_path_factory) -> Iterator[dict[str, Any]]:
     server = fault_server(endpoint_latency={"chat": 0.05})
     try:
         command = cli(data, out, cache, server)
-        first = subprocess.Popen(
-            command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env
-        )
+        first = ForkedCommand(command[3:], env, folder / "stderr.txt")
         deadline = time.monotonic() + 60
         while first.poll() is None and time.monotonic() < deadline:
             if out.exists() and out.read_bytes().count(b"\n") >= 8:

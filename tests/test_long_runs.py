@@ -19,6 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from conftest import ForkedCommand
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
@@ -265,27 +266,20 @@ def test_a_second_process_on_the_same_out_is_stopped_with_the_holders_pid(tmp_pa
 # -- interrupts, against the loopback server in a real process ----------------------------------
 
 
-def start_run(server: LoopbackServer, data: Path, out: Path) -> subprocess.Popen:
-    command = [sys.executable, "-m", "ragas_relevancy_ext", "score", str(data)]
-    command += [*server.cli_options(), "--out", str(out), "--no-probes", "--concurrency", "4"]
-    command += ["--timeout", "20"]
-    return subprocess.Popen(
-        command,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=child_env(OPENAI_API_KEY="test"),
-    )
+def start_run(server: LoopbackServer, data: Path, out: Path) -> ForkedCommand:
+    args = ["score", str(data), *server.cli_options(), "--out", str(out), "--no-probes"]
+    args += ["--concurrency", "4", "--timeout", "20"]
+    return ForkedCommand(args, child_env(OPENAI_API_KEY="test"), out.parent / "stderr.txt")
 
 
-def wait_for_lines(process: subprocess.Popen, out: Path, n: int) -> None:
+def wait_for_lines(process: ForkedCommand, out: Path, n: int) -> None:
     """Until ``out`` holds ``n`` complete lines (bounded by the process's life)."""
     import time
 
     for _ in range(6000):  # polls, not a time limit: at most 6000 looks at the file
         if out.exists() and out.read_bytes().count(b"\n") >= n:
             return
-        assert process.poll() is None, process.stderr.read()
+        assert process.poll() is None, process.stderr()
         time.sleep(0.02)
     pytest.fail(f"{out} never reached {n} lines")
 
@@ -302,8 +296,8 @@ def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
 
 def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_again(tmp_path):
     """Ctrl-C and a kill, each on its own run started at the same time (one wait for both);
-    more rows than a run keeps in flight (16 requests and 128 rows waiting on shared ones)."""
-    total = 300
+    more rows than a run keeps in flight (4 requests and 128 rows waiting on shared ones)."""
+    total = 200
     runs = {}
     with contextlib.ExitStack() as stack:
         for how in ("sigint", "sigkill"):
