@@ -22,6 +22,7 @@ import typer
 from .calibrate import calibrate
 from .compare import compare
 from .errors import UsageError
+from .options import OWN_PROCESS
 from .score import score
 from .show import show
 
@@ -121,4 +122,5 @@ for _run in COMMANDS:
 
 def main() -> None:
     """Entry point of the ``ragas-relevancy`` console script."""
+    OWN_PROCESS.owned = True
     app(prog_name="ragas-relevancy")

@@ -9,6 +9,7 @@ Only typer and the standard library load here, so ``--help`` stays instant.
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import os
 from collections.abc import Callable, Mapping, MutableMapping
@@ -37,7 +38,9 @@ __all__ = [
     "THREAD_VARIABLES",
     "TABLE_ROWS",
     "TableOpt",
+    "OWN_PROCESS",
     "analytics_for_this_process",
+    "freeze_heap_for_this_process",
     "model_threads_for_this_process",
     "with_settings",
 ]
@@ -266,6 +269,29 @@ def analytics_for_this_process(on: bool) -> None:
     """
     if not on:
         os.environ[DO_NOT_TRACK] = "true"
+
+
+class _OwnProcess:
+    """Whether the command runs as its own process (``main()``, ``python -m``), not called in
+    another's (CliRunner in tests, a notebook): only then does it change process-wide state
+    beyond the environment."""
+
+    owned = False
+
+
+OWN_PROCESS = _OwnProcess()
+
+
+def freeze_heap_for_this_process() -> bool:
+    """In its own process, once RAGAS is loaded and the metric built: collect, then freeze what
+    is left (``gc.freeze``), so the collector's full passes during the run no longer walk the
+    some 250,000 objects the imports made, which live as long as the process anyway. About a
+    fifth of the command's CPU per row. Returns whether it froze."""
+    if not OWN_PROCESS.owned:
+        return False
+    gc.collect()
+    gc.freeze()
+    return True
 
 
 def model_threads_for_this_process(environ: MutableMapping[str, str] | None = None) -> int | None:

@@ -28,7 +28,14 @@ from ..report import SKIPPED, RelevancyReport, not_scored_cause
 from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import UsageError, exit_code
-from .options import TABLE_ROWS, FileArg, MapOpt, TableOpt, with_settings
+from .options import (
+    TABLE_ROWS,
+    FileArg,
+    MapOpt,
+    TableOpt,
+    freeze_heap_for_this_process,
+    with_settings,
+)
 from .output.console import (
     make_console,
     print_bad_rows,
@@ -184,6 +191,7 @@ def run_score(
                 make_console(stderr=True).print(f"embeddings: {setup.embeddings_label}")
             labels = (setup.judge_label, setup.embeddings_label)
             runner = _Runner(source, report, tag, labels, setup.metric(), work, settings)
+            freeze_heap_for_this_process()
             with progress_bar(work.todo, "scoring", progress) as tick:
                 stopped = runner.run(tick)
             cache_line = setup.cache_line()
