@@ -197,18 +197,33 @@ def metric_loop(variant: str, rows: list[dict[str, str]], judge: Any, embeddings
     return lambda: scorer.abatch_score(rows)
 
 
-def process_seconds(run: Any) -> float:
-    """Process CPU time of ``asyncio.run(run())``, garbage collected first."""
+def process_seconds(run: Any) -> tuple[float, float]:
+    """Process CPU time of ``asyncio.run(run())``, garbage collected first, and the part of it
+    spent in the garbage collector's passes (timed by ``gc.callbacks``)."""
     gc.collect()
-    started = time.process_time()
-    asyncio.run(run())
-    return time.process_time() - started
+    spent = [0.0, 0.0]  # [in collections, start of the current one]
+
+    def timing(phase: str, info: dict[str, int]) -> None:
+        now = time.process_time()
+        if phase == "start":
+            spent[1] = now
+        else:
+            spent[0] += now - spent[1]
+
+    gc.callbacks.append(timing)
+    try:
+        started = time.process_time()
+        asyncio.run(run())
+        return time.process_time() - started, spent[0]
+    finally:
+        gc.callbacks.remove(timing)
 
 
 def cpu_overheads(
     rows: list[dict[str, str]], width: int, repeats: int
 ) -> dict[str, tuple[list[float], float]]:
-    """Per variant: its overhead in ms/sample in each repeat, and the stand-ins' ms/sample.
+    """Per variant: its overhead in ms/sample in each repeat, the stand-ins' ms/sample, and the
+    median ms/sample of the metric's run spent in garbage collection.
 
     Each variant first runs once untimed: the stand-ins learn their answers and record the
     calls made. Then, per repeat, every variant (in rotated order, so load drifts spread
@@ -227,15 +242,20 @@ def cpu_overheads(
     per_ms = 1000 / len(rows)
     overheads: dict[str, list[float]] = {v: [] for v in VARIANTS}
     bare: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    collecting: dict[str, list[float]] = {v: [] for v in VARIANTS}
     for repeat in range(repeats):
         shift = repeat % len(VARIANTS)
         for variant in VARIANTS[shift:] + VARIANTS[:shift]:
             run, stand_ins = runs[variant]
-            metric_s = process_seconds(run)
-            bare_s = process_seconds(stand_ins)
+            metric_s, gc_s = process_seconds(run)
+            bare_s, _ = process_seconds(stand_ins)
             overheads[variant].append((metric_s - bare_s) * per_ms)
             bare[variant].append(bare_s * per_ms)
-    return {v: (overheads[v], statistics.median(bare[v])) for v in VARIANTS}
+            collecting[variant].append(gc_s * per_ms)
+    return {
+        v: (overheads[v], statistics.median(bare[v]), statistics.median(collecting[v]))
+        for v in VARIANTS
+    }
 
 
 def part_cpu(samples: int, repeats: int) -> None:
@@ -244,11 +264,14 @@ def part_cpu(samples: int, repeats: int) -> None:
         "HashEmbeddings answering from memory after a first untimed run), median of "
         f"{repeats} repeat(s), variants interleaved. overhead = process CPU time of the metric "
         "less that of a replay of the very stand-in calls it made; ratio = median over repeats "
-        "of ours / stock in the same repeat."
+        "of ours / stock in the same repeat. gc = CPU of the metric's run spent in garbage "
+        "collection (a full pass walks every object RAGAS's import left, some 250,000: "
+        "hundreds of ms, about once per 2,000 samples for either metric, so it weighs more "
+        "on the one that costs less per sample)."
     )
     header = (
         f"{'width':>5}  {'metric':<24} {'stand-ins ms/sample':>19} {'overhead ms/sample':>18} "
-        f"{'ratio':>6}"
+        f"{'ratio':>6} {'gc ms/sample':>12}"
     )
     print(header)
     print("-" * len(header))
@@ -257,11 +280,11 @@ def part_cpu(samples: int, repeats: int) -> None:
         measured = cpu_overheads(rows, width, repeats)
         stock = measured["stock"][0]
         for variant in VARIANTS:
-            overheads, bare = measured[variant]
+            overheads, bare, collecting = measured[variant]
             ratio = statistics.median(o / s for o, s in zip(overheads, stock, strict=True))
             print(
                 f"{width:>5}  {variant:<24} {bare:>19.3f} "
-                f"{statistics.median(overheads):>18.3f} {ratio:>6.2f}"
+                f"{statistics.median(overheads):>18.3f} {ratio:>6.2f} {collecting:>12.3f}"
             )
 
 
