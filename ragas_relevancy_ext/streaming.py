@@ -49,10 +49,10 @@ class CallLimiter:
                 future.set_exception(RowNotStarted("the run is stopping"))
         self._unstarted.clear()
 
-    def ahead(self) -> _Ahead:
+    def ahead(self) -> _Slot:
         """A slot ahead of every row's waiting call, never refused: for a request that
         finishes rows already begun (a full shared embedding request)."""
-        return _Ahead(self)
+        return _Slot(self, float("-inf"), started=True)
 
     def slot(self, priority: float) -> _Slot:
         """One call's slot, for a row of ``priority`` (its start number)."""
@@ -95,26 +95,13 @@ class CallLimiter:
         self.release()
 
 
-class _Ahead:
-    """``async with limiter.ahead()``: one slot before every waiting row's call."""
-
-    def __init__(self, limiter: CallLimiter):
-        self._limiter = limiter
-
-    async def __aenter__(self) -> None:
-        await self._limiter.acquire(float("-inf"))
-
-    async def __aexit__(self, *exc: object) -> None:
-        self._limiter.release()
-
-
 class _Slot:
     """``async with limiter.slot(p)``: one slot at priority ``p``."""
 
-    def __init__(self, limiter: CallLimiter, priority: float):
+    def __init__(self, limiter: CallLimiter, priority: float, started: bool = False):
         self._limiter = limiter
         self._priority = priority
-        self._started = False
+        self._started = started  # a started row's calls are never refused
 
     async def __aenter__(self) -> None:
         await self._limiter.acquire(self._priority, first=not self._started)
