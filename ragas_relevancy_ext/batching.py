@@ -102,14 +102,13 @@ class _Coalescer:
         self._schedule()
         return share.future
 
-    def withdraw(self, future: asyncio.Future[np.ndarray]) -> bool:
+    def withdraw(self, future: asyncio.Future[np.ndarray]) -> None:
         """Take a submitted share out (its future cancelled) if no request has taken it yet;
-        False when one has: its vectors and usage will come."""
+        once one has, its vectors and usage will come."""
         for share in self._pending:
             if share.future is future:
                 future.cancel()
-                return True
-        return False
+                return
 
     def _schedule(self) -> None:
         """One waiting request per ``max_batch`` pending texts, each sent ahead of rows' judge

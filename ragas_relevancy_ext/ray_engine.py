@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
         f" ({exc})"
     ) from exc
 
-from .report import SKIPPED, content_key, input_problem, row_key
+from .report import SKIPPED, TEXT_FIELDS, content_key, input_problem, row_key
 
 __all__ = [
     "KEY_COLUMN",
@@ -52,7 +52,6 @@ KEY_COLUMN = "key"
 OUTPUT_COLUMNS = ("score", "reason", "error", "report")
 # Actors wait on the network, not the CPU: this share of a CPU each lets many fit on one node.
 ACTOR_NUM_CPUS = 0.25
-INPUT_FIELDS = ("user_input", "response")
 # (score, reason, error, report JSON) of one row
 Output = tuple[float, str, str | None, str | None]
 
@@ -198,7 +197,7 @@ class _Scorer:
         texts = list(zip(*(batch[c].to_pylist() for c in self.columns), strict=True))
         rows = [None if problem is None else _set_aside(problem) for problem in problems]
         todo = [i for i, problem in enumerate(problems) if problem is None]
-        inputs = [dict(zip(INPUT_FIELDS, texts[i], strict=True)) for i in todo]
+        inputs = [dict(zip(TEXT_FIELDS, texts[i], strict=True)) for i in todo]
         for i, output in zip(todo, self._score(inputs), strict=True):
             rows[i] = output
         for name, values in zip(OUTPUT_COLUMNS, _columns(rows), strict=True):

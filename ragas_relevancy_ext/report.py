@@ -21,6 +21,7 @@ __all__ = [
     "RelevancyReport",
     "SKIPPED",
     "TEXT_FIELDS",
+    "as_text",
     "clip",
     "content_key",
     "explain",
@@ -88,14 +89,15 @@ def row_key(user_input: Any, response: Any, settings: str = "", problem: str | N
     so a re-run on either finds the rows the other set aside and does not write them again."""
     if problem is None:
         return content_key(user_input, response, settings)
-    return content_key(_text(user_input), _text(response), f"{settings}|skipped|{problem}")
+    return content_key(as_text(user_input), as_text(response), f"{settings}|skipped|{problem}")
 
 
 def _present(value: Any) -> bool:
     return value is not None and (not isinstance(value, str) or bool(value.strip()))
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """``value`` when it is text, else "": what a row that is not text shows of a field."""
     return value if isinstance(value, str) else ""
 
 

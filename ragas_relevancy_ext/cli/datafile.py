@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import TEXT_FIELDS as FIELDS
-from ..report import input_problem, row_key
+from ..report import as_text, input_problem, row_key
 from .errors import UsageError
 
 __all__ = [
@@ -260,8 +260,8 @@ class Source:
                     number,
                     problem or "unreadable row",
                     line,
-                    _text(texts.get("user_input")),
-                    _text(texts.get("response")),
+                    as_text(texts.get("user_input")),
+                    as_text(texts.get("response")),
                 )
 
     def records(self) -> Iterator[tuple[int, int | None, dict[str, Any] | str]]:
@@ -404,10 +404,6 @@ def _warn_if_swallowed(
                     f"unbalanced quote on line {first}"
                 )
             return
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else ""
 
 
 def _not_object(value: Any) -> str:

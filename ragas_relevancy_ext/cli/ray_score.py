@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ..report import SKIPPED, RelevancyReport, clip, fmt
+from ..report import SKIPPED, RelevancyReport, as_text, clip, fmt
 from ..usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line
@@ -320,12 +320,9 @@ def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
     or its batch failed), its texts as text as ``score`` gives them."""
     if row["report"] is not None:
         return json.loads(row["report"])
-    texts = [
-        value if isinstance(value, str) else "" for value in (row["user_input"], row["response"])
-    ]
     return RelevancyReport(
-        user_input=texts[0],
-        response=texts[1],
+        user_input=as_text(row["user_input"]),
+        response=as_text(row["response"]),
         score=math.nan,
         strictness=setup.settings.strictness,
         probe_prompt=setup.settings.probe_prompt,
