@@ -286,3 +286,15 @@ def test_a_full_cache_disk_keeps_every_score_with_one_warning(tmp_path, full_dis
     assert len(warnings) == 1
     assert "database or disk is full" in warnings[0] and "cache is off" in warnings[0]
     assert "30 judge calls, off since a reply could not be stored" in result.stdout
+
+
+def test_a_parquet_out_that_is_the_input_folder_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "scored"
+    our_part(folder)
+    before = files_in(folder)
+    monkeypatch.setattr(ray_score, "_run", lambda *args, **kwargs: pytest.fail("scored"))
+    for out in (folder, link_to(folder, "symlink")):
+        result = invoke("score", folder, *OFFLINE, "--engine", "ray", "--out", out)
+        assert result.exit_code == 2, result.output
+        assert f"--out {out} is the input; give --out a new folder" in result.stderr
+    assert files_in(folder) == before
