@@ -7,13 +7,15 @@ re-run gets back the same N.
 
 The store (:class:`.store.SqliteStore`, ``DIR/replies.sqlite3``) holds JSON text only, so
 nothing read from a cache directory is ever run as code (no pickle), and processes can share
-one directory.
+one directory. A store that cannot be written (a full disk) costs the cache, never a score: one
+warning, and the rest of the run asks the judge without it.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any, Protocol
@@ -59,6 +61,7 @@ class CachedJudge(JudgeWrapper):
     ``model`` names the judge in the key (e.g. ``"openai:gpt-4o-mini"``), so two judges never
     share replies. ``hits`` and ``misses`` count this run's lookups. A hit is no request: the
     sample's usage counts it as ``cached``, with 0 tokens; a miss is the inner judge's request.
+    ``off`` says why the cache was switched off (a reply that could not be stored), else None.
     """
 
     def __init__(self, inner: Judge, store: ReplyStore, model: str):
@@ -67,6 +70,7 @@ class CachedJudge(JudgeWrapper):
         self.model = model
         self.hits = 0
         self.misses = 0
+        self.off: str | None = None
         self._asked: Counter[bytes] = Counter()  # digests: a long run holds no prompt texts
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
@@ -75,7 +79,7 @@ class CachedJudge(JudgeWrapper):
         occurrence = self._asked[asked]
         self._asked[asked] += 1
         key = reply_key(self.model, prompt, response_model, occurrence)
-        stored = self.store.get(key)
+        stored = self.store.get(key) if self.off is None else None
         if isinstance(stored, str):
             try:
                 reply = response_model.model_validate_json(stored)
@@ -87,5 +91,19 @@ class CachedJudge(JudgeWrapper):
                 return reply
         self.misses += 1
         reply = await super().agenerate(prompt, response_model)
-        self.store.set(key, reply.model_dump_json())
+        if self.off is None:
+            self._keep(key, reply)
         return reply
+
+    def _keep(self, key: str, reply: Reply) -> None:
+        """Store ``reply``; when the store cannot be written, warn once and switch it off."""
+        try:
+            self.store.set(key, reply.model_dump_json())
+        except CacheError as exc:
+            self.off = str(exc)
+            print(
+                f"ragas-relevancy: warning: {exc}; the judge cache is off for the rest of this "
+                "run (rows are scored as usual)",
+                file=sys.stderr,
+                flush=True,
+            )

@@ -28,7 +28,8 @@ import typer
 from ..report import SKIPPED, RelevancyReport, as_text, clip, fmt
 from ..usage import Prices, Usage
 from .errors import UsageError, exit_code
-from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line
+from .output.files import PidLock, same_file, through_link
+from .output.jsonl import FORMAT, ReportFile, ReportLockError, is_report_record, report_line
 from .setup import Settings, Setup, plan, prepare
 
 if TYPE_CHECKING:
@@ -260,13 +261,18 @@ PART_COLUMNS = ("format", "row")
 
 
 def open_output(path: Path, input_path: Path) -> JsonlOutput | ParquetOutput:
-    """The writer for ``path``: the JSONL report for ``*.jsonl``, Parquet parts in a folder
-    otherwise. Either refuses, untouched, an output this tool did not write."""
+    """The writer for ``path``, locked: the JSONL report for ``*.jsonl``, Parquet parts in a
+    folder otherwise. Either refuses, untouched, an output this tool did not write, the input,
+    or one another process is writing."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return JsonlOutput(path, input_path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{path}: give --out a .jsonl file or a folder for Parquet parts")
-    return ParquetOutput(path)
+    if same_file(path, input_path):
+        raise OutputError(f"--out {path} is the input; give --out a new folder")
+    parts = ParquetOutput(path)
+    parts.lock()
+    return parts
 
 
 class JsonlOutput:
@@ -348,30 +354,45 @@ class ParquetOutput:
 
     Each part holds the input's columns, ``score_dataset``'s (``key``, the content key of the
     JSONL report, ``score reason error report``), and ``format`` and ``row`` as a report line
-    has them: a folder is ours when every row of every part passes the same rule.
+    has them: a folder is ours when every row of every part passes the same rule. ``PATH.lock``
+    beside the folder keeps a second process out, as the JSONL report's lock does.
     """
 
     columns = PART_COLUMNS
 
     def __init__(self, path: Path):
-        self.path = path
+        self.path = through_link(path)
+        self.lock_path = self.path.with_name(self.path.name + ".lock")
+        self._lock = PidLock(self.lock_path)
         self.run = uuid.uuid4().hex[:12]
         self.parts = 0
         self.rows = 0
         self.set_aside = 0
 
+    def lock(self) -> None:
+        """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
+        holder = self._lock.acquire()
+        if holder is not None:
+            raise ReportLockError(
+                f"--out {self.path} is being written by another ragas-relevancy process "
+                f"(pid {holder}, lock {self.lock_path}); wait for it to finish or give "
+                "--out another folder"
+            )
+
     def done_keys(self) -> set[str]:
         """Keys of rows saved without an error or set aside (as the JSONL report counts them);
-        refuses a folder this command did not write."""
+        refuses a folder this command did not write, leaving every file in it as it is. Parts
+        of ours cut off before their rename go only once the folder passed, under the lock."""
         import pyarrow.parquet as pq
 
         if not self.path.exists():
             return set()
         keys: set[str] = set()
         aside: set[str] = set()
+        cut_off: list[Path] = []
         for entry in sorted(self.path.iterdir()):
             if entry.name.startswith(".part-") and entry.name.endswith(".tmp"):
-                entry.unlink()  # our own part, cut off before its rename
+                cut_off.append(entry)
                 continue
             if not (entry.name.startswith("part-") and entry.suffix == ".parquet"):
                 self._refuse(entry.name)
@@ -387,6 +408,9 @@ class ParquetOutput:
                 elif set_aside(record["error"]) is not None:
                     aside.add(record["key"])
             self.rows += table.num_rows
+        if self._lock.held:
+            for entry in cut_off:
+                entry.unlink(missing_ok=True)
         self.set_aside = len(aside)
         return keys | aside
 
@@ -415,7 +439,8 @@ class ParquetOutput:
             yield batch
 
     def close(self) -> None:
-        """Nothing to release: parts are complete files."""
+        """Release the lock (parts are complete files)."""
+        self._lock.release()
 
 
 # -- the summary ----------------------------------------------------------------------------

@@ -36,6 +36,7 @@ from .options import (
     freeze_heap_for_this_process,
     with_settings,
 )
+from .output import check_outputs
 from .output.console import (
     make_console,
     print_bad_rows,
@@ -148,6 +149,8 @@ def run_score(
     (None)."""
     console = make_console()
     the_plan = plan(settings)  # bad specs and missing keys: before anything else
+    # each output its own file, and only ever one of ours replaced: before anything is read
+    outputs = check_outputs(outputs or {}, input_path=source.path, out=out)
     with contextlib.ExitStack() as stack:
         if out is None:
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ragas-relevancy-"))

@@ -166,9 +166,10 @@ class Setup:
         """``"judge cache DIR: 12 replies reused, 0 judge calls"`` when the cache is on."""
         if self.cached is None:
             return None
+        off = ", off since a reply could not be stored" if self.cached.off else ""
         return (
             f"judge cache {self.settings.cache}: {self.cached.hits} replies reused, "
-            f"{self.cached.misses} judge calls"
+            f"{self.cached.misses} judge calls{off}"
         )
 
     def metric(self, probe_prompt: str | None = None) -> Any:

@@ -68,6 +68,10 @@ def show(
 
     if row is not None and worst is not None:
         raise UsageError("give --row or --worst, not both")
+    if html is not None:
+        from .output import check_outputs
+
+        html = check_outputs({"html": html}, input_path=report)["html"]
     items, meta = read_saved(report)
     if not items:
         raise UsageError(f"{report}: no report lines")

@@ -81,7 +81,7 @@ class SqliteStore:
                 self._db.execute(
                     "INSERT OR REPLACE INTO replies (key, value) VALUES (?, ?)", (key, text)
                 )
-        except sqlite3.OperationalError as exc:
+        except sqlite3.DatabaseError as exc:  # a full disk, a lock held too long, damage
             raise CacheError(f"--cache {self.path}: cannot write to it ({exc})") from None
 
     def close(self) -> None:

@@ -2,7 +2,9 @@
 
 End-of-run formats are one :data:`FORMATS` entry each: the command line offers ``--NAME PATH``
 for every entry and calls its writer with ``(path, items, summary, meta)`` once the run is done.
-A new format is a module here with a ``write`` function and one entry below.
+A new format is a module here with a ``write`` function, an ``is_ours`` function (does a file
+hold what ``write`` writes?) and one entry below. :func:`check_outputs` refuses, before anything
+runs, an output that is the input, ``--out`` or another output, or a file its format did not write.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ if TYPE_CHECKING:
     from ...report import RelevancyReport
     from ..stats import Summary
 
-__all__ = ["FORMATS", "OutputFormat", "Writer"]
+from .files import OutputPathError, check_target, same_file
+
+__all__ = ["FORMATS", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
 
 # (path, (row number, report) pairs, summary, what the run used) -> None
 Writer = Callable[
@@ -27,17 +31,48 @@ Writer = Callable[
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One end-of-run format: its ``--NAME`` help, and the module whose ``write`` makes it."""
+    """One end-of-run format: its ``--NAME`` help, the module whose ``write`` makes it, and
+    what one file of it is called in messages."""
 
     help: str
     module: str
+    kind: str
 
     def writer(self) -> Writer:
         """The format's ``write`` function (its module loads only now)."""
-        module: Any = importlib.import_module(self.module, __package__)
-        return module.write
+        return self._module().write
+
+    def is_ours(self, path: Path) -> bool:
+        """Whether the file at ``path`` is one this format's ``write`` wrote."""
+        return bool(self._module().is_ours(path))
+
+    def _module(self) -> Any:
+        return importlib.import_module(self.module, __package__)
 
 
 FORMATS: dict[str, OutputFormat] = {
-    "html": OutputFormat("Write a self-contained HTML report.", ".html"),
+    "html": OutputFormat("Write a self-contained HTML report.", ".html", "a page"),
 }
+
+
+def check_outputs(
+    outputs: Mapping[str, Path], *, input_path: Path | None = None, out: Path | None = None
+) -> dict[str, Path]:
+    """``outputs`` with each link resolved to the file to write; :class:`OutputPathError` for
+    one that is the input, ``--out`` or another output (links of either kind included), or an
+    existing file its format did not write (left as it is)."""
+    taken: list[tuple[str, Path]] = []
+    if input_path is not None:
+        taken.append(("the input file", input_path))
+    if out is not None:
+        taken.append((f"the same file as --out {out}", out))
+    checked: dict[str, Path] = {}
+    for name, path in outputs.items():
+        option = f"--{name}"
+        for what, other in taken:
+            if same_file(path, other):
+                raise OutputPathError(f"{option} {path} is {what}; give {option} a file of its own")
+        fmt = FORMATS[name]
+        checked[name] = check_target(path, option, fmt.is_ours, fmt.kind)
+        taken.append((f"the same file as --{name} {path}", path))
+    return checked

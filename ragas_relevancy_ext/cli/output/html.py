@@ -8,6 +8,9 @@ so the page holds no script, loads nothing (no fonts, no images) and works offli
 Every text from the data or the run is escaped, and its bidi controls are shown as codes.
 Long texts show their first :data:`CLIP` characters; the rest, up to :data:`FULL_CAP`, sits in a
 collapsed ``<details>``, so a 1 MB response makes a page of a few tens of KB.
+
+The page carries :data:`GENERATOR` in its head: :func:`write` replaces an existing file only when
+it is such a page (:func:`is_ours`), and always whole (a temporary file, then a rename).
 """
 
 from __future__ import annotations
@@ -28,17 +31,30 @@ from ...report import (
     pull_downs,
     weak_point,
 )
+from .files import check_target, write_atomically
 
 if TYPE_CHECKING:
     from ..stats import Summary
 
-__all__ = ["CLIP", "FULL_CAP", "WORST", "histogram_svg", "long_text", "render_html", "write"]
+__all__ = [
+    "CLIP",
+    "FULL_CAP",
+    "GENERATOR",
+    "WORST",
+    "histogram_svg",
+    "is_ours",
+    "long_text",
+    "render_html",
+    "write",
+]
 
 BINS = 10
 CLIP = 500  # characters of a long text shown at once
 FULL_CAP = 5_000  # characters of a long text behind "show the full text"
 WORST = 10  # rows in the "worst rows" table
 TITLE = "Answer relevancy report"
+# The mark of a page this tool wrote, near the top of its head.
+GENERATOR = '<meta name="generator" content="ragas-relevancy-ext">'
 
 # (id, label, CSS selector of the cards it keeps) for each filter button
 FILTERS = (
@@ -112,10 +128,21 @@ def write(
     meta: Mapping[str, str],
     title: str = TITLE,
 ) -> None:
-    """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_html(items, summary, meta, title), encoding="utf-8")
+    """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made,
+    a link's target written); an existing file that is not a page of ours is refused as is."""
+    target = check_target(path, "--html", is_ours, "a page")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(target, render_html(items, summary, meta, title).encode("utf-8"))
+
+
+def is_ours(path: str | Path) -> bool:
+    """Whether ``path`` is a page this tool wrote (:data:`GENERATOR` in its head) or empty."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(1024)
+    except OSError:
+        return False
+    return not head or GENERATOR.encode() in head
 
 
 def render_html(
@@ -130,6 +157,7 @@ def render_html(
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
+        GENERATOR,
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_text(title)}</title><style>{CSS}{_control_css()}</style></head><body>",
         f"<h1>{_text(title)}</h1>",

@@ -12,6 +12,7 @@ at all, ``skipped`` (why).
 first, and refused unless every line is a report line. A lock file next to it keeps a second
 process out. Lines are appended as rows finish (completion order); :meth:`ReportFile.compact`
 then rewrites the file in input order, one line per row, through a temporary file and a rename.
+A symlink is written through: its target is the report, and the link stays a link.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import IO, Any, NamedTuple
 from ...redaction import redact
 from ...report import RelevancyReport
 from ..errors import UsageError
+from .files import PidLock, same_file, sync_dir, through_link
 
 __all__ = [
     "FORMAT",
@@ -122,7 +124,7 @@ class ReportFile:
     """
 
     def __init__(self, path: str | Path, input_path: str | Path | None = None):
-        self.path = Path(path)
+        self.path = through_link(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
         self.index: dict[str, int] = {}  # key -> Saved.packed()
         self.lines = 0
@@ -131,8 +133,8 @@ class ReportFile:
         self._end = 0
         self._order = _order_digest()  # of (key, row) in file order: one number, not a list
         self._handle: IO[bytes] | None = None
-        self._lock: IO[str] | None = None
-        if input_path is not None and _same_file(self.path, Path(input_path)):
+        self._lock = PidLock(self.lock_path)
+        if input_path is not None and same_file(self.path, input_path):
             raise ReportFileError(f"--out {self.path} is the input file; give --out a new file")
         self._load()
 
@@ -205,31 +207,17 @@ class ReportFile:
 
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.lock_path.open("a+", encoding="utf-8")
-        if not _try_lock(handle):
-            handle.seek(0)
-            holder = handle.read().strip() or "unknown"
-            handle.close()
+        holder = self._lock.acquire()
+        if holder is not None:
             raise ReportLockError(
                 f"--out {self.path} is being written by another ragas-relevancy process "
                 f"(pid {holder}, lock {self.lock_path}); wait for it to finish or give "
                 "--out another file"
             )
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"{os.getpid()}\n")
-        handle.flush()
-        self._lock = handle
 
     def unlock(self) -> None:
         """Release and remove the lock file (safe to call twice)."""
-        if self._lock is None:
-            return
-        with contextlib.suppress(OSError):
-            self.lock_path.unlink()
-        self._lock.close()
-        self._lock = None
+        self._lock.release()
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -310,7 +298,7 @@ class ReportFile:
         finally:
             with contextlib.suppress(OSError):
                 temp.unlink()
-        _sync_dir(self.path.parent)
+        sync_dir(self.path.parent)
         return written
 
 
@@ -334,32 +322,3 @@ def is_report_record(record: Any) -> bool:
 
 def _dump(record: dict[str, Any]) -> bytes:
     return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.exists() and b.exists() and os.path.samefile(a, b)
-    except OSError:
-        return False
-
-
-def _try_lock(handle: IO[str]) -> bool:
-    """An exclusive lock on ``handle`` without waiting (released by the OS if we die)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the lock file alone marks the writer
-        return handle.tell() == 0
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True
-
-
-def _sync_dir(directory: Path) -> None:
-    with contextlib.suppress(OSError, AttributeError):
-        fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)

@@ -1,0 +1,153 @@
+"""Files the command writes: one file per path, links written through, locks, atomic pages.
+
+Every writer of :mod:`.output` and the Ray engine's folder share these: :func:`same_file`
+(symlinks and hard links included) keeps the input, ``--out`` and each page apart,
+:func:`check_target` refuses an existing file the writer does not recognise as its own,
+:func:`through_link` writes a link's target rather than replacing the link, :class:`PidLock`
+is the lock file (with the holder's pid) that keeps a second process out, and
+:func:`write_atomically` replaces a file only with a complete new one. Standard library only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO
+
+from ..errors import UsageError
+
+__all__ = [
+    "OutputPathError",
+    "PidLock",
+    "check_target",
+    "same_file",
+    "sync_dir",
+    "through_link",
+    "write_atomically",
+]
+
+
+class OutputPathError(UsageError):
+    """An output path that is another file of the run, or a file this tool did not write."""
+
+
+def same_file(a: str | Path, b: str | Path) -> bool:
+    """Whether ``a`` and ``b`` are one file: the same inode (links of either kind) when both
+    exist, else the same path once links are resolved."""
+    try:
+        if os.path.samefile(a, b):
+            return True
+    except OSError:
+        pass
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def through_link(path: str | Path) -> Path:
+    """``path``, or the file it links to when it is a symlink (resolved once, here), so a
+    rewrite by rename replaces the target and leaves the link a link."""
+    path = Path(path)
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):  # a loop of links: left for check_target to refuse
+        return path
+
+
+def check_target(path: str | Path, option: str, ours: Callable[[Path], bool], what: str) -> Path:
+    """The file to write for ``option PATH`` (a link's target): refused, untouched, when it
+    exists and is not a regular file, or ``ours`` does not recognise it as ``what`` this
+    tool wrote."""
+    target = through_link(path)
+    if target.exists() or target.is_symlink():
+        if not target.is_file():
+            raise OutputPathError(
+                f"{option} {path} is not a regular file; give {option} a new file"
+            )
+        if not ours(target):
+            raise OutputPathError(
+                f"{option} {path} exists and is not {what} of ragas-relevancy; it was left as "
+                f"it is: give {option} a new file"
+            )
+    return target
+
+
+class PidLock:
+    """A lock file holding the pid of the process that has it, locked with ``flock`` (the
+    operating system releases it if that process dies)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._handle: IO[str] | None = None
+
+    def acquire(self) -> str | None:
+        """Take the lock: None when taken, else the holder's pid ("unknown" if unwritten)."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        handle = self.path.open("a+", encoding="utf-8")
+        if not _try_lock(handle):
+            handle.seek(0)
+            holder = handle.read().strip() or "unknown"
+            handle.close()
+            return holder
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"{os.getpid()}\n")
+        handle.flush()
+        self._handle = handle
+        return None
+
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock now."""
+        return self._handle is not None
+
+    def release(self) -> None:
+        """Release and remove the lock file (safe to call twice)."""
+        if self._handle is None:
+            return
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+        self._handle.close()
+        self._handle = None
+
+
+def write_atomically(path: str | Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, sync it, then rename it over
+    ``path``: a stop at any moment leaves the old file or the new one, never half of one."""
+    path = Path(path)
+    temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with temp.open("wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    finally:
+        with contextlib.suppress(OSError):
+            temp.unlink()
+    sync_dir(path.parent)
+
+
+def sync_dir(directory: Path) -> None:
+    """Sync a folder's entries (a rename in it) to disk, where the system allows it."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _try_lock(handle: IO[str]) -> bool:
+    """An exclusive lock on ``handle`` without waiting (released by the OS if we die)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: the lock file alone marks the writer
+        return handle.tell() == 0
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
