@@ -6,7 +6,9 @@ not keep input order, the line's place as written), ``line`` (file line, CSV and
 (:func:`~ragas_relevancy_ext.report.content_key`: user_input, response and the settings that
 change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why).
+at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
+:func:`~ragas_relevancy_ext.report.json_safe` makes it: NaN and Infinity as null, a lone
+surrogate as U+FFFD, at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write: an existing file is read
 first, and refused unless every line is a report line. A lock file next to it keeps a second
@@ -24,7 +26,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from ...redaction import redact
-from ...report import RelevancyReport
+from ...report import RelevancyReport, json_safe
 from ..errors import UsageError
 
 __all__ = [
@@ -65,13 +67,19 @@ def report_line(
     skipped: str | None = None,
 ) -> str:
     """One JSON line (with its newline) for one input row; ``report`` may be a report already
-    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it)."""
+    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it). Values JSON or UTF-8
+    cannot carry (NaN in ``extra``, a lone surrogate in a judge's reply) are made safe."""
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
     record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
     if skipped is not None:
         record["skipped"] = skipped
-    return json.dumps(record, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+        text.encode("utf-8")
+    except ValueError:  # NaN or Infinity, or a lone surrogate (UnicodeEncodeError) somewhere
+        text = json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False, default=str)
+    return text + "\n"
 
 
 def report_from_record(record: dict[str, Any]) -> RelevancyReport:
