@@ -199,3 +199,20 @@ def test_a_report_holding_surrogate_escapes_shows_and_renders_as_html(tmp_path):
     assert result.exit_code == 0, result.output
     assert "Edited by hand \ufffd?" in result.stdout
     assert "A probe \ufffd?" in page.read_text(encoding="utf-8")
+
+
+def test_a_report_line_edited_to_hold_nan_is_renumbered_as_null(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
+    out = tmp_path / "out.jsonl"
+    assert invoke("score", data, *OFFLINE, "--out", out).exit_code == 0
+    lines = out.read_text(encoding="utf-8").splitlines()
+    lines[0] = lines[0].replace('"extra": {"rating": 0}', '"extra": {"rating": NaN}')
+    out.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    new = {"user_input": "What is new?", "response": "This is new. Ask us.", "rating": 9}
+    write_jsonl(data, [new, *rows_of(2)])  # every row moves down one: the lines are rewritten
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 row(s) already there, 1 to score" in result.stdout
+    saved = records(out)
+    assert [r["row"] for r in saved] == [1, 2, 3]
+    assert saved[1]["extra"] == {"rating": None}

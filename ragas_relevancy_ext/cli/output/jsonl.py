@@ -341,7 +341,8 @@ def is_report_record(record: Any) -> bool:
 
 
 def _dump(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    safe = json_safe(record)  # a line edited by hand may hold NaN or a lone surrogate
+    return (json.dumps(safe, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _same_file(a: Path, b: Path) -> bool:
