@@ -243,11 +243,8 @@ class RelevancyReport:
     def from_dict(cls, data: dict[str, Any]) -> RelevancyReport:
         """Rebuild a report written by :meth:`to_dict`; keys it does not know are left out.
 
-        Files written before the rename carry the same figure as ``probe_diversity``. Values
-        JSON or UTF-8 cannot carry (a file edited by hand) are read as :func:`json_safe` makes
-        them, so every display and writer gets text it can write.
+        Files written before the rename carry the same figure as ``probe_diversity``.
         """
-        data = json_safe(data)
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
         if "probe_similarity" not in data and "probe_diversity" in data:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -37,6 +38,7 @@ __all__ = [
     "ReportLockError",
     "Saved",
     "is_report_record",
+    "load_record",
     "report_from_record",
     "report_line",
 ]
@@ -45,6 +47,9 @@ FORMAT = "ragas-relevancy-report/1"
 META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "extra", "skipped")
 _MARK = json.dumps({"format": FORMAT})[:-1].encode()  # b'{"format": "ragas-relevancy-report/1"'
 _LEGACY_KEYS = frozenset({"row", "key", "judge", "embeddings", "score", "user_input"})
+# What a line this tool wrote never holds and a hand edit may: a surrogate escape, NaN, Infinity
+_UNSAFE = r"\\u[dD][89a-fA-F]|NaN|Infinity"
+_UNSAFE_TEXT, _UNSAFE_BYTES = re.compile(_UNSAFE), re.compile(_UNSAFE.encode())
 
 
 class ReportFileError(UsageError):
@@ -80,6 +85,15 @@ def report_line(
     except ValueError:  # NaN or Infinity, or a lone surrogate (UnicodeEncodeError) somewhere
         text = json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False, default=str)
     return text + "\n"
+
+
+def load_record(line: str | bytes) -> Any:
+    """One report line's JSON value (``ValueError`` when it is not JSON), made
+    :func:`~ragas_relevancy_ext.report.json_safe` when the line may need it (an edit by hand),
+    so every display and writer gets values it can write."""
+    value = json.loads(line)
+    unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
+    return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
 
 
 def report_from_record(record: dict[str, Any]) -> RelevancyReport:
@@ -306,7 +320,7 @@ class ReportFile:
                     old.seek(saved.offset)
                     raw = old.read(saved.length)
                     if numbers is not None:
-                        record = json.loads(raw)
+                        record = load_record(raw)
                         if (record.get("row"), record.get("line")) != numbers:
                             record["row"], record["line"] = numbers
                             raw = _dump(record)
@@ -325,8 +339,8 @@ class ReportFile:
 def _record(raw: bytes) -> dict[str, Any] | None:
     """The record of one report line, or None when the line is not one of ours."""
     try:
-        record = json.loads(raw)
-    except ValueError:
+        record = load_record(raw)
+    except (ValueError, RecursionError):
         return None
     return record if is_report_record(record) else None
 
@@ -341,8 +355,7 @@ def is_report_record(record: Any) -> bool:
 
 
 def _dump(record: dict[str, Any]) -> bytes:
-    safe = json_safe(record)  # a line edited by hand may hold NaN or a lone surrogate
-    return (json.dumps(safe, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
+    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
 
 
 def _same_file(a: Path, b: Path) -> bool:
