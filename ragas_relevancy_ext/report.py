@@ -132,11 +132,11 @@ def json_safe(value: Any) -> Any:
     goes through :func:`clean_text` (dict keys too). Anything else is returned as it is."""
     if isinstance(value, str):
         return clean_text(value)
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
     if isinstance(value, dict):
         return {_safe_key(k): json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
         return [json_safe(v) for v in value]
     return value
 
