@@ -22,12 +22,14 @@ __all__ = [
     "SKIPPED",
     "TEXT_FIELDS",
     "as_text",
+    "clean_text",
     "clip",
     "content_key",
     "explain",
     "fmt",
     "format_report",
     "input_problem",
+    "json_safe",
     "language_tag",
     "neutralise_bidi",
     "not_scored_cause",
@@ -52,9 +54,10 @@ def content_key(user_input: Any, response: Any, settings: str = "") -> str:
 
     Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
     A value that is not text (None, a number) is hashed through its JSON form, marked as such.
+    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike.
     """
     texts = [
-        v if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
+        clean_text(v) if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
         for v in (user_input, response)
     ]
     digest = hashlib.sha256(f"{settings}\x00{texts[0]}\x00{texts[1]}".encode())
@@ -77,7 +80,7 @@ def input_problem(record: Mapping[str, Any]) -> str | None:
         if value is None:
             return f"no {name}"
         if not isinstance(value, str):
-            return f"{name} is {type(value).__name__}, not text"
+            return f"{name} is {_kind(value)}, not text"
         if not value.strip():
             return f"{name} is empty"
     return None
@@ -92,13 +95,50 @@ def row_key(user_input: Any, response: Any, settings: str = "", problem: str | N
     return content_key(as_text(user_input), as_text(response), f"{settings}|skipped|{problem}")
 
 
+def _kind(value: Any) -> str:
+    """``NaN``, ``Infinity`` or ``-Infinity`` for a float that is not finite, else its type."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return json.dumps(value)
+    return type(value).__name__
+
+
 def _present(value: Any) -> bool:
     return value is not None and (not isinstance(value, str) or bool(value.strip()))
 
 
 def as_text(value: Any) -> str:
-    """``value`` when it is text, else "": what a row that is not text shows of a field."""
-    return value if isinstance(value, str) else ""
+    """``value`` when it is text (as :func:`clean_text`), else "": what a row that is not text
+    shows of a field."""
+    return clean_text(value) if isinstance(value, str) else ""
+
+
+# A lone UTF-16 surrogate: JSON's "\ud83d" escape decodes to one, and UTF-8 cannot encode it.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """``text`` with each lone surrogate replaced by U+FFFD, so it can be written as UTF-8
+    and hashes the same on every run."""
+    return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
+
+
+def _safe_key(key: Any) -> Any:
+    return clean_text(key) if isinstance(key, str) else key
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with what JSON or UTF-8 cannot carry made safe, at any depth of lists and
+    dicts: NaN, Infinity and -Infinity become None (as a report's own NaN score does) and text
+    goes through :func:`clean_text` (dict keys too). Anything else is returned as it is."""
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, dict):
+        return {_safe_key(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    return value
 
 
 class _Pending:

@@ -4,8 +4,10 @@ Rows are numbered 1, 2, 3... in the order the file holds them (blank lines are n
 same for JSONL, CSV and JSON; JSONL and CSV rows also know their line in the file. A
 whole-file problem (missing, not UTF-8, no usable column, no rows) raises
 :class:`DataFileError` with one sentence; a bad row is kept as a :class:`BadRow`, so the good
-rows can still be scored. :class:`Source` reads lazily, so a file of any length can be
-streamed; :func:`read_rows` loads it all. Standard library only: cheap to import.
+rows can still be scored. Values JSON or UTF-8 cannot carry are made safe as they are read
+(:func:`~ragas_relevancy_ext.report.json_safe`: NaN and Infinity become None, a lone surrogate
+U+FFFD), so every writer writes what was read. :class:`Source` reads lazily, so a file of any
+length can be streamed; :func:`read_rows` loads it all. Standard library only: cheap to import.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ..report import TEXT_FIELDS as FIELDS
-from ..report import as_text, input_problem, row_key
+from ..report import as_text, clean_text, input_problem, json_safe, row_key
 from .errors import UsageError
 
 __all__ = [
@@ -71,13 +73,14 @@ class Row:
 
 @dataclass(frozen=True)
 class BadRow:
-    """A row that cannot be scored, and why."""
+    """A row that cannot be scored, and why; its texts as text and its other columns, kept."""
 
     number: int
     problem: str
     line: int | None = None
     user_input: str = ""
     response: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def where(self) -> str:
@@ -228,7 +231,7 @@ class Source:
         for _, _, record in self.records():
             records += 1
             if isinstance(record, dict):
-                columns.update(record)
+                columns.update(clean_text(str(name)) for name in record)
         if not records:
             raise DataFileError(f"{self.path}: no rows")
         _check_columns(self.path, columns, self.mapping, self.numeric)
@@ -250,19 +253,8 @@ class Source:
         for number, line, record in self.records():
             if isinstance(record, str):
                 yield BadRow(number, record, line)
-                continue
-            row, problem = _make_row(number, line, record, self.mapping, self.numeric)
-            if row is not None:
-                yield row
             else:
-                texts = {self.mapping.get(k, k): v for k, v in record.items()}
-                yield BadRow(
-                    number,
-                    problem or "unreadable row",
-                    line,
-                    as_text(texts.get("user_input")),
-                    as_text(texts.get("response")),
-                )
+                yield _make_entry(number, line, record, self.mapping, self.numeric)
 
     def records(self) -> Iterator[tuple[int, int | None, dict[str, Any] | str]]:
         """(row number, file line, record) triples; a record that is a str is its problem."""
@@ -295,6 +287,29 @@ def _not_utf8(path: Path, line: int, byte: int) -> DataFileError:
     )
 
 
+def _first_not_utf8(path: Path) -> DataFileError:
+    """The error for the first line of ``path`` that is not UTF-8 (a text reader decodes in
+    blocks, so its own position is not the line's)."""
+    with path.open("rb") as handle:
+        for line_number, raw in enumerate(handle, 1):
+            if line_number == 1 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                return _not_utf8(path, line_number, raw[exc.start])
+    return DataFileError(f"{path}: not UTF-8 text; save it as UTF-8")
+
+
+def _unreadable(exc: ValueError | RecursionError) -> str:
+    """Why a JSON value that parses by the grammar still cannot be read, in a few words."""
+    if isinstance(exc, RecursionError):
+        return "not readable as JSON (nested too deeply)"
+    if isinstance(exc, json.JSONDecodeError):
+        return f"not valid JSON ({exc.msg})"
+    return f"not readable as JSON ({str(exc).split(';')[0]})"
+
+
 def _jsonl_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any] | str]]:
     with path.open("rb") as handle:
         for line_number, raw in enumerate(handle, 1):
@@ -308,8 +323,8 @@ def _jsonl_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any] | st
                 continue
             try:
                 value = json.loads(line)
-            except json.JSONDecodeError as exc:
-                yield line_number, f"not valid JSON ({exc.msg})"
+            except (ValueError, RecursionError) as exc:  # also a number over Python's digits limit
+                yield line_number, _unreadable(exc)
                 continue
             yield line_number, value if isinstance(value, dict) else _not_object(value)
 
@@ -324,6 +339,8 @@ def _json_records(path: Path) -> Iterator[tuple[int | None, dict[str, Any] | str
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise DataFileError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except (ValueError, RecursionError) as exc:
+        raise DataFileError(f"{path}: {_unreadable(exc)}") from None
     if isinstance(value, dict):
         lists = [k for k in JSON_LIST_KEYS if isinstance(value.get(k), list)]
         if not lists:
@@ -378,8 +395,8 @@ def _csv_records(
                     yield number, f"{len(cells)} cells but the header names {len(header)} columns"
                 else:
                     yield number, dict(zip(header, cells, strict=False))
-        except UnicodeDecodeError as exc:
-            raise _not_utf8(path, reader.line_num + 1, exc.object[exc.start]) from None
+        except UnicodeDecodeError:
+            raise _first_not_utf8(path) from None
     if warnings:
         warnings.append(
             f"{path}: {rows} row(s) were read from {lines} data line(s); a quote that is "
@@ -436,25 +453,32 @@ def _listed(columns: set[str], limit: int = 8) -> str:
     return text + (f", ... ({len(names)} in all)" if len(names) > limit else "")
 
 
-def _make_row(
+def _make_entry(
     number: int,
     line: int | None,
     record: dict[str, Any],
     mapping: Mapping[str, str],
     numeric: str | None,
-) -> tuple[Row | None, str | None]:
+) -> Entry:
+    """A :class:`Row`, or a :class:`BadRow` keeping its other columns; either made JSON-safe
+    after the checks (a NaN ``user_input`` is not text, it is not turned into null)."""
     values = {mapping.get(key, key): value for key, value in record.items()}
     problem = input_problem(values)
-    if problem is not None:
-        return None, problem
-    texts: dict[str, str] = {name: values[name] for name in FIELDS}
-    extra = {k: v for k, v in values.items() if k not in FIELDS}
-    if numeric is not None:
-        number_value = to_number(extra.get(numeric))
+    if problem is None and numeric is not None:
+        number_value = to_number(values.get(numeric))
         if number_value is None:
-            return None, f"{numeric} is {extra.get(numeric)!r}, not a number"
-        extra[numeric] = number_value
-    return Row(number, texts["user_input"], texts["response"], extra, line), None
+            problem = f"{numeric} is {values.get(numeric)!r}, not a number"
+        else:
+            values[numeric] = number_value
+    try:
+        values = json_safe(values)
+    except RecursionError:
+        return BadRow(number, "not readable as JSON (nested too deeply)", line)
+    extra = {k: v for k, v in values.items() if k not in FIELDS}
+    if problem is not None:
+        texts = (as_text(values.get(name)) for name in FIELDS)
+        return BadRow(number, problem, line, *texts, extra)
+    return Row(number, values["user_input"], values["response"], extra, line)
 
 
 def to_number(value: Any) -> float | None:

@@ -254,7 +254,9 @@ def _skipped_line(entry: BadRow, key: str, labels: tuple[str, str], settings: Se
         all_noncommittal=False,
         error=f"{SKIPPED}{entry.problem} ({entry.where})",
     )
-    return report_line(entry.number, key, report, *labels, line=entry.line, skipped=entry.problem)
+    return report_line(
+        entry.number, key, report, *labels, entry.extra, line=entry.line, skipped=entry.problem
+    )
 
 
 class _Runner:

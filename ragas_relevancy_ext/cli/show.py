@@ -7,7 +7,6 @@ module load: no RAGAS, no judge, no network.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterable
 from dataclasses import replace
@@ -27,6 +26,7 @@ from .output.console import (
     print_summary,
     print_table,
 )
+from .output.jsonl import load_record
 
 __all__ = ["read_saved", "show", "worst_first"]
 
@@ -149,8 +149,8 @@ def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str,
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
+            record = load_record(line)
+        except (ValueError, RecursionError):
             raise UsageError(f"{path}: line {number} is not a report line") from None
         if not isinstance(record, dict):
             raise UsageError(f"{path}: line {number} is not a report line")

@@ -80,9 +80,11 @@ def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
     """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
     ``caution`` when the scores do not measure the answers (the offline judge).
 
-    ``data`` has ``path``, ``row_count`` and ``bad_count``; ``setup`` as :func:`used_fields`.
+    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``setup`` as
+    :func:`used_fields`. The rows counted are all of them, bad ones too, as the summary counts.
     """
-    read = {"file": f"{data.path} ({data.row_count} row(s), {data.bad_count} bad)"}
+    rows = data.row_count + data.bad_count
+    read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
     return used_fields(read, setup, **extra)
 
 

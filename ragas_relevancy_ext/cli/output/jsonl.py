@@ -6,7 +6,9 @@ not keep input order, the line's place as written), ``line`` (file line, CSV and
 (:func:`~ragas_relevancy_ext.report.content_key`: user_input, response and the settings that
 change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why).
+at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
+:func:`~ragas_relevancy_ext.report.json_safe` makes it: NaN and Infinity as null, a lone
+surrogate as U+FFFD, at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write: an existing file is read
 first, and refused unless every line is a report line. A lock file next to it keeps a second
@@ -20,12 +22,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
 from ...redaction import redact
-from ...report import RelevancyReport
+from ...report import RelevancyReport, json_safe
 from ..errors import UsageError
 from .files import PidLock, same_file, sync_dir, through_link
 
@@ -37,6 +40,7 @@ __all__ = [
     "ReportLockError",
     "Saved",
     "is_report_record",
+    "load_record",
     "report_from_record",
     "report_line",
 ]
@@ -45,6 +49,9 @@ FORMAT = "ragas-relevancy-report/1"
 META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "extra", "skipped")
 _MARK = json.dumps({"format": FORMAT})[:-1].encode()  # b'{"format": "ragas-relevancy-report/1"'
 _LEGACY_KEYS = frozenset({"row", "key", "judge", "embeddings", "score", "user_input"})
+# What a line this tool wrote never holds and a hand edit may: a surrogate escape, NaN, Infinity
+_UNSAFE = r"\\u[dD][89a-fA-F]|NaN|Infinity"
+_UNSAFE_TEXT, _UNSAFE_BYTES = re.compile(_UNSAFE), re.compile(_UNSAFE.encode())
 
 
 class ReportFileError(UsageError):
@@ -67,13 +74,28 @@ def report_line(
     skipped: str | None = None,
 ) -> str:
     """One JSON line (with its newline) for one input row; ``report`` may be a report already
-    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it)."""
+    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it). Values JSON or UTF-8
+    cannot carry (NaN in ``extra``, a lone surrogate in a judge's reply) are made safe."""
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
     record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
     if skipped is not None:
         record["skipped"] = skipped
-    return json.dumps(record, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    try:
+        text = json.dumps(record, ensure_ascii=False, allow_nan=False, default=str)
+        text.encode("utf-8")
+    except ValueError:  # NaN or Infinity, or a lone surrogate (UnicodeEncodeError) somewhere
+        text = json.dumps(json_safe(record), ensure_ascii=False, allow_nan=False, default=str)
+    return text + "\n"
+
+
+def load_record(line: str | bytes) -> Any:
+    """One report line's JSON value (``ValueError`` when it is not JSON), made
+    :func:`~ragas_relevancy_ext.report.json_safe` when the line may need it (an edit by hand),
+    so every display and writer gets values it can write."""
+    value = json.loads(line)
+    unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
+    return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
 
 
 def report_from_record(record: dict[str, Any]) -> RelevancyReport:
@@ -286,7 +308,7 @@ class ReportFile:
                     old.seek(saved.offset)
                     raw = old.read(saved.length)
                     if numbers is not None:
-                        record = json.loads(raw)
+                        record = load_record(raw)
                         if (record.get("row"), record.get("line")) != numbers:
                             record["row"], record["line"] = numbers
                             raw = _dump(record)
@@ -305,8 +327,8 @@ class ReportFile:
 def _record(raw: bytes) -> dict[str, Any] | None:
     """The record of one report line, or None when the line is not one of ours."""
     try:
-        record = json.loads(raw)
-    except ValueError:
+        record = load_record(raw)
+    except (ValueError, RecursionError):
         return None
     return record if is_report_record(record) else None
 
