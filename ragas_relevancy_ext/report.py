@@ -408,7 +408,8 @@ def not_scored_cause(report: RelevancyReport) -> str:
 
 
 def format_report(report: RelevancyReport) -> str:
-    """A plain-text table: one line per probe, then the score and the reason."""
+    """A plain-text table: one line per probe, then the score and the reason, control
+    characters of the data shown as codes (it is printed to terminals: pytest's, a REPL)."""
     lines = [
         f"question: {clip(report.user_input, 300)}",
         f"response: {clip(report.response, 160)}",
@@ -423,10 +424,10 @@ def format_report(report: RelevancyReport) -> str:
         f"{report.judge_calls} | distinct {report.distinct_probes}/{report.strictness} | "
         f"probe similarity {similarity}"
     )
-    lines.extend(f"note: {note}" for note in report.notes)
+    lines.extend(f"note: {neutralise_controls(note)}" for note in report.notes)
     if report.usage is not None:
         lines.append("usage: " + format_usage(report.usage))
-    lines.append(f"reason: {report.reason}")
+    lines.append(f"reason: {neutralise_controls(report.reason)}")
     return "\n".join(lines)
 
 

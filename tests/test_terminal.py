@@ -157,3 +157,15 @@ def test_calibrate_shows_control_characters_as_codes(tmp_path: Path) -> None:
     text = SGR.sub("", result.stdout)
     assert not RAW.search(text)
     assert f"{MARKUP} <U+001B>[2J <U+202E>" in text  # the question, cut at 60 or 70 characters
+
+
+def test_the_text_report_a_check_or_print_shows_has_codes() -> None:
+    from ragas_relevancy_ext.report import Probe, RelevancyReport
+
+    made = RelevancyReport(
+        f"Q {EVIL}?", f"A {EVIL}.", float("nan"), 1, "diverse", False,
+        [Probe(f"P {EVIL}?", 0, 0.5)], notes=[f"note {EVIL}"], error=f"ValueError: {EVIL}",
+    )  # fmt: skip
+    text = str(made)  # what the pytest plugin's failure message and print(report) show
+    assert not RAW.search(text.replace("\n", ""))
+    assert text.count("<U+001B>[2J") == 5  # question, response, probe, note and reason
