@@ -44,6 +44,8 @@ def assert_shown_safely(text: str, terminal: bool) -> None:
         assert code in text
     assert "<U+009B>" in text and "<U+202E>" in text
     assert MARKUP in text  # printed as it is, not read as markup
+    # question, response and probes: BEL shown too (rich's Text alone would drop it)
+    assert text.count("title<U+0007>") >= 3
 
 
 @pytest.fixture

@@ -173,7 +173,9 @@ def print_caution(console: Console, fields: Mapping[str, str]) -> None:
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
     """``warning: ...`` lines (stderr) about the input."""
     for warning in warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(
+            Text(f"warning: {neutralise_controls(warning, one_line=True)}", style="yellow")
+        )
 
 
 @contextlib.contextmanager
@@ -238,7 +240,9 @@ def print_table(
 def _sample_lines(
     number: int, report: RelevancyReport, probes: bool, reasons: bool
 ) -> Iterator[tuple[str, Text, str, Text]]:
-    """One sample's lines of the table: (row, score, cosine, text)."""
+    """One sample's lines of the table: (row, score, cosine, text). The data's texts are
+    neutralised before they become a :class:`Text`, which would drop BEL, CR and a few other
+    controls without a trace."""
     no_text = Text("")
     yield (
         str(number),
@@ -250,7 +254,7 @@ def _sample_lines(
     if probes:
         pulls = {id(probe): pull for probe, pull in pull_downs(report)}
         for probe in report.probes:
-            line = Text(probe.question)
+            line = Text(neutralise_controls(probe.question))
             if probe.noncommittal:
                 line.append("  nc", style="yellow")
             if id(probe) in pulls:
@@ -258,11 +262,12 @@ def _sample_lines(
             line.append(language_tag(probe.language, report.question_language), style="cyan")
             yield "", no_text, fmt(probe.cosine, 2), line
         for note in report.notes:
-            yield "", no_text, "", Text(f"note: {note}", style="yellow")
+            yield "", no_text, "", Text(f"note: {neutralise_controls(note)}", style="yellow")
+    reason = neutralise_controls(report.reason)
     if report.error or not report.probes or report.all_noncommittal:
-        yield "", no_text, "", Text(report.reason, style="red")
+        yield "", no_text, "", Text(reason, style="red")
     elif reasons:
-        yield "", no_text, "", Text(report.reason, style="italic")
+        yield "", no_text, "", Text(reason, style="italic")
 
 
 TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
@@ -484,7 +489,10 @@ def compare_table(rows: Sequence[tuple[int, str, float | None, float, bool, str 
             fmt(ours, 6),
             "-" if diff is None else Text(f"{diff:.2e}", style=_diff_style(diff)),
             "yes" if same else Text("no", style="red"),
-            Text(clip(question, 60) + (f"  (stock: {error})" if error else "")),
+            Text(
+                clip(question, 60)
+                + (f"  (stock: {neutralise_controls(error, True)})" if error else "")
+            ),
         )
     return table
 
