@@ -171,3 +171,23 @@ def test_the_text_report_a_check_or_print_shows_has_codes() -> None:
     text = str(made)  # what the pytest plugin's failure message and print(report) show
     assert not RAW.search(text.replace("\n", ""))
     assert text.count("<U+001B>[2J") == 5  # question, response, probe, note and reason
+
+
+def test_the_console_every_command_prints_through_shows_codes(monkeypatch) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    from ragas_relevancy_ext.cli.output.console import make_console
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    console = make_console()
+    console.file = sink = io.StringIO()
+    table = Table("cell")
+    table.add_row(Text(f"t {RLO} {CLEAR}", style="bold"))
+    table.add_row(f"s {CSI} {MARKUP}")
+    console.print(Text(f"text {TITLE}", style="red"), f"str {LINK}", table)
+    text = SGR.sub("", sink.getvalue())
+    assert not RAW.search(text)
+    assert "text <U+001B>]0;title " in text  # rich's Text itself drops the BEL
+    assert "str <U+001B>]8;;http://evil<U+001B>\\click" in text
+    assert "t <U+202E> <U+001B>[2J" in text and f"s <U+009B> {MARKUP}" in text

@@ -56,7 +56,10 @@ def make_console(stderr: bool = False) -> Console:
 
 class TerminalConsole(Console):
     """A console that shows the control and bidi characters of every text it lays out as codes
-    (:func:`neutralise_controls`): printed strings and texts, and each cell of a table."""
+    (:func:`neutralise_controls`): printed strings and texts, and each cell of a table.
+
+    A :class:`Text` made of raw data has already lost BEL, BS, VT, FF and CR (rich drops them),
+    so where those should show, the data is neutralised before it becomes a Text."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
         """A string to print (or a table's string cell), neutralised; markup stays as the
@@ -291,9 +294,8 @@ def scores_table(
     table.add_column("cosine", justify="right", no_wrap=True, width=6)
     table.add_column(TEXT_HEADER)
     for number, report in items:
-        for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
-            # neutralised here too, so the column is measured by the text it shows
-            table.add_row(row, score, cosine, neutralised_text(text))
+        for cells in _sample_lines(number, report, probes, reasons):
+            table.add_row(*cells)
         table.add_section()
     return table
 
@@ -352,7 +354,7 @@ def _plain_cells(
     items: Sequence[tuple[int, RelevancyReport]], probes: bool, reasons: bool
 ) -> list[_Cells | None]:
     """Every table line's cells as text (None between samples), tabs expanded as rich does, and
-    control characters shown as codes as a :class:`TerminalConsole` shows them."""
+    control characters shown as codes: this text goes to the terminal past the console."""
     lines: list[_Cells | None] = []
     for number, report in items:
         if lines:
