@@ -1,8 +1,9 @@
 """Masking secrets: no API key may reach a report, a label, a log line or an error.
 
 Masked: the value of every known key variable, the user name and password of a URL
-(``https://user:pass@host``), and the value of secret-looking query parameters
-(``?api-key=...``, ``?key=...``, ``?token=...``, as Azure-style gateways take them).
+(``https://user:pass@host``), every query value of a URL (``?code=...`` as much as
+``?api-key=...``: a gateway may take its secret under any name), and the value of
+secret-looking parameters outside a URL (``api-key=...``, ``token=...``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ ALL_KEY_VARIABLES = tuple(name for names in KEY_VARIABLES.values() for name in n
 
 # scheme://user:password@host -> scheme://***@host
 _USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<info>[^/\s@?#]+)@", re.IGNORECASE)
+# a URL: scheme://, then up to a space, a quote or an angle bracket
+_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
+_URL_TAIL = ".,;:!?)]}"  # punctuation after a URL in a sentence, not part of it
 # ?api-key=VALUE or &token=VALUE (any parameter whose name speaks of a secret)
 _SECRET_PARAM = re.compile(
     r"(?P<name>[?&;](?:[\w.-]*(?:key|token|secret|password|passwd|pwd|sig|signature|auth|"
@@ -40,4 +44,21 @@ def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
         if len(value) >= 4:
             text = text.replace(value, MASK)
     text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
+    text = _URL.sub(_mask_query, text)
     return _SECRET_PARAM.sub(lambda m: f"{m['name']}={MASK}", text)
+
+
+def _mask_query(match: re.Match[str]) -> str:
+    """The URL with every query value masked (``?a=1&b`` -> ``?a=***&***``), names kept."""
+    url = match.group()
+    core = url.rstrip(_URL_TAIL)
+    tail = url[len(core) :]
+    head, mark, rest = core.partition("?")
+    if not mark:
+        return url
+    query, hash_mark, fragment = rest.partition("#")
+    masked = "&".join(
+        f"{part.partition('=')[0]}={MASK}" if "=" in part else MASK if part else part
+        for part in query.split("&")
+    )
+    return f"{head}?{masked}{hash_mark}{fragment}{tail}"

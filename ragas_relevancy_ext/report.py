@@ -31,7 +31,7 @@ __all__ = [
     "input_problem",
     "json_safe",
     "language_tag",
-    "neutralise_bidi",
+    "neutralise_controls",
     "not_scored_cause",
     "plural",
     "pull_downs",
@@ -448,7 +448,8 @@ def not_scored_cause(report: RelevancyReport) -> str:
 
 
 def format_report(report: RelevancyReport) -> str:
-    """A plain-text table: one line per probe, then the score and the reason."""
+    """A plain-text table: one line per probe, then the score and the reason, control
+    characters of the data shown as codes (it is printed to terminals: pytest's, a REPL)."""
     lines = [
         f"question: {clip(report.user_input, 300)}",
         f"response: {clip(report.response, 160)}",
@@ -463,20 +464,32 @@ def format_report(report: RelevancyReport) -> str:
         f"{report.judge_calls} | distinct {report.distinct_probes}/{report.strictness} | "
         f"probe similarity {similarity}"
     )
-    lines.extend(f"note: {note}" for note in report.notes)
+    lines.extend(f"note: {neutralise_controls(note)}" for note in report.notes)
     if report.usage is not None:
         lines.append("usage: " + format_usage(report.usage))
-    lines.append(f"reason: {report.reason}")
+    lines.append(f"reason: {neutralise_controls(report.reason)}")
     return "\n".join(lines)
 
 
-_BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
+# What text from the data must not send to a terminal or a page as it is: C0 controls but tab
+# and newline (ESC starts every terminal sequence), DEL, C1 controls (U+009B is a one-character
+# CSI) and the bidi controls and marks that reorder what is shown around them.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+_LINE_BREAKS = re.compile("[\t\n]")
 
 
-def neutralise_bidi(text: str) -> str:
-    """``text`` with Unicode bidi controls (U+202A-U+202E, U+2066-U+2069) shown as ``<U+202E>``,
-    so a response cannot reorder what a page or terminal shows around it."""
-    return _BIDI.sub(lambda m: f"<U+{ord(m.group()):04X}>", text)
+def neutralise_controls(text: str, one_line: bool = False) -> str:
+    """``text`` with control and bidi characters shown as codes (ESC as ``<U+001B>``, U+202E as
+    ``<U+202E>``), so no text can steer a terminal or reorder what is shown around it.
+
+    Tab and newline are kept (a table cell lays them out), or shown as codes too when
+    ``one_line``, for a field that must stay on its line."""
+    text = _CONTROLS.sub(_code, text)
+    return _LINE_BREAKS.sub(_code, text) if one_line else text
+
+
+def _code(match: re.Match[str]) -> str:
+    return f"<U+{ord(match.group()):04X}>"
 
 
 def language_tag(probe_language: str | None, question_language: str | None) -> str:
@@ -487,8 +500,9 @@ def language_tag(probe_language: str | None, question_language: str | None) -> s
 
 
 def clip(text: str, width: int) -> str:
-    """``text`` on one line, bidi controls shown as codes, cut to ``width`` with an ellipsis."""
-    flat = " ".join(neutralise_bidi(text).split())
+    """``text`` on one line, control characters shown as codes, cut to ``width`` with an
+    ellipsis."""
+    flat = neutralise_controls(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 

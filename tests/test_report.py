@@ -11,7 +11,7 @@ from ragas_relevancy_ext.report import (
     RelevancyReport,
     clip,
     format_report,
-    neutralise_bidi,
+    neutralise_controls,
     plural,
     pull_downs,
     weak_point,
@@ -200,7 +200,7 @@ def test_plural_and_bidi():
     ]
     assert plural(2, "reply", "replies") == "2 replies"
     text = "abc\u202edcba\u2066x\u2069"
-    assert neutralise_bidi(text) == "abc<U+202E>dcba<U+2066>x<U+2069>"
+    assert neutralise_controls(text) == "abc<U+202E>dcba<U+2066>x<U+2069>"
     assert clip(text, 100) == "abc<U+202E>dcba<U+2066>x<U+2069>"
 
 

@@ -6,6 +6,7 @@ Every test drives the real openai SDK against ``LoopbackServer`` on 127.0.0.1.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import math
@@ -258,3 +259,131 @@ def test_stock_mode_sends_the_injected_response_exactly_as_stock_does() -> None:
     assert len(stock) == len(ours) == 2
     assert set(ours) == set(stock)  # byte-identical prompts
     assert input_section(ours[0]) == {"response": INJECTION}
+
+
+# -- a user name, password and query in --base-url ------------------------------------------
+
+PASSWORD = "pa55-w0rd"  # what must never be shown: not a word any output holds otherwise
+USERINFO = f"user:{PASSWORD}"
+BASIC = base64.b64encode(USERINFO.encode()).decode()  # what httpx would send as Basic auth
+QUERY_SECRET = "s3cret"
+
+
+def with_userinfo(server: LoopbackServer, query: str) -> str:
+    """The server's OpenAI base URL with ``user:pass@`` before the host and ``query`` after."""
+    return server.openai_base_url.replace("http://", f"http://{USERINFO}@") + query
+
+
+def assert_no_url_secret(text: str) -> None:
+    assert PASSWORD not in text and BASIC not in text and QUERY_SECRET not in text
+
+
+def score_against(server: LoopbackServer, base_url: str, tmp_path: Path) -> Any:
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps(HOSTILE) + "\n", encoding="utf-8")
+    options = ["--judge", "openai:loop-judge", "--embeddings", "openai:loop-embed"]
+    return CliRunner().invoke(
+        app,
+        ["score", str(rows), *options, "--base-url", base_url, "--max-retries", "0"]
+        + ["--out", str(tmp_path / "out.jsonl"), "--html", str(tmp_path / "page.html")]
+        + ["--no-progress"],
+        env={"OPENAI_API_KEY": None, "COLUMNS": "300"},
+    )
+
+
+@pytest.mark.parametrize("query", ["", f"?code={QUERY_SECRET}"])
+def test_a_password_in_the_base_url_is_never_sent_nor_shown(tmp_path: Path, query: str) -> None:
+    with LoopbackServer(echo_header="Authorization") as server:
+        result = score_against(server, with_userinfo(server, query), tmp_path)
+        log = server.log
+    assert result.exit_code == 0, result.output
+    assert {r.endpoint for r in log} == {"chat", "embeddings"}
+    for request in log:
+        assert request.headers.get("Authorization") == "Bearer unused"  # the key, not Basic
+        assert BASIC not in json.dumps(request.headers)
+    assert result.stderr.count("user name and password in http://127.0.0.1:") == 1
+    assert "Authorization: Bearer unused" in result.stdout  # the server echoed what it got
+    if query:
+        assert "?code=***" in result.stdout  # the header line names the server, value masked
+        assert {r.query for r in log} == {f"code={QUERY_SECRET}"}  # sent, as it was given
+    out, page = (tmp_path / name for name in ("out.jsonl", "page.html"))
+    for text in (result.stdout, result.stderr, out.read_text(), page.read_text()):
+        assert_no_url_secret(text)
+
+
+def test_a_query_in_the_base_url_goes_with_every_request(tmp_path: Path) -> None:
+    with LoopbackServer() as server:
+        result = score_against(server, server.openai_base_url + "?api-version=x", tmp_path)
+        log = server.log
+    assert result.exit_code == 0, result.output
+    assert {r.endpoint for r in log} == {"chat", "embeddings"}
+    assert {(r.path, r.query) for r in log} == {
+        ("/v1/chat/completions", "api-version=x"),
+        ("/v1/embeddings", "api-version=x"),
+    }
+    assert "?api-version=***" in result.stdout
+
+
+def test_gemini_embeddings_send_the_query_and_not_the_password(monkeypatch) -> None:
+    from ragas_relevancy_ext.cli.providers import build_embeddings
+
+    monkeypatch.setenv("GEMINI_API_KEY", "test")
+    with LoopbackServer(gemini_one_vector=False) as server:
+        url = server.url.replace("http://", f"http://{USERINFO}@") + f"?code={QUERY_SECRET}"
+        built = build_embeddings("gemini:loop-embed", base_url=url)
+        vector = built.value.embed_query("Where is my order?")
+        log = server.log
+    assert vector == pytest.approx(server.vector("Where is my order?"))
+    assert [r.query for r in log] == [f"code={QUERY_SECRET}"]
+    assert "Authorization" not in log[0].headers and BASIC not in json.dumps(log[0].headers)
+    assert_no_url_secret(built.label)
+
+
+@pytest.mark.parametrize("query", ["", f"?code={QUERY_SECRET}"])
+def test_the_junit_report_holds_no_url_credentials_nor_query_values(
+    pytester, monkeypatch, query: str
+) -> None:
+    import importlib.metadata
+
+    if not [p for p in importlib.metadata.entry_points(group="pytest11") if p.name == "relevancy"]:
+        monkeypatch.setenv("PYTEST_PLUGINS", "ragas_relevancy_ext.pytest_plugin")
+    monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:cacheprovider -p no:unraisableexception")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    pytester.makepyfile(
+        test_bot=f"""
+        import pytest
+        from ragas_relevancy_ext.pytest_plugin import assert_relevant
+
+        @pytest.mark.relevancy(min_score=1.0)
+        def test_low():
+            assert_relevant({HOSTILE["user_input"]!r}, {HOSTILE["response"]!r})
+        """
+    )
+    with LoopbackServer(echo_header="Authorization") as server:
+        result = pytester.runpytest(
+            "--relevancy-judge",
+            "openai:loop-judge",
+            "--relevancy-embeddings",
+            "openai:loop-embed",
+            "--relevancy-base-url",
+            with_userinfo(server, query),
+            "--junitxml=junit.xml",
+        )
+        log = server.log
+    result.assert_outcomes(failed=1)
+    assert log and all(r.headers.get("Authorization") == "Bearer unused" for r in log)
+    junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
+    assert "Authorization: Bearer unused" in junit  # the echoed probe is in the failure
+    assert_no_url_secret(junit)
+    assert_no_url_secret(result.stdout.str())
+    if query:
+        assert "?code=***" in result.stdout.str()  # the summary names the server, masked
+
+
+def test_every_query_value_of_a_url_is_masked() -> None:
+    from ragas_relevancy_ext.redaction import redact
+
+    text = "at https://h/v1?code=s3cret&api-version=2024-06-01&flag, then (http://h/?x=1)."
+    assert (
+        redact(text, {}) == "at https://h/v1?code=***&api-version=***&***, then (http://h/?x=***)."
+    )

@@ -101,7 +101,10 @@ def handled() -> Iterator[None]:
 
 
 def _error(message: str) -> None:
-    print(f"ragas-relevancy: error: {message}", file=sys.stderr)
+    """The one error line; a message quoting the data shows its control characters as codes."""
+    from ..report import neutralise_controls
+
+    print(f"ragas-relevancy: error: {neutralise_controls(message, one_line=True)}", file=sys.stderr)
 
 
 def _command(run: Callable[..., int]) -> Callable[..., None]:

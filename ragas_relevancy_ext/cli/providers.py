@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 from ..redaction import KEY_VARIABLES, redact
 from .errors import UsageError
@@ -31,6 +32,8 @@ __all__ = [
     "Spec",
     "api_key",
     "build_embeddings",
+    "client_url",
+    "sendable_url",
     "build_judge",
     "choices",
     "embeddings_label",
@@ -183,13 +186,44 @@ def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> 
 
 
 def show_url(url: str) -> str:
-    """``url`` without user name or password, secret query values masked, for labels."""
+    """``url`` without user name or password, query values masked, for labels."""
+    return redact(_without_userinfo(url))
+
+
+def _without_userinfo(url: str) -> str:
+    """``url`` with no ``user:password@`` before its host."""
     parts = urlsplit(url)
-    if parts.username is not None or parts.password is not None:
-        host = parts.hostname or ""
-        netloc = f"{host}:{parts.port}" if parts.port else host
-        url = urlunsplit(parts._replace(netloc=netloc))
-    return redact(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+_SAID: set[str] = set()  # notes already given in this process
+
+
+def sendable_url(url: str) -> str:
+    """``url`` as a client may send it: without a user name and password, which httpx would
+    send as Basic auth in place of the API key (and a server may echo that header). Dropping
+    them is said once on stderr, without the password."""
+    bare = _without_userinfo(url)
+    if bare != url:
+        note = f"ragas-relevancy: note: the user name and password in {show_url(url)} are not sent"
+        if note not in _SAID:
+            _SAID.add(note)
+            print(note, file=sys.stderr, flush=True)
+    return bare
+
+
+def client_url(url: str) -> tuple[str, dict[str, str]]:
+    """:func:`sendable_url` without its query, and the query apart, for a client that sends it
+    with every request: the openai SDK appends its paths to the base URL as text, so a query
+    left there (``?api-version=...``) would end up inside the path."""
+    parts = urlsplit(sendable_url(url))
+    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    return urlunsplit(parts._replace(query="")), query
 
 
 def provider_request(
@@ -270,11 +304,16 @@ def build_embeddings(
 
 
 def _openai_client(provider: str, request: Request, base_url: str | None) -> Any:
-    """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's."""
+    """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's.
+    A query in ``base_url`` goes with every request (:func:`client_url`)."""
     from openai import AsyncOpenAI
 
     key = api_key(provider, base_url, request.environ)
     options: dict[str, Any] = {} if request.timeout is None else {"timeout": request.timeout}
+    if base_url is not None:
+        base_url, query = client_url(base_url)
+        if query:
+            options["default_query"] = query
     return AsyncOpenAI(base_url=base_url, api_key=key, max_retries=request.max_retries, **options)
 
 
@@ -396,7 +435,9 @@ def _gemini_embeddings(request: Request) -> Built:
 
     from ..one_text_per_call import gemini_embeddings
 
-    options = types.HttpOptions(base_url=request.base_url) if request.base_url else None
+    options = None
+    if request.base_url:  # google-genai keeps the base URL's query after the paths it adds
+        options = types.HttpOptions(base_url=sendable_url(request.base_url))
     client = genai.Client(api_key=key, http_options=options)
     value = gemini_embeddings(request.spec.model, client=client)
     return Built(value, "", request.spec)

@@ -107,6 +107,7 @@ class LoggedRequest:
     path: str
     headers: dict[str, str]
     body: Any
+    query: str = ""  # the URL's query string, without the "?"
     texts: tuple[str, ...] = ()
     model: str | None = None
     fault: str | None = None
@@ -156,6 +157,9 @@ class LoopbackServer:
     retry_after: the Retry-After header (seconds) of a 429.
     hang_seconds: how long a ``hang`` fault holds a request before closing it unanswered.
     port: the port to bind on 127.0.0.1; 0 takes a free one.
+    echo_header: a request header (say ``Authorization``) whose value every chat answer adds to
+        each probe question it writes, as a server that echoes what it was sent, so tests can
+        see what of a request could reach a report.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs.
     """
@@ -175,6 +179,7 @@ class LoopbackServer:
         retry_after: float = 1.0,
         hang_seconds: float = 60.0,
         port: int = 0,
+        echo_header: str | None = None,
     ):
         from .offline import HashEmbeddings
 
@@ -189,6 +194,7 @@ class LoopbackServer:
         self.faults: list[Fault] = list(faults)
         self.retry_after = retry_after
         self.hang_seconds = hang_seconds
+        self.echo_header = echo_header
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -349,7 +355,7 @@ class LoopbackServer:
     # -- answering --------------------------------------------------------------------------
 
     def _handle(self, handler: BaseHTTPRequestHandler) -> None:
-        path = handler.path.split("?", 1)[0]
+        path, _, query = handler.path.partition("?")
         endpoint, model = _route(path)
         if endpoint is None:
             _send_json(handler, 404, {"error": {"message": f"no such endpoint: {path}"}})
@@ -360,6 +366,7 @@ class LoopbackServer:
         except json.JSONDecodeError:
             body = None
         entry = self._admit(endpoint, path, dict(handler.headers.items()), body, model)
+        entry.query = query
         try:
             latency = self.endpoint_latency.get(endpoint, self.latency)
             if latency > 0:
@@ -514,6 +521,9 @@ class LoopbackServer:
         if not isinstance(n, int) or n < 1:
             raise _BadRequest(f"n must be a whole number >= 1, got {n!r}")
         contents = [(self.reply or pretend_reply)(messages) for _ in range(n)]
+        if self.echo_header is not None:
+            sent = {k.lower(): v for k, v in entry.headers.items()}.get(self.echo_header.lower())
+            contents = [_echoed(c, f"{self.echo_header}: {sent}") for c in contents]
         entry.replies = tuple(contents)
         prompt_tokens = count_tokens("".join(_message_text(m) for m in messages))
         completion_tokens = sum(count_tokens(c) for c in contents)
@@ -538,6 +548,23 @@ class LoopbackServer:
                 "total_tokens": prompt_tokens + completion_tokens,
             },
         }
+
+
+def _echoed(content: str, said: str) -> str:
+    """``content`` with `` (said)`` after every probe question of its JSON."""
+
+    def add(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                k: f"{v} ({said})" if k == "question" and isinstance(v, str) else add(v)
+                for k, v in value.items()
+            }
+        return [add(v) for v in value] if isinstance(value, list) else value
+
+    try:
+        return json.dumps(add(json.loads(content)))
+    except ValueError:
+        return f"{content} ({said})"
 
 
 class _BadRequest(ValueError):

@@ -1,7 +1,9 @@
 """What the commands print: rich tables of scores and probes, summaries, and a progress bar.
 
 Text from the data is always passed as :class:`rich.text.Text`, never as markup, so brackets
-in a response print as they are.
+in a response print as they are, and every text a :class:`TerminalConsole` lays out (or the
+plain table writes) has its control and bidi characters shown as codes, so no escape sequence
+from the data reaches the terminal.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ...report import RelevancyReport, clip, fmt, language_tag, pull_downs, weak_point
+from ...report import (
+    RelevancyReport,
+    clip,
+    fmt,
+    language_tag,
+    neutralise_controls,
+    pull_downs,
+    weak_point,
+)
 from ...usage import Usage
 
 if TYPE_CHECKING:
@@ -32,16 +42,52 @@ PIPED_WIDTH = 120
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A console on stdout (or stderr) that reads no markup; piped, 120 columns wide at most,
-    with no trailing spaces on any line."""
+    """A :class:`TerminalConsole` on stdout (or stderr) that reads no markup; piped, 120 columns
+    wide at most, with no trailing spaces on any line."""
     stream = sys.stderr if stderr else sys.stdout
-    console = Console(file=stream, highlight=False, markup=False, soft_wrap=True)
+    console = TerminalConsole(file=stream, highlight=False, markup=False, soft_wrap=True)
     if not console.is_terminal:
         width = None if "COLUMNS" in os.environ else PIPED_WIDTH
-        console = Console(
+        console = TerminalConsole(
             file=TrimmedLines(stream), highlight=False, markup=False, soft_wrap=True, width=width
         )
     return console
+
+
+class TerminalConsole(Console):
+    """A console that shows the control and bidi characters of every text it lays out as codes
+    (:func:`neutralise_controls`): printed strings and texts, and each cell of a table.
+
+    A :class:`Text` made of raw data has already lost BEL, BS, VT, FF and CR (rich drops them),
+    so where those should show, the data is neutralised before it becomes a Text."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """A string to print (or a table's string cell), neutralised; markup stays as the
+        console reads it (never, from :func:`make_console`)."""
+        return super().render_str(neutralise_controls(text), **kwargs)
+
+    def render(self, renderable: Any, options: Any = None) -> Iterable[Any]:
+        """Every renderable on its way to the terminal: a :class:`Text` goes neutralised, its
+        styles kept on the same characters."""
+        if isinstance(renderable, Text):
+            renderable = neutralised_text(renderable)
+        return super().render(renderable, options)
+
+
+def neutralised_text(text: Text) -> Text:
+    """``text`` with its control characters shown as codes and its spans moved with them (the
+    same object when there is nothing to show)."""
+    plain = text.plain
+    shown = neutralise_controls(plain)
+    if shown == plain:
+        return text
+    ends = [0]  # where each character of ``plain`` ends in ``shown``
+    for char in plain:
+        ends.append(ends[-1] + len(neutralise_controls(char)))
+    copy = text.blank_copy(shown)
+    for span in text.spans:
+        copy.stylize(span.style, ends[min(span.start, len(plain))], ends[min(span.end, len(plain))])
+    return copy
 
 
 class TrimmedLines(io.TextIOBase):
@@ -72,7 +118,7 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
     """``name: value`` lines saying what the run used."""
     for name, value in fields.items():
         line = Text(f"{name}: ", style="dim")
-        line.append(value)
+        line.append(neutralise_controls(value, one_line=True))  # one line, whatever it holds
         console.print(line, soft_wrap=not console.is_terminal)  # words kept whole on a terminal
 
 
@@ -132,7 +178,9 @@ def print_caution(console: Console, fields: Mapping[str, str]) -> None:
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
     """``warning: ...`` lines (stderr) about the input."""
     for warning in warnings:
-        console.print(Text(f"warning: {warning}", style="yellow"))
+        console.print(
+            Text(f"warning: {neutralise_controls(warning, one_line=True)}", style="yellow")
+        )
 
 
 @contextlib.contextmanager
@@ -197,7 +245,9 @@ def print_table(
 def _sample_lines(
     number: int, report: RelevancyReport, probes: bool, reasons: bool
 ) -> Iterator[tuple[str, Text, str, Text]]:
-    """One sample's lines of the table: (row, score, cosine, text)."""
+    """One sample's lines of the table: (row, score, cosine, text). The data's texts are
+    neutralised before they become a :class:`Text`, which would drop BEL, CR and a few other
+    controls without a trace."""
     no_text = Text("")
     yield (
         str(number),
@@ -209,7 +259,7 @@ def _sample_lines(
     if probes:
         pulls = {id(probe): pull for probe, pull in pull_downs(report)}
         for probe in report.probes:
-            line = Text(probe.question)
+            line = Text(neutralise_controls(probe.question))
             if probe.noncommittal:
                 line.append("  nc", style="yellow")
             if id(probe) in pulls:
@@ -217,11 +267,12 @@ def _sample_lines(
             line.append(language_tag(probe.language, report.question_language), style="cyan")
             yield "", no_text, fmt(probe.cosine, 2), line
         for note in report.notes:
-            yield "", no_text, "", Text(f"note: {note}", style="yellow")
+            yield "", no_text, "", Text(f"note: {neutralise_controls(note)}", style="yellow")
+    reason = neutralise_controls(report.reason)
     if report.error or not report.probes or report.all_noncommittal:
-        yield "", no_text, "", Text(report.reason, style="red")
+        yield "", no_text, "", Text(reason, style="red")
     elif reasons:
-        yield "", no_text, "", Text(report.reason, style="italic")
+        yield "", no_text, "", Text(reason, style="italic")
 
 
 TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
@@ -304,13 +355,15 @@ _Cells = tuple[str, str, str, list[str]]  # row, score, cosine, the text's lines
 def _plain_cells(
     items: Sequence[tuple[int, RelevancyReport]], probes: bool, reasons: bool
 ) -> list[_Cells | None]:
-    """Every table line's cells as text (None between samples), tabs expanded as rich does."""
+    """Every table line's cells as text (None between samples), tabs expanded as rich does, and
+    control characters shown as codes: this text goes to the terminal past the console."""
     lines: list[_Cells | None] = []
     for number, report in items:
         if lines:
             lines.append(None)
         for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
-            parts = [part.expandtabs(8) for part in text.plain.split("\n")]
+            shown = neutralise_controls(text.plain)
+            parts = [part.expandtabs(8) for part in shown.split("\n")]
             lines.append((row, score.plain, cosine, parts))
     return lines
 
@@ -402,7 +455,7 @@ def print_bad_rows(console: Console, lines: Sequence[str], skipped: int) -> None
         return
     console.print(Text(f"skipped {skipped} bad row(s):", style="yellow"))
     for line in lines:
-        console.print(Text(f"  {line}"))
+        console.print(Text(f"  {neutralise_controls(line, one_line=True)}"))
 
 
 @contextlib.contextmanager
@@ -440,7 +493,10 @@ def compare_table(rows: Sequence[tuple[int, str, float | None, float, bool, str 
             fmt(ours, 6),
             "-" if diff is None else Text(f"{diff:.2e}", style=_diff_style(diff)),
             "yes" if same else Text("no", style="red"),
-            Text(clip(question, 60) + (f"  (stock: {error})" if error else "")),
+            Text(
+                clip(question, 60)
+                + (f"  (stock: {neutralise_controls(error, True)})" if error else "")
+            ),
         )
     return table
 

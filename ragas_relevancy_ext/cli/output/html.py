@@ -27,7 +27,7 @@ from ...report import (
     clip,
     fmt,
     language_tag,
-    neutralise_bidi,
+    neutralise_controls,
     pull_downs,
     weak_point,
 )
@@ -182,12 +182,12 @@ def render_html(
 
 def _text(value: object) -> str:
     """Data as inert text: bidi controls shown as codes, then HTML-escaped."""
-    return escape(neutralise_bidi(str(value)))
+    return escape(neutralise_controls(str(value)))
 
 
 def long_text(text: str, css_class: str = "text") -> str:
     """``text`` clipped to :data:`CLIP` characters, the rest (up to :data:`FULL_CAP`) collapsed."""
-    shown = neutralise_bidi(text)
+    shown = neutralise_controls(text)
     if len(shown) <= CLIP:
         return f'<div class="{css_class}" dir="auto">{escape(shown)}</div>'
     if len(shown) > FULL_CAP:
