@@ -246,7 +246,8 @@ def build_embeddings(
     """The embeddings ``text`` names, optionally sending one text per provider call.
 
     ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
-    rate limit, server error or hung request there is retried as the judge's are.
+    rate limit, server error or hung request there is retried as the judge's are; ``timeout``
+    also to a ``gemini:`` one (whose client makes no retries of its own).
     """
     provider, request = provider_request(
         "embeddings",
@@ -396,7 +397,10 @@ def _gemini_embeddings(request: Request) -> Built:
 
     from ..one_text_per_call import gemini_embeddings
 
-    options = types.HttpOptions(base_url=request.base_url) if request.base_url else None
+    settings: dict[str, Any] = {"base_url": request.base_url} if request.base_url else {}
+    if request.timeout is not None:  # google-genai counts milliseconds
+        settings["timeout"] = max(1, round(request.timeout * 1000))
+    options = types.HttpOptions(**settings) if settings else None
     client = genai.Client(api_key=key, http_options=options)
     value = gemini_embeddings(request.spec.model, client=client)
     return Built(value, "", request.spec)
