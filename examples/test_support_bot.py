@@ -1,10 +1,10 @@
 """Answer relevancy as a test: a support bot's answers gate CI. Copy this file and point
 ``answer`` at your app.
 
-Runs offline (no API key): the plugin comes with the package, and its defaults are the
-``ragas-relevancy`` command's (judge ``offline``, embeddings ``auto``)::
+Runs offline (no API key) with the stand-in judge and embeddings, asked for by name (with no
+judge set, every check fails as not measured)::
 
-    pytest examples/test_support_bot.py
+    pytest examples/test_support_bot.py --relevancy-judge offline --relevancy-embeddings hash
 
 With a real judge, keeping its replies so an unchanged answer is never judged twice::
 

@@ -100,7 +100,7 @@ class AdaptedPrompts:
 
     Keyed on the prompt's class, instruction, examples and the language, so editing the prompt
     adapts it again. Concurrent samples of one loop wait for the first translation instead of
-    each paying for one. A copy of the metric starts empty.
+    each paying for one. A copy of the metric, or a pickled one, starts empty.
     """
 
     def __init__(self) -> None:
@@ -131,6 +131,10 @@ class AdaptedPrompts:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> AdaptedPrompts:
         return AdaptedPrompts()
+
+    def __reduce__(self) -> tuple[type[AdaptedPrompts], tuple[()]]:
+        """A pickled metric carries no translations nor locks: it adapts again when needed."""
+        return (AdaptedPrompts, ())
 
     def __repr__(self) -> str:
         return f"AdaptedPrompts({len(self)} adapted)"

@@ -138,7 +138,8 @@ class RunLimiter:
 
     ``ragas.evaluate`` runs a metric's rows concurrently in one loop; sharing the limiter bounds
     the calls in flight across rows (as stock's ``max_workers`` does), not per row, and sharing
-    the embedder lets rows share embedding requests. A copy of the metric starts with its own.
+    the embedder lets rows share embedding requests. A copy of the metric, or a pickled one,
+    starts with its own.
     """
 
     def __init__(self) -> None:
@@ -167,6 +168,10 @@ class RunLimiter:
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RunLimiter:
         return RunLimiter()
+
+    def __reduce__(self) -> tuple[type[RunLimiter], tuple[()]]:
+        """A pickled metric carries no run's semaphores: it unpickles with an empty limiter."""
+        return (RunLimiter, ())
 
     def __repr__(self) -> str:
         return "RunLimiter()"

@@ -14,6 +14,8 @@ import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import httpcore  # noqa: F401  (see below)
+import httpx  # noqa: F401
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy
@@ -30,6 +32,10 @@ GOOD = (
 BAD = "Our blenders come in three colours: red, black and white."
 OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
 
+
+# Inner sessions run in this process and unload the modules they imported. httpx and httpcore
+# stay loaded together, so httpx's map of httpcore's exceptions (a timeout among them) is never
+# left pointing at an unloaded httpcore's classes by an earlier session.
 
 PLUGIN = "ragas_relevancy_ext.pytest_plugin"
 ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]
@@ -256,15 +262,21 @@ def test_scores_go_into_the_junit_xml(pytester, good, bad, batch):
         case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
         for case in tree.iter("testcase")
     }
+    used = {
+        "relevancy_judge": "offline (PretendJudge: no LLM, no network)",
+        "relevancy_embeddings": "hash (HashEmbeddings: bag of words, offline)",
+    }
     assert found["test_good"] == {
         "relevancy_score": f"{good.score:.4f}",
         "relevancy_min_score": "-1.0000",
         "relevancy_verdict": "passed",
+        **used,
     }
     assert found["test_bad"] == {
         "relevancy_score": f"{bad.score:.4f}",
         "relevancy_min_score": "1.0000",
         "relevancy_verdict": "below",
+        **used,
     }
     failure = next(c for c in tree.iter("testcase") if c.get("name") == "test_bad").find("failure")
     assert failure is not None
@@ -319,6 +331,125 @@ def test_a_rerun_with_the_cache_makes_no_judge_call(pytester, monkeypatch, tmp_p
 def test_the_example_suite_passes_offline(pytester):
     for name in ("test_support_bot.py", "support_qa.jsonl"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
-    result = pytester.runpytest("--relevancy-embeddings", "hash")
+    result = pytester.runpytest(*OFFLINE)
     result.assert_outcomes(passed=13)
     assert "answer relevancy: 6 check(s), 0 below threshold, 0 not measured" in result.stdout.str()
+
+
+def junit_properties(path: Path) -> dict[str, dict[str, str]]:
+    tree = ET.parse(path)
+    return {
+        case.get("name"): {p.get("name"): p.get("value") for p in case.iter("property")}
+        for case in tree.iter("testcase")
+    }
+
+
+@pytest.mark.parametrize("batch", ["module", "off"])
+def test_a_check_with_no_judge_set_fails_as_not_measured_and_says_how_to_set_one(
+    pytester, monkeypatch, batch
+):
+    """No stand-in judge is assumed: its score would pass or fail a threshold for no reason."""
+    monkeypatch.delenv("RAGAS_RELEVANCY_JUDGE", raising=False)
+    suite(
+        pytester,
+        """
+        @pytest.mark.relevancy(min_score=-1.0)
+        def test_any_score_passes():
+            assert_relevant(QUESTION, GOOD)
+
+        def test_plain():
+            assert True
+        """,
+    )
+    result = pytester.runpytest(
+        "--relevancy-embeddings", "hash", "--relevancy-batch", batch, "--junitxml=junit.xml"
+    )
+    result.assert_outcomes(passed=1, failed=1)  # even with a threshold every score meets
+    out = result.stdout.str()
+    assert "answer relevancy NOT MEASURED (not configured): no judge is set" in out
+    for how in ("--relevancy-judge openai:gpt-4o-mini", "relevancy_judge", "RAGAS_RELEVANCY_JUDGE"):
+        assert how in out
+    assert "--relevancy-judge offline" in out  # the stand-in, when asked for by name
+    assert "answer relevancy: 1 check(s), 0 below threshold, 1 not measured" in out
+    found = junit_properties(pytester.path / "junit.xml")
+    assert found["test_any_score_passes"]["relevancy_verdict"] == "not measured"
+    assert found["test_any_score_passes"]["relevancy_judge"] == "not set up"
+    assert found["test_plain"] == {}
+
+
+def test_embeddings_that_default_to_hash_fail_as_not_measured(pytester, monkeypatch):
+    """Without the [local] extra the command line's auto picks hash: not without being asked."""
+    from ragas_relevancy_ext.cli import providers
+
+    monkeypatch.delenv("RAGAS_RELEVANCY_EMBEDDINGS", raising=False)
+    monkeypatch.setattr(providers, "local_extra_installed", lambda: False)
+    suite(pytester, "def test_good(relevancy):\n    relevancy(QUESTION, GOOD, min_score=-1.0)\n")
+    implicit = pytester.runpytest("--relevancy-judge", "offline")
+    implicit.assert_outcomes(failed=1)
+    out = implicit.stdout.str()
+    assert "answer relevancy NOT MEASURED (not configured): no embeddings are set" in out
+    assert "--relevancy-embeddings hash" in out and "RAGAS_RELEVANCY_EMBEDDINGS" in out
+    explicit = pytester.runpytest(*OFFLINE)  # hash by name: allowed
+    explicit.assert_outcomes(passed=1)
+
+
+def test_the_timeout_defaults_to_a_minute_per_request(pytester):
+    from ragas_relevancy_ext.pytest_plugin.options import Values
+
+    config = pytester.parseconfig()
+    assert Values.read(config, environ={}).settings()["timeout"] == 60.0
+    config = pytester.parseconfig("--relevancy-timeout", "2.5")
+    assert Values.read(config, environ={}).settings()["timeout"] == 2.5
+
+
+@pytest.mark.parametrize("value", ["0", "soon", "nan"])
+def test_a_bad_timeout_is_a_usage_error(pytester, monkeypatch, value):
+    suite(pytester, "def test_a():\n    pass\n")
+    monkeypatch.setenv("RAGAS_RELEVANCY_TIMEOUT", value)
+    result = pytester.runpytest()
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"*RAGAS_RELEVANCY_TIMEOUT: timeout must be a number of seconds above 0, got '{value}'*"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("batch", "hung"), [("module", "chat"), ("off", "chat"), ("module", "embeddings")]
+)
+def test_a_server_that_never_answers_ends_the_check_as_not_measured_timeout(
+    pytester, monkeypatch, batch, hung
+):
+    """The server takes each request and holds it (up to 20 s, a safety bound for this test):
+    each request is given up after 1 s, retried by the clients, and the check then fails."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    suite(
+        pytester,
+        """
+        @pytest.mark.relevancy(min_score=-1.0)
+        def test_any_score_passes():
+            assert_relevant(QUESTION, GOOD)
+        """,
+    )
+    hang = Fault("hang", fraction=1.0, endpoint=hung)
+    with LoopbackServer(faults=[hang], hang_seconds=20) as server:
+        args = [
+            *loopback_args(server, "--relevancy-timeout", "1", "--relevancy-batch", batch),
+            "--relevancy-embeddings",  # the last one given wins
+            "openai:text-embedding-3-small",
+        ]
+        result = pytester.runpytest(*args)
+        log = server.log
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "answer relevancy NOT MEASURED (timeout): the judge or embeddings did not answer " in out
+    assert "within 1 s (--relevancy-timeout" in out and "APITimeoutError" in out
+    assert "answer relevancy: 1 check(s), 0 below threshold, 1 not measured" in out
+    # every request to the hung endpoint was given up on (one the server answered would have
+    # a status), then asked again: each call is tried 1 + 2 times by the openai client
+    held = [r for r in log if r.endpoint == hung]
+    assert all(r.fault == "hang" and r.status is None for r in held)
+    if hung == "chat":  # one judge call: instructor's 3 attempts of the client's 3
+        assert len(held) == 9 and len(log) == 9
+    else:  # the judge answered; the question's and the probes' embeddings calls hung
+        assert [r.status for r in log if r.endpoint == "chat"] == [200]
+        assert len(held) == 6

@@ -494,3 +494,28 @@ def test_max_concurrency_bounds_requests_at_the_server_through_one_text_per_call
     asyncio.run(run())
     assert server.count("embeddings") >= 8 * 11  # one request per text
     assert server.peak_in_flight == 4
+
+
+def test_gemini_embeddings_built_with_a_timeout_give_up_on_a_hung_request(
+    server: LoopbackServer,
+) -> None:
+    """``--timeout`` reaches google-genai's client: a held request fails as a timeout."""
+    from ragas_relevancy_ext.cli.providers import build_embeddings
+
+    server.faults = [Fault("hang", at=(1,), endpoint="gemini")]
+    server.hang_seconds = 30.0  # without the timeout, the request ends only then, unanswered
+    built = build_embeddings(
+        "gemini:gemini-embedding-2",
+        base_url=server.url,
+        timeout=0.5,
+        environ={"GEMINI_API_KEY": "test"},
+    )
+    with pytest.raises(EmbeddingCallError) as caught:
+        asyncio.run(built.value.aembed_text("text"))
+    chain, error = [], caught.value
+    while error is not None:
+        chain.append(error)
+        error = error.__cause__ or error.__context__
+    assert any(isinstance(e, TimeoutError) for e in chain), chain
+    assert asyncio.run(built.value.aembed_text("text")) == pytest.approx(server.vector("text"))
+    assert [r.fault for r in server.log] == ["hang", None]

@@ -106,7 +106,8 @@ SETTING_OPTIONS: dict[str, Any] = {
         typer.Option(
             min=0.001,
             metavar="SECONDS",
-            help="Give up on a judge or openai embeddings request after this long (then retry).",
+            help="Give up on a judge or openai/gemini embeddings request after this long "
+            "(then retry).",
         ),
     ],
     "embeddings": Annotated[

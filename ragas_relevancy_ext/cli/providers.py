@@ -280,7 +280,8 @@ def build_embeddings(
     """The embeddings ``text`` names, optionally sending one text per provider call.
 
     ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
-    rate limit, server error or hung request there is retried as the judge's are.
+    rate limit, server error or hung request there is retried as the judge's are; ``timeout``
+    also to a ``gemini:`` one (whose client makes no retries of its own).
     """
     provider, request = provider_request(
         "embeddings",
@@ -435,9 +436,12 @@ def _gemini_embeddings(request: Request) -> Built:
 
     from ..one_text_per_call import gemini_embeddings
 
-    options = None
+    settings: dict[str, Any] = {}
     if request.base_url:  # google-genai keeps the base URL's query after the paths it adds
-        options = types.HttpOptions(base_url=sendable_url(request.base_url))
+        settings["base_url"] = sendable_url(request.base_url)
+    if request.timeout is not None:  # google-genai counts milliseconds
+        settings["timeout"] = max(1, round(request.timeout * 1000))
+    options = types.HttpOptions(**settings) if settings else None
     client = genai.Client(api_key=key, http_options=options)
     value = gemini_embeddings(request.spec.model, client=client)
     return Built(value, "", request.spec)

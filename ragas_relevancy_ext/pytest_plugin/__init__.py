@@ -10,11 +10,12 @@ Installing the package is enough::
         assert_relevant(question, bot.answer(question))
 
 A failing check shows the probe table (question, noncommittal flag, cosine), the reason and the
-threshold; a NaN score (judge or embeddings failed) is never a pass and says so. Checks of tests
-that use the fixture or the marker are collected while a module's tests run and scored together
-in one ``abatch_score`` before their reports are written; ``--relevancy-batch off`` scores each
-check when it is made. Loading the plugin imports pytest and the standard library only; the
-judge, embeddings and RAGAS load when the first check runs.
+threshold; a NaN score (judge or embeddings failed or timed out, or none set) is never a pass
+and says so. No judge is assumed: ``--relevancy-judge`` names one, ``offline`` included. Checks
+of tests that use the fixture or the marker are collected while a module's tests run and scored
+together in one ``abatch_score`` before their reports are written; ``--relevancy-batch off``
+scores each check when it is made. Loading the plugin imports pytest and the standard library
+only; the judge, embeddings and RAGAS load when the first check runs.
 """
 
 from __future__ import annotations
@@ -77,6 +78,7 @@ class _State:
             response=response,
             min_score=threshold,
             min_source=source,
+            timeout=self.values.timeout,
         )
         self.checks.append(check)
         if item is not None and self.batching is item:
@@ -85,6 +87,7 @@ class _State:
         check.report = self.engine.score([(user_input, response)])[0]
         if item is not None:
             item.user_properties.extend(check.properties())
+            _record_used(item.user_properties, self.engine.properties())
         return None if check.verdict == "passed" else check.exception()
 
     def threshold(self, item: pytest.Item | None, given: float | None) -> tuple[float, str]:
@@ -108,7 +111,7 @@ class _State:
             check.report = report
         for item, test_reports in held:
             mine = [c for c in checks if c.nodeid == item.nodeid]
-            _apply(item, test_reports, mine)
+            _apply(item, test_reports, mine, self.engine.properties())
             item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
             for report in test_reports:
                 item.ihook.pytest_runtest_logreport(report=report)
@@ -132,9 +135,22 @@ def _caller(config: pytest.Config) -> str:
     return f"{path}:{frame.f_lineno}"
 
 
-def _apply(item: pytest.Item, reports: list[pytest.TestReport], checks: list[Check]) -> None:
-    """Put the checks' scores into the reports (JUnit properties) and fail the call if due."""
+def _record_used(properties: list[tuple[str, object]], used: list[tuple[str, str]]) -> None:
+    """Add what judged and embedded (``relevancy_judge``, ``relevancy_embeddings``) once."""
+    properties.extend(p for p in used if p not in properties)
+
+
+def _apply(
+    item: pytest.Item,
+    reports: list[pytest.TestReport],
+    checks: list[Check],
+    used: list[tuple[str, str]],
+) -> None:
+    """Put the checks' scores and what scored them into the reports (JUnit properties) and fail
+    the call if due."""
     properties = [p for check in checks for p in check.properties()]
+    if checks:
+        _record_used(properties, used)
     item.user_properties.extend(properties)
     for report in reports:
         report.user_properties.extend(properties)

@@ -8,10 +8,12 @@ a low score. Standard library only.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..report import RelevancyReport, clip, fmt, format_report
+from .engine import NotConfigured
 
 __all__ = [
     "Check",
@@ -23,6 +25,11 @@ __all__ = [
 ]
 
 Verdict = Literal["passed", "below", "not measured"]
+
+NOT_CONFIGURED = NotConfigured.__name__  # no judge (or embeddings) was set
+# A request given up on, named in an error as ``Type: message``: openai's APITimeoutError,
+# httpx's ReadTimeout and TimeoutException, the builtin TimeoutError.
+TIMED_OUT = re.compile(r"\b\w*Timeout(?:Error|Exception)?: ")
 
 
 class RelevancyFailure(AssertionError):
@@ -48,6 +55,7 @@ class Check:
     min_score: float
     min_source: str
     report: RelevancyReport | None = None
+    timeout: float | None = None  # seconds per judge or embeddings request, for the message
 
     @property
     def score(self) -> float:
@@ -65,15 +73,28 @@ class Check:
             return "not scored"
         return self.report.error or "the score is NaN"
 
+    def why_not_measured(self) -> str:
+        """``(timeout): the judge or embeddings did not answer within 60 s ...``: what kept the
+        check from a score, in the words the headline uses."""
+        error = self.error()
+        kind = error.partition(":")[0].strip()
+        if kind == NOT_CONFIGURED:
+            return f"(not configured): {error.partition(':')[2].strip()}"
+        cause = getattr(self.report, "cause", None)  # the report's own reading, where it has one
+        if cause == "timeout" or TIMED_OUT.search(error):
+            within = f" within {self.timeout:g} s" if self.timeout is not None else ""
+            return (
+                f"(timeout): the judge or embeddings did not answer{within} "
+                f"(--relevancy-timeout, each request retried by the client first): {error}"
+            )
+        return f"(judge or embeddings failed; NaN is never a pass): {error}"
+
     def message(self) -> str:
         """The failure text: a headline, the probe table with the reason (or, not measured, the
         cause and the inputs), the threshold."""
         threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
         if self.verdict == "not measured":
-            head = (
-                f"{self.location}: answer relevancy NOT MEASURED (judge or embeddings failed; "
-                f"NaN is never a pass): {self.error()}"
-            )
+            head = f"{self.location}: answer relevancy NOT MEASURED {self.why_not_measured()}"
             asked = f"question: {clip(str(self.user_input), 160)}"
             answered = f"response: {clip(str(self.response), 160)}"
             return "\n".join((head, asked, answered, threshold))

@@ -17,7 +17,22 @@ from typing import Any
 
 from ..report import RelevancyReport
 
-__all__ = ["Engine"]
+__all__ = ["Engine", "NotConfigured"]
+
+HOW_TO_SET_JUDGE = (
+    "set one with --relevancy-judge openai:gpt-4o-mini (ini relevancy_judge, environment "
+    "RAGAS_RELEVANCY_JUDGE); --relevancy-judge offline scores with the offline stand-in"
+)
+HOW_TO_SET_EMBEDDINGS = (
+    "set them with --relevancy-embeddings openai:text-embedding-3-small, or local with the "
+    "[local] extra installed (ini relevancy_embeddings, environment RAGAS_RELEVANCY_EMBEDDINGS); "
+    "--relevancy-embeddings hash uses the offline bag-of-words stand-in"
+)
+
+
+class NotConfigured(Exception):
+    """No judge (or no embeddings but the hash stand-in) was set: a stand-in's score would pass
+    or fail a threshold for no reason, so the checks are not measured."""
 
 
 class Engine:
@@ -47,8 +62,19 @@ class Engine:
             from ..cli.setup import Settings, prepare
 
             try:
-                self._setup = prepare(Settings(**self.settings_given))
-                self._metric = self._setup.metric()
+                if "judge" not in self.settings_given:
+                    raise NotConfigured(f"no judge is set: {HOW_TO_SET_JUDGE}")
+                setup = prepare(Settings(**self.settings_given))
+                if (
+                    "embeddings" not in self.settings_given
+                    and setup.embeddings.spec.provider == "hash"
+                ):
+                    raise NotConfigured(
+                        f"no embeddings are set and the default fell back to hash "
+                        f"({setup.embeddings_label}): {HOW_TO_SET_EMBEDDINGS}"
+                    )
+                self._setup = setup
+                self._metric = setup.metric()
             except Exception as exc:
                 self._failure = exc
                 raise
@@ -63,6 +89,15 @@ class Engine:
         ]
         cache = self._setup.cache_line()
         return lines + ([cache] if cache else [])
+
+    def properties(self) -> list[tuple[str, str]]:
+        """JUnit XML properties: the judge and embeddings that scored (keys masked)."""
+        if self._setup is None:
+            return [("relevancy_judge", "not set up"), ("relevancy_embeddings", "not set up")]
+        return [
+            ("relevancy_judge", self._setup.judge_label),
+            ("relevancy_embeddings", self._setup.embeddings_label),
+        ]
 
     def score(self, pairs: Sequence[tuple[Any, Any]]) -> list[RelevancyReport]:
         """One report per pair, in order, from one ``abatch_score``; failures are NaN reports."""

@@ -2,9 +2,10 @@
 
 ``judge`` -> ``--relevancy-judge``, ini ``relevancy_judge``, environment
 ``RAGAS_RELEVANCY_JUDGE``. The command line wins over the environment, the environment over the
-ini file. Unset provider options fall back to the ``ragas-relevancy`` command's own defaults
-(:class:`..cli.setup.Settings`), read only when a check runs, so loading the plugin stays cheap.
-Standard library and pytest only.
+ini file. No judge is assumed: with none set, checks fail as not measured (see ``.engine``).
+Other unset provider options fall back to the ``ragas-relevancy`` command's defaults
+(:class:`..cli.setup.Settings`), read only when a check runs, so loading the plugin stays cheap;
+the timeout is the plugin's own (:data:`DEFAULT_TIMEOUT`). Standard library and pytest only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 __all__ = [
     "BATCH_MODES",
     "DEFAULT_MIN_SCORE",
+    "DEFAULT_TIMEOUT",
     "OPTIONS",
     "Option",
     "Values",
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 DEFAULT_MIN_SCORE = 0.7
+DEFAULT_TIMEOUT = 60.0  # seconds per judge or embeddings request, so a hung server ends a check
 BATCH_MODES = ("module", "off")
 ENV_PREFIX = "RAGAS_RELEVANCY_"
 
@@ -47,6 +50,16 @@ def _min_score(text: str) -> float:
     except ValueError:
         value = text  # type: ignore[assignment]  (check_min_score names it)
     return check_min_score(value)
+
+
+def _timeout(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise ValueError(f"timeout must be a number of seconds above 0, got {text!r}")
+    return value
 
 
 def _batch(text: str) -> str:
@@ -83,15 +96,17 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option(
         "judge",
-        "Judge, as 'ragas-relevancy score --judge' takes it, e.g. openai:gpt-4o-mini "
-        "(default: the command's, offline; keys from the environment).",
+        "Judge, as 'ragas-relevancy score --judge' takes it, e.g. openai:gpt-4o-mini (keys "
+        "from the environment); 'offline' scores with the offline stand-in. None set: every "
+        "check fails as not measured.",
         "SPEC",
         setting="judge",
     ),
     Option(
         "embeddings",
-        "Embeddings, as 'ragas-relevancy score --embeddings' takes them (default: the "
-        "command's, auto: local when the 'local' extra is installed, else hash).",
+        "Embeddings, as 'ragas-relevancy score --embeddings' takes them (default: local when "
+        "the 'local' extra is installed; without it, checks fail as not measured unless this "
+        "is set, 'hash' included).",
         "SPEC",
         setting="embeddings",
     ),
@@ -101,6 +116,14 @@ OPTIONS: tuple[Option, ...] = (
         "provider).",
         "URL",
         setting="base_url",
+    ),
+    Option(
+        "timeout",
+        f"Give up on a judge or embeddings request after SECONDS; the client retries it, then "
+        f"the check fails as not measured (default: {DEFAULT_TIMEOUT:g}).",
+        "SECONDS",
+        parse=_timeout,
+        setting="timeout",
     ),
     Option(
         "cache",
@@ -175,13 +198,18 @@ class Values:
     def batch(self) -> str:
         return self.given.get("batch", BATCH_MODES[0])
 
+    @property
+    def timeout(self) -> float:
+        return self.given.get("timeout", DEFAULT_TIMEOUT)
+
     def settings(self) -> dict[str, Any]:
-        """Keyword arguments for :class:`..cli.setup.Settings`: only what was set."""
-        return {
+        """Keyword arguments for :class:`..cli.setup.Settings`: what was set, and the timeout."""
+        found = {
             option.setting: self.given[option.name]
             for option in OPTIONS
             if option.setting and option.name in self.given
         }
+        return {**found, "timeout": self.timeout}
 
 
 def _raw(
