@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
@@ -37,6 +38,7 @@ __all__ = [
     "weak_point",
 ]
 
+_CAUSES = frozenset(Cause)
 # A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
 # sentence and the displays use it; the score never does.
 DRIFT_GAP = 0.15
@@ -165,6 +167,7 @@ class RelevancyReport:
     :mod:`.usage`); None when not measured (a report from before usage was kept).
     ``reason`` given empty is written when first read (from the fields as they are then);
     ``question_language`` given as :data:`PENDING` is detected when first read.
+    ``cause`` says why the score is NaN (:class:`.errors.Cause`); None for a measured score.
     """
 
     user_input: str
@@ -186,14 +189,20 @@ class RelevancyReport:
         None, lambda r: detect_language(r.user_input)
     )
     usage: Usage | None = None
+    cause: Cause | None = None
 
     def __post_init__(self) -> None:
         if not self.__dict__["_reason"]:
             self.__dict__["_reason"] = PENDING
+        if self.cause is not None:
+            self.cause = _as_cause(self.cause)
+        elif not self.error and not math.isfinite(self.score) and not self.probes:
+            self.cause = Cause.NO_USABLE_PROBE
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
         data = asdict(self)
+        data["cause"] = None if self.cause is None else str(self.cause)
         data["score"] = _finite_or_none(self.score)
         data["probe_similarity"] = _finite_or_none(self.probe_similarity)
         data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]
@@ -221,6 +230,14 @@ class RelevancyReport:
 
     def __str__(self) -> str:
         return format_report(self)
+
+
+def _as_cause(value: Any) -> Any:
+    """A cause read back as a :class:`Cause`; one this version does not know stays text."""
+    try:
+        return Cause(value)
+    except ValueError:
+        return str(value)
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -266,7 +283,11 @@ def explain(report: RelevancyReport) -> str:
     repeated itself, and what to look at next.
     """
     if report.error:
-        return f"Not scored: {report.error}"
+        if report.cause is None or report.error.startswith(SKIPPED):
+            return f"Not scored: {report.error}"
+        embeddings = report.error.startswith(("EmbeddingCallError", "EmbeddingShapeError"))
+        phrase = cause_phrase(report.cause, embeddings) if report.cause in _CAUSES else ""
+        return f"Not scored ({report.cause}): {phrase + ': ' if phrase else ''}{report.error}"
     n = len(report.probes)
     finite = math.isfinite(report.score)
     if not finite:
@@ -401,10 +422,15 @@ def weak_point(report: RelevancyReport) -> str:
 
 
 def not_scored_cause(report: RelevancyReport) -> str:
-    """Why a sample would be NaN, in two or three words: the failure's type, or no usable probe."""
+    """Why a sample is NaN in one word: its cause (``auth``, ``no_usable_probe``, ...), or
+    ``skipped``; a report saved before causes were kept gives its failure's type."""
+    if report.error and report.error.startswith(SKIPPED):
+        return SKIPPED.split(":", 1)[0]
+    if report.cause is not None:
+        return str(report.cause)
     if report.error:
         return report.error.split(":", 1)[0]
-    return "no usable probe"
+    return str(Cause.NO_USABLE_PROBE)
 
 
 def format_report(report: RelevancyReport) -> str:

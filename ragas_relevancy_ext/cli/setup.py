@@ -31,6 +31,8 @@ from .providers import (
 if TYPE_CHECKING:
     import asyncio
 
+    from ..streaming import EarlyStop
+
 __all__ = [
     "DEFAULT_SETTINGS",
     "Plan",
@@ -243,9 +245,15 @@ async def score_rows(
     return sorted(done, key=lambda s: s.row.number)
 
 
-async def stream_rows(metric: Any, rows: Iterable[Row], stop: asyncio.Event | None = None) -> Any:
+async def stream_rows(
+    metric: Any,
+    rows: Iterable[Row],
+    stop: asyncio.Event | None = None,
+    early_stop: EarlyStop | None = None,
+) -> Any:
     """Each row's :class:`Scored` as it finishes; only the rows in flight are held. Once
-    ``stop`` is set, rows that have asked nothing yet are not started (nor yielded)."""
+    ``stop`` is set (or ``early_stop`` gives up), rows that have asked nothing yet are not
+    started (nor yielded)."""
     in_flight: dict[int, Row] = {}
 
     def inputs() -> Any:
@@ -253,5 +261,5 @@ async def stream_rows(metric: Any, rows: Iterable[Row], stop: asyncio.Event | No
             in_flight[index] = row
             yield {"user_input": row.user_input, "response": row.response}
 
-    async for index, result in metric.ascore_each(inputs(), stop=stop):
+    async for index, result in metric.ascore_each(inputs(), stop=stop, early_stop=early_stop):
         yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter
