@@ -11,7 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..report import RelevancyReport, clip, fmt, format_report
+from ..errors import cause_phrase
+from ..report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
 
 __all__ = [
     "Check",
@@ -59,21 +60,33 @@ class Check:
             return "not measured"
         return "passed" if self.report.score >= self.min_score else "below"
 
+    @property
+    def cause(self) -> str | None:
+        """Why the check has no score in one word (``auth``, ``timeout``, ...), or None."""
+        if self.report is None or self.report.cause is None or self.verdict != "not measured":
+            return None
+        return str(self.report.cause)
+
     def error(self) -> str:
-        """Why the check has no score."""
-        if self.report is None:
+        """Why the check has no score: what its cause means, with the provider's message."""
+        report = self.report
+        if report is None:
             return "not scored"
-        return self.report.error or "the score is NaN"
+        if report.cause is None or (report.error or "").startswith(SKIPPED):
+            return report.error or "the score is NaN"
+        if not report.error:  # the judge answered, with no usable probe
+            return f"{cause_phrase(report.cause)} in {plural(report.judge_calls, 'call')}"
+        kind, _, message = report.error.partition(": ")
+        embeddings = kind in ("EmbeddingCallError", "EmbeddingShapeError")
+        return f"{cause_phrase(report.cause, embeddings)}: {message or kind}"
 
     def message(self) -> str:
         """The failure text: a headline, the probe table with the reason (or, not measured, the
         cause and the inputs), the threshold."""
         threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
         if self.verdict == "not measured":
-            head = (
-                f"{self.location}: answer relevancy NOT MEASURED (judge or embeddings failed; "
-                f"NaN is never a pass): {self.error()}"
-            )
+            why = self.cause or "judge or embeddings failed; NaN is never a pass"
+            head = f"{self.location}: answer relevancy NOT MEASURED ({why}): {self.error()}"
             asked = f"question: {clip(str(self.user_input), 160)}"
             answered = f"response: {clip(str(self.response), 160)}"
             return "\n".join((head, asked, answered, threshold))
@@ -89,13 +102,16 @@ class Check:
         return RelevancyFailure(self.message())
 
     def properties(self) -> list[tuple[str, str]]:
-        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict."""
+        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict; not
+        measured, the cause and the error too."""
         found = [
             ("relevancy_score", fmt(self.score).lower()),
             ("relevancy_min_score", fmt(self.min_score)),
             ("relevancy_verdict", self.verdict),
         ]
         if self.verdict == "not measured":
+            if self.cause is not None:
+                found.append(("relevancy_cause", self.cause))
             found.append(("relevancy_error", self.error()))
         return found
 
