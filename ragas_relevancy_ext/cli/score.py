@@ -17,14 +17,14 @@ import os
 import signal
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from ..report import SKIPPED, RelevancyReport, clip, not_scored_cause
+from ..report import SKIPPED, RelevancyReport, not_scored_cause
 from ..streaming import EarlyStop
 from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
@@ -40,6 +40,7 @@ from .options import (
 from .output.console import (
     make_console,
     print_bad_rows,
+    print_causes,
     print_caution,
     print_header,
     print_scores,
@@ -444,21 +445,6 @@ def _show(
     if triples and summary.scored == 0:
         make_console(stderr=True).print("no sample could be scored")
     return exit_code(summary.scored, rows)
-
-
-def print_causes(console: Any, items: Iterable[tuple[int, RelevancyReport]]) -> None:
-    """One line per cause of NaN rows (skipped rows aside): how many, and the first's reason."""
-    first: dict[str, tuple[int, RelevancyReport]] = {}
-    counts: dict[str, int] = {}
-    for number, report in items:
-        if math.isfinite(report.score) or is_skipped(report):
-            continue
-        cause = not_scored_cause(report)
-        counts[cause] = counts.get(cause, 0) + 1
-        first.setdefault(cause, (number, report))
-    for cause, (number, report) in first.items():
-        reason = clip(report.reason, 300)
-        console.print(f"not scored ({cause}): {counts[cause]} row(s); row {number}: {reason}")
 
 
 def is_skipped(report: RelevancyReport) -> bool:
