@@ -179,13 +179,13 @@ class AnswerRelevancy(StockAnswerRelevancy):
         first, so samples finish roughly in input order and memory does not grow with the
         input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
         others go on. Once ``stop`` is set, samples that have sent no request yet are dropped
-        (neither asked nor yielded) and those under way finish. Until one request succeeds,
-        requests go one at a time, so a judge that refuses every one costs one per sample.
-        With ``early_stop``, samples it judges hopeless (the same permanent failure, sample after
-        sample) stop the run as ``stop`` does, before another sample sends anything; ``stop``
-        is then set too.
+        (neither asked nor yielded) and those under way finish. With ``early_stop``, samples
+        it judges hopeless (the same permanent failure, sample after sample) stop the run as
+        ``stop`` does, before another sample sends anything (``stop`` is then set too), and
+        requests go one at a time until one succeeds, so a judge that refuses every request
+        costs one call per sample until the run stops, not ``max_concurrency`` at once.
         """
-        limiter = CallLimiter(self.max_concurrency, cautious=True)
+        limiter = CallLimiter(self.max_concurrency, cautious=early_stop is not None)
         options = self.probe_options()
         embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
 
