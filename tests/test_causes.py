@@ -38,11 +38,12 @@ from ragas_relevancy_ext.errors import (
     cause_of,
     is_reply_error,
 )
-from ragas_relevancy_ext.pipeline import failed_report
+from ragas_relevancy_ext.pipeline import ProbeOptions, failed_report, score_sample
 from ragas_relevancy_ext.report import RelevancyReport
 from ragas_relevancy_ext.streaming import EarlyStop
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
+from ragas_relevancy_ext.usage import UsageMeter
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "support_qa.jsonl"
 QUESTION = "Where is order A17?"
@@ -341,3 +342,28 @@ def test_the_plugin_says_the_cause_and_the_message_and_junit_carries_the_cause(
     assert properties["relevancy_error"].startswith(
         "the judge refused the API key: Error code: 401"
     )
+
+
+@pytest.mark.parametrize("kind", ["langchain", "ragas"])
+def test_a_refused_key_is_auth_for_langchain_and_ragas_wrapper_judges(kind: str) -> None:
+    from langchain_openai import ChatOpenAI
+    from ragas.llms import LangchainLLMWrapper
+
+    with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
+        chat = ChatOpenAI(
+            model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test", max_retries=0
+        )
+        judge = chat if kind == "langchain" else LangchainLLMWrapper(chat)
+        options = ProbeOptions.resolve(3, "stock", legacy=True)  # as ResponseRelevancy asks
+        meter = UsageMeter()
+        with pytest.raises(Exception) as failure:
+            asyncio.run(
+                score_sample(
+                    QUESTION, RESPONSE, llm=judge, embeddings=None, options=options, meter=meter
+                )
+            )
+        report = failed_report(QUESTION, RESPONSE, 3, "stock", failure.value, meter.usage)
+        seen = server.count("chat")
+    assert report.cause is Cause.AUTH
+    assert report.reason.startswith("Not scored (auth): the judge refused the API key: ")
+    assert report.usage is not None and report.usage.judge_requests == seen
