@@ -24,6 +24,7 @@ __all__ = [
     "cause_phrase",
     "deciding_error",
     "failure_text",
+    "from_embeddings",
     "is_reply_error",
 ]
 
@@ -131,6 +132,18 @@ def cause_of(exc: BaseException) -> Cause:
     if isinstance(exc, (ValueError, TypeError)):  # check_inputs and rows that are no mapping
         return Cause.BAD_INPUT
     return Cause.OTHER
+
+
+def from_embeddings(exc: BaseException) -> bool:
+    """Whether the failure came from the embeddings, not the judge: an embeddings error in the
+    chain, or an SDK error whose request went to an embeddings endpoint."""
+    for error in _chain(exc):
+        if isinstance(error, (EmbeddingShapeError, EmbeddingCallError)):
+            return True
+        url = str(getattr(getattr(error, "request", None), "url", "") or "")
+        if url.rstrip("/").endswith("/embeddings") or "mbedContent" in url:
+            return True
+    return False
 
 
 def deciding_error(exc: BaseException) -> BaseException:

@@ -32,6 +32,7 @@ __all__ = [
     "language_tag",
     "neutralise_bidi",
     "not_scored_cause",
+    "not_scored_reason",
     "plural",
     "pull_downs",
     "row_key",
@@ -286,8 +287,7 @@ def explain(report: RelevancyReport) -> str:
         if report.cause is None or report.error.startswith(SKIPPED):
             return f"Not scored: {report.error}"
         embeddings = report.error.startswith(("EmbeddingCallError", "EmbeddingShapeError"))
-        phrase = cause_phrase(report.cause, embeddings) if report.cause in _CAUSES else ""
-        return f"Not scored ({report.cause}): {phrase + ': ' if phrase else ''}{report.error}"
+        return not_scored_reason(report.cause, report.error, embeddings)
     n = len(report.probes)
     finite = math.isfinite(report.score)
     if not finite:
@@ -332,6 +332,13 @@ def explain(report: RelevancyReport) -> str:
     sentences.extend(_repeats(report))
     sentences.extend(_next_step(report, pulls))
     return " ".join(sentences)
+
+
+def not_scored_reason(cause: Cause | str, error: str, embeddings: bool = False) -> str:
+    """``Not scored (auth): the judge refused the API key: <error>``: the reason of a sample
+    that failed, its cause said in words for the judge or (``embeddings``) the embeddings."""
+    phrase = cause_phrase(cause, embeddings) + ": " if cause in _CAUSES else ""
+    return f"Not scored ({cause}): {phrase}{error}"
 
 
 def _what_the_score_is(report: RelevancyReport) -> str:

@@ -23,6 +23,7 @@ import tenacity
 from google.genai import errors as genai_errors
 from openai import AsyncOpenAI
 from pydantic import BaseModel, ValidationError
+from ragas.embeddings import OpenAIEmbeddings
 from ragas.llms import llm_factory
 from typer.testing import CliRunner
 
@@ -234,6 +235,18 @@ def test_a_refused_key_is_auth_and_every_request_that_reached_the_server_is_coun
     assert report.usage is not None and report.usage.judge_requests == seen
 
 
+def test_a_refused_key_of_the_embeddings_is_auth_said_of_the_embeddings() -> None:
+    with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="embeddings")]) as s:
+        client = AsyncOpenAI(base_url=s.openai_base_url, api_key="test")
+        embeddings = OpenAIEmbeddings(client=client, model="text-embedding-3-small")
+        metric = AnswerRelevancy(llm=judge_at(s), embeddings=embeddings, strictness=3)
+        rows = [{"user_input": QUESTION, "response": RESPONSE}]
+        report = asyncio.run(metric.abatch_score(rows))[0].report
+    assert report.cause is Cause.AUTH
+    assert report.reason.startswith("Not scored (auth): the embeddings refused the API key: ")
+    assert RelevancyReport.from_dict(report.to_dict()).reason == report.reason
+
+
 def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> None:
     with LoopbackServer(faults=[Fault("malformed", fraction=1.0, endpoint="chat")]) as server:
         report = score_one(server)
@@ -331,17 +344,14 @@ def test_the_plugin_says_the_cause_and_the_message_and_junit_carries_the_cause(
         )
     result.assert_outcomes(failed=1)
     out = result.stdout.str()
-    assert (
-        "answer relevancy NOT MEASURED (auth): the judge refused the API key: Error code: 401"
-        in out
-    )
+    head = "answer relevancy NOT MEASURED (auth): the judge refused the API key: "
+    assert head + "AuthenticationError: Error code: 401" in out
     assert KEY not in out
     tree = ET.parse(pytester.path / "junit.xml")
     properties = {p.get("name"): p.get("value") for p in tree.iter("property")}
     assert properties["relevancy_cause"] == "auth"
-    assert properties["relevancy_error"].startswith(
-        "the judge refused the API key: Error code: 401"
-    )
+    error = properties["relevancy_error"]
+    assert error.startswith("the judge refused the API key: AuthenticationError: Error code: 401")
 
 
 @pytest.mark.parametrize("kind", ["langchain", "ragas"])

@@ -76,9 +76,7 @@ class Check:
             return report.error or "the score is NaN"
         if not report.error:  # the judge answered, with no usable probe
             return f"{cause_phrase(report.cause)} in {plural(report.judge_calls, 'call')}"
-        kind, _, message = report.error.partition(": ")
-        embeddings = kind in ("EmbeddingCallError", "EmbeddingShapeError")
-        return f"{cause_phrase(report.cause, embeddings)}: {message or kind}"
+        return report.reason.removeprefix(f"Not scored ({report.cause}): ")
 
     def message(self) -> str:
         """The failure text: a headline, the probe table with the reason (or, not measured, the
