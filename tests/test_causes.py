@@ -252,7 +252,6 @@ def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> Non
         report = score_one(server)
         seen = server.count("chat")
     assert report.cause is Cause.BAD_REPLY
-    assert report.judge_calls == 0 or report.judge_calls == 1
     assert report.usage is not None and report.usage.judge_requests == seen
     assert seen <= 4  # instructor's own attempts (3 before 1.4, 1 + 3 retries after), once
 
