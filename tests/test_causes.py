@@ -11,7 +11,10 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import shutil
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -281,6 +284,24 @@ def test_score_against_a_refused_key_stops_early_with_its_own_exit_code(
     assert "stopped early: 3 rows failed with auth (the judge refused the API key: " in err
     assert "fix it and run it again" in err
     assert KEY not in result.output
+
+
+def test_the_command_as_its_own_process_against_a_refused_key_prints_each_failure_once() -> None:
+    env = {**os.environ, "OPENAI_API_KEY": KEY, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0)]) as server:
+        command = ["score", str(EXAMPLE), *server.cli_options(), "--no-table"]
+        done = subprocess.run(
+            [sys.executable, "-m", "ragas_relevancy_ext", *command],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        seen = server.count("chat")
+    assert done.returncode == 4, done.stderr
+    assert seen <= 10 and "NaN: 3 (auth 3)" in done.stdout
+    assert done.stderr.count("Error code: 401") == 2  # the cause's line and the stop's line
+    assert "API call failed" not in done.stderr  # instructor >= 1.4 logs every failed attempt
 
 
 def test_a_saved_report_keeps_the_cause_for_show_and_the_page(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,7 +197,11 @@ def prepare(settings: Settings, store: Any = None) -> Setup:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key).
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
+    instructor's own log lines (one per failed attempt, from 1.4 on) reach the logging set up by
+    the user, if any, but not the terminal by Python's last-resort handler: each failure is
+    already said once, with its cause, masked.
     """
+    logging.getLogger("instructor").addHandler(logging.NullHandler())
     judge = build_judge(
         settings.judge,
         base_url=settings.base_url,
