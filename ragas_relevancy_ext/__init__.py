@@ -17,7 +17,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .cli.cache import CachedJudge
-    from .errors import EmbeddingCallError, EmbeddingShapeError, JudgeReplyError
+    from .errors import Cause, EmbeddingCallError, EmbeddingShapeError, JudgeReplyError, cause_of
     from .legacy import ResponseRelevancy, answer_relevancy
     from .metric import AnswerRelevancy, RelevancyResult
     from .one_text_per_call import OneTextPerCall, gemini_embeddings, local_embeddings
@@ -31,6 +31,7 @@ __all__ = [
     "AngleProbePrompt",
     "AnswerRelevancy",
     "CachedJudge",
+    "Cause",
     "DiverseProbePrompt",
     "EmbeddingCallError",
     "EmbeddingShapeError",
@@ -43,6 +44,7 @@ __all__ = [
     "SequentialProbePrompt",
     "Usage",
     "answer_relevancy",
+    "cause_of",
     "compare_with_stock",
     "gemini_embeddings",
     "local_embeddings",
@@ -60,6 +62,8 @@ _EXPORTS: dict[str, str] = {
     "answer_relevancy": "legacy",
     "RelevancyReport": "report",
     "Probe": "report",
+    "Cause": "errors",
+    "cause_of": "errors",
     "EmbeddingShapeError": "errors",
     "EmbeddingCallError": "errors",
     "JudgeReplyError": "errors",

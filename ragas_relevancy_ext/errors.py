@@ -1,12 +1,30 @@
-"""Errors the package raises on purpose, each naming what went wrong."""
+"""Errors the package raises on purpose, each naming what went wrong, and why a sample is NaN.
+
+:class:`Cause` is the small set of reasons a sample is not measured; :func:`cause_of` reads it
+from a whole exception chain (``__cause__``, ``__context__``, instructor's and tenacity's retry
+wrappers), by class where the SDK is loaded and by HTTP status code otherwise, so no SDK the
+user does not have is imported.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections.abc import Iterator
+from enum import Enum
+
 __all__ = [
+    "PERMANENT",
+    "Cause",
     "EmbeddingCallError",
     "EmbeddingShapeError",
     "JudgeHTTPError",
     "JudgeReplyError",
+    "cause_of",
+    "cause_phrase",
+    "deciding_error",
+    "failure_text",
+    "from_embeddings",
     "is_reply_error",
 ]
 
@@ -31,19 +49,240 @@ class JudgeHTTPError(RuntimeError):
     """The judge's HTTP exchange failed below the reply (a body that is not JSON at all)."""
 
 
+class Cause(str, Enum):
+    """Why a sample is NaN (not measured); the value is what reports and summaries show."""
+
+    AUTH = "auth"
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    UNREACHABLE = "unreachable"
+    SERVER_ERROR = "server_error"
+    UNKNOWN_MODEL = "unknown_model"
+    BAD_REPLY = "bad_reply"
+    NO_USABLE_PROBE = "no_usable_probe"
+    EMBEDDINGS_ERROR = "embeddings_error"
+    BAD_INPUT = "bad_input"
+    CANCELLED = "cancelled"
+    OTHER = "other"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# Causes that no retry can mend: a run that meets them row after row stops early.
+PERMANENT = frozenset({Cause.AUTH, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE})
+
+_PHRASES = {
+    Cause.AUTH: "{who} refused the API key",
+    Cause.RATE_LIMITED: "{who} answered rate limited (429)",
+    Cause.TIMEOUT: "{who} did not answer in time",
+    Cause.UNREACHABLE: "{who} could not be reached",
+    Cause.SERVER_ERROR: "{who} failed on its side (5xx)",
+    Cause.UNKNOWN_MODEL: "{who} does not know the model",
+    Cause.BAD_REPLY: "{who}'s reply could not be read",
+    Cause.NO_USABLE_PROBE: "the judge wrote no usable probe question",
+    Cause.EMBEDDINGS_ERROR: "the embeddings failed",
+    Cause.BAD_INPUT: "the row's input cannot be scored",
+    Cause.CANCELLED: "the run was cancelled",
+    Cause.OTHER: "an unexpected error",
+}
+
+
+def cause_phrase(cause: Cause | str, embeddings: bool = False) -> str:
+    """What ``cause`` means in a few words, of the judge or (``embeddings``) the embeddings."""
+    cause = Cause(cause)
+    return _PHRASES[cause].format(who="the embeddings" if embeddings else "the judge")
+
+
 def is_reply_error(exc: BaseException) -> bool:
     """True when ``exc`` means "the judge answered, but not in the asked shape".
 
-    These are counted in the report and the probe is asked again; any other
-    error (network, auth, timeout) propagates to the caller.
+    These are counted in the report and the probe is asked again; any other error (network,
+    auth, timeout, an HTTP body that is no JSON at all) propagates to the caller. Instructor's
+    retry error is a reply error only when a completion came back (it also wraps the SDK's
+    transport errors, from instructor 1.4 on).
     """
     from pydantic import ValidationError
 
     if isinstance(exc, (JudgeReplyError, ValidationError)):
         return True
-    # instructor gives up after its own retries with this exception; matched by
-    # name so instructor is not imported here.
-    return any(
-        cls.__name__ in {"InstructorRetryException", "IncompleteOutputException"}
-        for cls in type(exc).__mro__
-    )
+    if _named(exc, "IncompleteOutputException"):
+        return True
+    if _named(exc, "InstructorRetryException"):
+        return _completion_of(exc) is not None and _transport(exc) is None
+    return False
+
+
+def cause_of(exc: BaseException) -> Cause:
+    """The :class:`Cause` of a failure, read from its whole chain.
+
+    A transport or provider cause anywhere in the chain wins (a 401 inside instructor's retry
+    error, or behind an embeddings error); then reply, embeddings and input failures.
+    """
+    found = _transport(exc)
+    if found is not None:
+        return found[0]
+    chain = list(_chain(exc))
+    if any(isinstance(e, (asyncio.CancelledError, KeyboardInterrupt)) for e in chain):
+        return Cause.CANCELLED
+    if any(isinstance(e, (EmbeddingShapeError, EmbeddingCallError)) for e in chain):
+        return Cause.EMBEDDINGS_ERROR
+    if any(_is_bad_reply(e) for e in chain):
+        return Cause.BAD_REPLY
+    if isinstance(exc, (ValueError, TypeError)):  # check_inputs and rows that are no mapping
+        return Cause.BAD_INPUT
+    return Cause.OTHER
+
+
+def from_embeddings(exc: BaseException) -> bool:
+    """Whether the failure came from the embeddings, not the judge: an embeddings error in the
+    chain, or an SDK error whose request went to an embeddings endpoint."""
+    for error in _chain(exc):
+        if isinstance(error, (EmbeddingShapeError, EmbeddingCallError)):
+            return True
+        url = str(getattr(getattr(error, "request", None), "url", "") or "")
+        if url.rstrip("/").endswith("/embeddings") or "mbedContent" in url:
+            return True
+    return False
+
+
+def deciding_error(exc: BaseException) -> BaseException:
+    """The error in ``exc``'s chain that decided its cause (the SDK's, not a wrapper's)."""
+    found = _transport(exc)
+    return found[1] if found is not None else exc
+
+
+def failure_text(exc: BaseException) -> str:
+    """``Type: message`` of the deciding error, on the lines it has."""
+    error = deciding_error(exc)
+    return f"{type(error).__name__}: {error}"
+
+
+# -- reading a chain ------------------------------------------------------------------------
+
+
+def _chain(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every error behind it, each once: causes, contexts, retry wrappers' errors
+    (instructor's ``failed_attempts``, tenacity's ``last_attempt``) and exception groups."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        error = todo.pop(0)
+        if error is None or id(error) in seen:
+            continue
+        seen.add(id(error))
+        yield error
+        todo.extend(_inner(error))
+
+
+def _inner(error: BaseException) -> list[BaseException]:
+    inner: list[BaseException] = []
+    for attempt in getattr(error, "failed_attempts", None) or ():
+        found = getattr(attempt, "exception", None)
+        if isinstance(found, BaseException):
+            inner.append(found)
+    last = getattr(error, "last_attempt", None)  # tenacity's RetryError: a Future
+    if last is not None and callable(getattr(last, "exception", None)):
+        try:
+            found = last.exception()
+        except BaseException:  # a cancelled or unfinished attempt holds none
+            found = None
+        if isinstance(found, BaseException):
+            inner.append(found)
+    inner.extend(e for e in getattr(error, "exceptions", ()) if isinstance(e, BaseException))
+    for link in (error.__cause__, error.__context__):
+        if link is not None:
+            inner.append(link)
+    return inner
+
+
+def _transport(exc: BaseException) -> tuple[Cause, BaseException] | None:
+    """The first transport or provider cause in the chain, and the error that shows it."""
+    for error in _chain(exc):
+        cause = _transport_cause(error)
+        if cause is not None:
+            return cause, error
+    return None
+
+
+def _named(error: BaseException, *names: str) -> bool:
+    return any(cls.__name__ in names for cls in type(error).__mro__)
+
+
+def _transport_cause(error: BaseException) -> Cause | None:
+    """One error's transport or provider cause (None when it is not one)."""
+    openai = sys.modules.get("openai")
+    if openai is not None:
+        if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)):
+            return Cause.AUTH
+        if isinstance(error, openai.RateLimitError):
+            return Cause.RATE_LIMITED
+        if isinstance(error, openai.APITimeoutError):
+            return Cause.TIMEOUT
+        if isinstance(error, openai.APIConnectionError):
+            return Cause.UNREACHABLE
+        if isinstance(error, openai.NotFoundError):
+            return Cause.UNKNOWN_MODEL
+        if isinstance(error, openai.InternalServerError):
+            return Cause.SERVER_ERROR
+    httpx = sys.modules.get("httpx")
+    if httpx is not None:
+        if isinstance(error, httpx.TimeoutException):
+            return Cause.TIMEOUT
+        if isinstance(error, (httpx.ConnectError, httpx.NetworkError)):
+            return Cause.UNREACHABLE
+    if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
+        return Cause.TIMEOUT
+    if isinstance(error, ConnectionError) or _named(error, "gaierror"):
+        return Cause.UNREACHABLE
+    return _status_cause(_status(error))
+
+
+def _status(error: BaseException) -> int | None:
+    """The HTTP status an SDK error carries (openai ``status_code``, google-genai ``code``,
+    an httpx ``response``); None when it carries none."""
+    for value in (
+        getattr(error, "status_code", None),
+        getattr(error, "code", None),
+        getattr(getattr(error, "response", None), "status_code", None),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return value
+    return None
+
+
+def _status_cause(status: int | None) -> Cause | None:
+    if status is None or status < 400:
+        return None
+    if status in (401, 403):
+        return Cause.AUTH
+    if status == 404:
+        return Cause.UNKNOWN_MODEL
+    if status == 408:
+        return Cause.TIMEOUT
+    if status == 429:
+        return Cause.RATE_LIMITED
+    if status >= 500:
+        return Cause.SERVER_ERROR
+    return None
+
+
+def _completion_of(error: BaseException) -> object | None:
+    """The completion instructor's retry error got back (None: no answer came)."""
+    completion = getattr(error, "last_completion", None)
+    if completion is not None:
+        return completion
+    for attempt in getattr(error, "failed_attempts", None) or ():
+        if getattr(attempt, "completion", None) is not None:
+            return attempt.completion
+    return None
+
+
+def _is_bad_reply(error: BaseException) -> bool:
+    from pydantic import ValidationError
+
+    if isinstance(error, (JudgeReplyError, JudgeHTTPError, ValidationError)):
+        return True
+    if _named(error, "JSONDecodeError", "InstructorRetryException", "IncompleteOutputException"):
+        return True
+    return _named(error, "OutputParserException", "RagasOutputParserException")

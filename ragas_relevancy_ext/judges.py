@@ -6,6 +6,7 @@ language models, so every metric flavour shares one path from prompt text to out
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -112,15 +113,41 @@ async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> R
         output_model = instructor_model(output_model)
     try:
         reply = await aio.call(llm, "agenerate", "generate", prompt, output_model)
-    except UnboundLocalError as exc:
-        record(_FAILED)
+    except UnboundLocalError as exc:  # instructor < 1.4, after all its attempts
+        record(Usage(judge_requests=_instructor_attempts(llm)))
         raise _true_failure(llm, exc) from exc.__context__
     except Exception as exc:
-        total = getattr(exc, "total_usage", None)  # instructor's InstructorRetryException
-        record(_FAILED if total is None else judge_request_usage(total))
+        record(_failed_instructor_usage(llm, exc))
         raise
     record(judge_usage_of_reply(reply))
     return reply
+
+
+def _failed_instructor_usage(llm: Any, exc: Exception) -> Usage:
+    """What a failed instructor call sent: one request per attempt instructor made.
+
+    Its retry error says how many attempts and their total usage; an SDK error that comes out
+    bare went through every attempt of an instructor before 1.4 (it retries any error), and
+    through one on later ones (they retry only replies that do not parse).
+    """
+    attempts = getattr(exc, "n_attempts", None)  # instructor's InstructorRetryException
+    if not isinstance(attempts, int) or attempts < 1:
+        attempts = _instructor_attempts(llm) if _retries_every_error() else 1
+    total = getattr(exc, "total_usage", None)
+    usage = _FAILED if total is None else judge_request_usage(total)
+    return dataclasses.replace(usage, judge_requests=attempts)
+
+
+@functools.cache
+def _retries_every_error() -> bool:
+    """Whether the installed instructor retries every error of a call (before 1.4)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        major, minor = (int(part) for part in version("instructor").split(".")[:2])
+    except (PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) < (1, 4)
 
 
 @functools.lru_cache(maxsize=64)

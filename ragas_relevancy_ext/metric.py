@@ -29,7 +29,7 @@ from .pipeline import (
 )
 from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .report import PENDING, RelevancyReport
-from .streaming import CallLimiter, RowNotStarted, bounded_map
+from .streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
 from .usage import UsageMeter
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
@@ -167,6 +167,7 @@ class AnswerRelevancy(StockAnswerRelevancy):
         inputs: Iterable[Any] | AsyncIterable[Any],
         *,
         stop: asyncio.Event | None = None,
+        early_stop: EarlyStop | None = None,
     ) -> AsyncIterator[tuple[int, RelevancyResult]]:
         """Score many samples, yielding ``(index, result)`` as each finishes.
 
@@ -178,11 +179,22 @@ class AnswerRelevancy(StockAnswerRelevancy):
         first, so samples finish roughly in input order and memory does not grow with the
         input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
         others go on. Once ``stop`` is set, samples that have sent no request yet are dropped
-        (neither asked nor yielded) and those under way finish.
+        (neither asked nor yielded) and those under way finish. With ``early_stop``, samples
+        it judges hopeless (the same permanent failure, sample after sample) stop the run as
+        ``stop`` does, before another sample sends anything (``stop`` is then set too), and
+        requests go one at a time until one succeeds, so a judge that refuses every request
+        costs one call per sample until the run stops, not ``max_concurrency`` at once.
         """
-        limiter = CallLimiter(self.max_concurrency)
+        limiter = CallLimiter(self.max_concurrency, cautious=early_stop is not None)
         options = self.probe_options()
         embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
+
+        def finished(result: RelevancyResult) -> RelevancyResult:
+            if early_stop is not None and early_stop.note(result.report):
+                limiter.start_no_rows()  # at once: the next row was maybe handed a slot
+                if stop is not None:
+                    stop.set()
+            return result
 
         async def one(index: int, row: Any) -> RelevancyResult | None:
             meter = UsageMeter()
@@ -199,19 +211,21 @@ class AnswerRelevancy(StockAnswerRelevancy):
                     embedder=embedder,
                     meter=meter,
                 )
-                return RelevancyResult(report)
+                return finished(RelevancyResult(report))
             except RowNotStarted:  # stopped before it asked anything: not a result
                 return None
             except Exception as exc:  # one bad sample never loses the others
                 user_input, response = _texts_of(row)
-                return RelevancyResult(
-                    failed_report(
-                        user_input,
-                        response,
-                        options.strictness,
-                        options.prompt_name,
-                        exc,
-                        meter.usage,
+                return finished(
+                    RelevancyResult(
+                        failed_report(
+                            user_input,
+                            response,
+                            options.strictness,
+                            options.prompt_name,
+                            exc,
+                            meter.usage,
+                        )
                     )
                 )
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from .aio import DEFAULT_MAX_CONCURRENCY
 from .batching import RunEmbedder
 from .embeddings import embed_question_and_probes
-from .errors import EmbeddingShapeError
+from .errors import EmbeddingShapeError, cause_of, failure_text, from_embeddings
 from .languages import AUTO, AdaptedPrompts, check_language
 from .probe_modes import (
     ProbeMode,
@@ -25,7 +25,7 @@ from .probe_modes import (
     resolve_probe_prompt,
 )
 from .redaction import redact
-from .report import PENDING, Probe, RelevancyReport
+from .report import PENDING, Probe, RelevancyReport, not_scored_reason
 from .scoring import (
     all_noncommittal,
     non_finite,
@@ -275,9 +275,12 @@ def failed_report(
 ) -> RelevancyReport:
     """The report of a sample that could not be scored: NaN, with the failure as its reason.
 
-    ``usage``: what its requests cost before it failed (None: not measured). An API key from
-    the environment that the failure quotes (a server echoing it) is masked.
+    ``usage``: what its requests cost before it failed (None: not measured). Its cause is read
+    from the whole chain of ``exc``, and its error names the error that decided it (the SDK's,
+    not a retry wrapper's). An API key from the environment that the failure quotes (a server
+    echoing it) is masked.
     """
+    cause, error = cause_of(exc), redact(failure_text(exc))
     return RelevancyReport(
         user_input=user_input if isinstance(user_input, str) else repr(user_input),
         response=response if isinstance(response, str) else repr(response),
@@ -285,6 +288,8 @@ def failed_report(
         strictness=strictness,
         probe_prompt=prompt_name,
         all_noncommittal=False,
-        error=redact(f"{type(exc).__name__}: {exc}"),
+        error=error,
+        reason=not_scored_reason(cause, error, from_embeddings(exc)),
         usage=usage,
+        cause=cause,
     )

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from .errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
@@ -33,12 +34,14 @@ __all__ = [
     "language_tag",
     "neutralise_controls",
     "not_scored_cause",
+    "not_scored_reason",
     "plural",
     "pull_downs",
     "row_key",
     "weak_point",
 ]
 
+_CAUSES = frozenset(Cause)
 # A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
 # sentence and the displays use it; the score never does.
 DRIFT_GAP = 0.15
@@ -205,6 +208,7 @@ class RelevancyReport:
     :mod:`.usage`); None when not measured (a report from before usage was kept).
     ``reason`` given empty is written when first read (from the fields as they are then);
     ``question_language`` given as :data:`PENDING` is detected when first read.
+    ``cause`` says why the score is NaN (:class:`.errors.Cause`); None for a measured score.
     """
 
     user_input: str
@@ -226,14 +230,20 @@ class RelevancyReport:
         None, lambda r: detect_language(r.user_input)
     )
     usage: Usage | None = None
+    cause: Cause | None = None
 
     def __post_init__(self) -> None:
         if not self.__dict__["_reason"]:
             self.__dict__["_reason"] = PENDING
+        if self.cause is not None:
+            self.cause = _as_cause(self.cause)
+        elif not self.error and not math.isfinite(self.score) and not self.probes:
+            self.cause = Cause.NO_USABLE_PROBE
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
         data = asdict(self)
+        data["cause"] = None if self.cause is None else str(self.cause)
         data["score"] = _finite_or_none(self.score)
         data["probe_similarity"] = _finite_or_none(self.probe_similarity)
         data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]
@@ -261,6 +271,14 @@ class RelevancyReport:
 
     def __str__(self) -> str:
         return format_report(self)
+
+
+def _as_cause(value: Any) -> Any:
+    """A cause read back as a :class:`Cause`; one this version does not know stays text."""
+    try:
+        return Cause(value)
+    except ValueError:
+        return str(value)
 
 
 def _finite_or_none(value: float | None) -> float | None:
@@ -306,7 +324,10 @@ def explain(report: RelevancyReport) -> str:
     repeated itself, and what to look at next.
     """
     if report.error:
-        return f"Not scored: {report.error}"
+        if report.cause is None or report.error.startswith(SKIPPED):
+            return f"Not scored: {report.error}"
+        embeddings = report.error.startswith(("EmbeddingCallError", "EmbeddingShapeError"))
+        return not_scored_reason(report.cause, report.error, embeddings)
     n = len(report.probes)
     finite = math.isfinite(report.score)
     if not finite:
@@ -351,6 +372,13 @@ def explain(report: RelevancyReport) -> str:
     sentences.extend(_repeats(report))
     sentences.extend(_next_step(report, pulls))
     return " ".join(sentences)
+
+
+def not_scored_reason(cause: Cause | str, error: str, embeddings: bool = False) -> str:
+    """``Not scored (auth): the judge refused the API key: <error>``: the reason of a sample
+    that failed, its cause said in words for the judge or (``embeddings``) the embeddings."""
+    phrase = cause_phrase(cause, embeddings) + ": " if cause in _CAUSES else ""
+    return f"Not scored ({cause}): {phrase}{error}"
 
 
 def _what_the_score_is(report: RelevancyReport) -> str:
@@ -441,10 +469,15 @@ def weak_point(report: RelevancyReport) -> str:
 
 
 def not_scored_cause(report: RelevancyReport) -> str:
-    """Why a sample would be NaN, in two or three words: the failure's type, or no usable probe."""
+    """Why a sample is NaN in one word: its cause (``auth``, ``no_usable_probe``, ...), or
+    ``skipped``; a report saved before causes were kept gives its failure's type."""
+    if report.error and report.error.startswith(SKIPPED):
+        return SKIPPED.split(":", 1)[0]
+    if report.cause is not None:
+        return str(report.cause)
     if report.error:
         return report.error.split(":", 1)[0]
-    return "no usable probe"
+    return str(Cause.NO_USABLE_PROBE)
 
 
 def format_report(report: RelevancyReport) -> str:

@@ -12,9 +12,17 @@ import asyncio
 import heapq
 import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-__all__ = ["CallLimiter", "RowNotStarted", "bounded_map"]
+from .errors import PERMANENT, Cause, cause_phrase
+
+if TYPE_CHECKING:
+    from .report import RelevancyReport
+
+__all__ = ["EARLY_STOP_ROWS", "CallLimiter", "EarlyStop", "RowNotStarted", "bounded_map"]
+
+# Samples finished one after another with the same cause no retry mends before a run stops.
+EARLY_STOP_ROWS = 3
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -31,11 +39,14 @@ class CallLimiter:
     (ties in arrival order). A plain ``async with limiter`` waits behind every row. After
     :meth:`start_no_rows`, a row's slot that has never held a call raises
     :class:`RowNotStarted` instead of waiting, so a stopping run asks nothing for rows it had
-    not begun.
+    not begun. With ``cautious``, one call goes at a time until a call succeeds (a call is a
+    success when its ``async with`` block raises nothing): a judge that refuses every request
+    is found out after one request, not ``limit``.
     """
 
-    def __init__(self, limit: int):
-        self._free = limit
+    def __init__(self, limit: int, cautious: bool = False):
+        self._free = 1 if cautious else limit
+        self._held_back = limit - 1 if cautious else 0  # given out at the first success
         self._waiting: list[tuple[float, int, asyncio.Future[None]]] = []
         self._arrivals = itertools.count()
         self._unstarted: set[asyncio.Future[None]] = set()  # first calls of rows, waiting
@@ -78,9 +89,20 @@ class CallLimiter:
             raise
         finally:
             self._unstarted.discard(future)
+        if first and self.stopping:  # handed the slot just before the run began to stop
+            self.release()
+            raise RowNotStarted("the run is stopping")
 
-    def release(self) -> None:
-        """Hand the slot to the first live waiter, or free it."""
+    def release(self, succeeded: bool = False) -> None:
+        """Hand the slot to the first live waiter, or free it; the first call that
+        ``succeeded`` also frees the slots a cautious start held back."""
+        if succeeded and self._held_back:
+            held, self._held_back = self._held_back, 0
+            for _ in range(held):
+                self._hand_over()
+        self._hand_over()
+
+    def _hand_over(self) -> None:
         while self._waiting:
             _, _, future = heapq.heappop(self._waiting)
             if not future.done():
@@ -91,8 +113,47 @@ class CallLimiter:
     async def __aenter__(self) -> None:
         await self.acquire()
 
-    async def __aexit__(self, *exc: object) -> None:
-        self.release()
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.release(succeeded=kind is None)
+
+
+class EarlyStop:
+    """Watches finished samples: ``rows`` of them NaN one after another with the same cause that
+    no retry mends (:data:`.errors.PERMANENT`: a refused key, an unknown model, a server not
+    reached) mean the run should stop. Any other outcome starts the count again."""
+
+    def __init__(self, rows: int = EARLY_STOP_ROWS):
+        if rows < 1:
+            raise ValueError(f"rows must be >= 1, got {rows}")
+        self.rows = rows
+        self.cause: Cause | None = None
+        self.count = 0
+        self.example = ""
+        self.stopped = False
+
+    def note(self, report: RelevancyReport) -> bool:
+        """Count one finished sample; True once, when the run should stop."""
+        cause = report.cause if report.score != report.score else None  # NaN: not measured
+        if self.stopped:
+            return False
+        if cause not in PERMANENT:
+            self.cause, self.count = None, 0
+            return False
+        self.count = self.count + 1 if cause == self.cause else 1
+        self.cause, self.example = Cause(cause), report.error or ""
+        self.stopped = self.count >= self.rows
+        return self.stopped
+
+    def why(self) -> str:
+        """``3 rows failed with auth (the judge refused the API key: <the error>)``."""
+        if self.cause is None:
+            return ""
+        from .report import clip, plural
+
+        return (
+            f"{plural(self.count, 'row')} failed with {self.cause} "
+            f"({cause_phrase(self.cause)}: {clip(self.example, 240)})"
+        )
 
 
 class _Slot:
@@ -107,8 +168,8 @@ class _Slot:
         await self._limiter.acquire(self._priority, first=not self._started)
         self._started = True
 
-    async def __aexit__(self, *exc: object) -> None:
-        self._limiter.release()
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self._limiter.release(succeeded=kind is None)
 
 
 async def bounded_map(

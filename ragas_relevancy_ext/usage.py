@@ -4,9 +4,11 @@ Tokens come only from what the provider returned with each reply (the OpenAI SDK
 LangChain's ``llm_output["token_usage"]`` or ``usage_metadata``); nothing is counted with a
 local tokenizer. A token field is None, "not reported", when any request behind it came back
 without usage (a judge kind or provider that reports none). Requests are counted here, as they
-are sent; a retry the SDK makes inside one call is one request in this count (its tokens are
-in the usage the SDK returns). A request that failed returned no usage and counts 0 tokens:
-providers bill answers, not errors. A judge reply served from a cache is not a request: it
+are sent; each attempt instructor makes is one request (its retries and re-asks included, as
+the server sees them), while a retry the HTTP SDK makes inside one attempt (a 429 or 5xx the
+openai SDK sends again) is not counted apart (its tokens are in the usage the SDK returns).
+A request that failed returned no usage and counts 0 tokens: providers bill answers, not
+errors. A judge reply served from a cache is not a request: it
 adds 1 to ``cached`` and 0 tokens.
 
 Usage is collected per sample: :func:`metering` makes a :class:`UsageMeter` the current one

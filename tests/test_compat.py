@@ -475,7 +475,7 @@ def test_command_line_counts_no_usable_probe_as_nan_with_its_reason(tmp_path, mo
     result = CliRunner().invoke(
         app, ["score", str(data), "--embeddings", "hash", "--out", str(out)]
     )
-    assert "NaN: 1 (no usable probe 1)" in result.stdout and "score 0: 0" in result.stdout
+    assert "NaN: 1 (no_usable_probe 1)" in result.stdout and "score 0: 0" in result.stdout
     assert "Not scored: the judge wrote no usable probe question" in result.stdout
     line = json.loads(out.read_text(encoding="utf-8"))
     assert line["score"] is None and line["error"] is None

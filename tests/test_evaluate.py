@@ -247,8 +247,10 @@ def test_failing_rows_get_nan_and_say_why_others_score() -> None:
     assert math.isnan(got[2]) and math.isnan(got[5])
     ok = [i for i in range(len(rows)) if i not in (2, 5)]
     assert [got[i] for i in ok] == pytest.approx([want[i] for i in ok], abs=1e-12)
-    assert report_for(result, 2).reason == "Not scored: ConnectionError: judge unreachable"
-    assert report_for(result, 5).reason.startswith("Not scored: EmbeddingShapeError:")
+    unreachable = "the judge could not be reached: ConnectionError: judge unreachable"
+    assert report_for(result, 2).reason == f"Not scored (unreachable): {unreachable}"
+    shape = "Not scored (embeddings_error): the embeddings failed: EmbeddingShapeError:"
+    assert report_for(result, 5).reason.startswith(shape)
     assert "NaN" in report_for(result, 5).reason
     assert sorted(set(probe_frame(result).index)) == ok  # failed rows have no probes
 
@@ -273,7 +275,8 @@ def test_a_timed_out_row_is_reported() -> None:
         run_config=RunConfig(timeout=0.05, max_retries=0),
     )
     assert all(math.isnan(s) for s in scores(result))
-    assert report_for(result, 1).reason.startswith("Not scored: TimeoutError:")
+    assert report_for(result, 1).reason.startswith("Not scored (timeout): ")
+    assert "TimeoutError: scoring was cancelled" in report_for(result, 1).reason
 
 
 # --- reports travel with their own run ------------------------------------------------------

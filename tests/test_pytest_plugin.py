@@ -184,7 +184,8 @@ def test_a_check_whose_judge_failed_fails_as_not_measured_never_as_a_low_score(
         )
     result.assert_outcomes(failed=1)  # even with a threshold every score meets
     out = result.stdout.str()
-    assert "answer relevancy NOT MEASURED" in out and "AuthenticationError" in out
+    assert "answer relevancy NOT MEASURED (auth): the judge refused the API key: " in out
+    assert "AuthenticationError" in out
     assert "is below" not in out
     assert "answer relevancy: 1 check(s), 0 below threshold, 1 not measured" in out
     assert summary(out)[0].split()[:4] == ["NaN", "min", "-1.0000", "NOT"]

@@ -129,6 +129,7 @@ def test_to_dict_exactly_and_back():
             "embedding_tokens": None,
             "cached": 1,
         },
+        "cause": None,
     }
     again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
     assert again == original

@@ -84,8 +84,8 @@ def test_show_prints_the_saved_table_and_summary(saved):
     assert f"report: {saved} (4 row(s))" in out and "judge: offline" in out
     assert "showing: all 4 row(s)" in out
     assert "Where is order A1?" in out and "Order A1 shipped on 1 March?" in out
-    assert "4 sample(s), 3 scored" in out and "NaN: 1 (ConnectionError 1)" in out
-    assert "Not scored: ConnectionError: judge unreachable" in out
+    assert "4 sample(s), 3 scored" in out and "NaN: 1 (unreachable 1)" in out
+    assert "Not scored (unreachable): the judge could not be reached: ConnectionError: judge" in out
     assert "row    4  0.0000  Is it waterproof?  (every probe flagged noncommittal)" in out
 
 

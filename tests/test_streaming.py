@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 from ragas_relevancy_ext.streaming import CallLimiter, bounded_map
 
@@ -128,3 +129,58 @@ def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_given_back():
         return waiter.cancelled(), later.done()
 
     assert asyncio.run(run()) == (True, True)
+
+
+def test_a_cautious_limiter_sends_one_call_until_one_succeeds_then_all():
+    limiter = CallLimiter(4, cautious=True)
+    in_flight = peak = 0
+    outcomes = iter([False, False, True] + [True] * 10)  # two failures, then successes
+
+    async def call(row: int) -> None:
+        nonlocal in_flight, peak
+        with contextlib.suppress(RuntimeError):
+            async with limiter.slot(row):
+                in_flight += 1
+                peak = max(peak, in_flight)
+                await _steps(2)
+                in_flight -= 1
+                if not next(outcomes):
+                    raise RuntimeError("refused")
+
+    peaks = []
+
+    async def run() -> None:
+        nonlocal peak
+        first = [asyncio.ensure_future(call(row)) for row in range(3)]
+        await asyncio.gather(*first)  # two failed, the third succeeded
+        peaks.append(peak)
+        await asyncio.gather(*(call(row) for row in range(3, 11)))
+        peaks.append(peak)
+
+    asyncio.run(run())
+    assert peaks == [1, 4]  # one at a time while nothing had succeeded; the limit after
+
+
+def test_a_row_handed_a_slot_just_before_the_stop_is_not_started():
+    limiter = CallLimiter(1, cautious=True)
+    started: list[int] = []
+
+    async def call(row: int) -> None:
+        try:
+            async with limiter.slot(row):
+                started.append(row)
+                await _steps(1)
+                if row == 0:
+                    raise RuntimeError("refused")
+        except RuntimeError:
+            # its slot went to row 1 on the way out; the run stops before row 1 resumes
+            limiter.start_no_rows()
+            raise
+
+    async def run() -> list[Any]:
+        rows = [asyncio.ensure_future(call(row)) for row in range(3)]
+        return await asyncio.gather(*rows, return_exceptions=True)
+
+    results = asyncio.run(run())
+    assert started == [0]
+    assert [type(r).__name__ for r in results] == ["RuntimeError", "RowNotStarted", "RowNotStarted"]

@@ -5,7 +5,7 @@ One module per command (:mod:`.score`, :mod:`.show`, :mod:`.compare`, :mod:`.cal
 options they share are declared once in :mod:`.options`. Only typer and the standard library
 load before a command runs, so ``ragas-relevancy --help`` answers at once. Exit codes (one rule, in
 :mod:`.errors`): 0 every row scored, 1 none scored or a check failed, 2 bad input or settings,
-3 some rows skipped or NaN.
+3 some rows skipped or NaN, 4 score stopped early (the same failure no retry mends, row after row).
 """
 
 from __future__ import annotations

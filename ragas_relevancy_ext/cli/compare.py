@@ -92,6 +92,7 @@ async def compare_rows(
 ) -> list[Comparison]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time; with ``cost_mode``,
     also ours in that mode, for its usage."""
+    from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
 
     settings = setup.settings
@@ -111,7 +112,7 @@ async def compare_rows(
                     cost_mode=cost_mode,
                 )
             except Exception as exc:  # one row failing is reported with the others
-                error = redact(f"{type(exc).__name__}: {exc}".splitlines()[0])
+                error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
                 return Comparison(row, None, math.nan, False, error=error)
         stock_error = redact(result.stock_error) if result.stock_error else None
         cost = result.cost_report

@@ -5,17 +5,28 @@ Exit codes, the same for every command and for ``examples/gemini_adapter.py``:
 - 0: every row was scored (a number, 0 included);
 - 1: no row was scored, or a check failed (``compare`` beyond ``--tol``);
 - 2: bad input or settings (file, option, key): one line on stderr, nothing scored;
-- 3: some rows were scored and others were not: skipped as bad rows, or NaN.
+- 3: some rows were scored and others were not: skipped as bad rows, or NaN;
+- 4: ``score`` stopped early: rows failed one after another for a cause no retry mends (the
+  judge refused the key, does not know the model, cannot be reached); what finished is saved.
 """
 
 from __future__ import annotations
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_PARTIAL", "EXIT_USAGE", "UsageError", "exit_code"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_OK",
+    "EXIT_PARTIAL",
+    "EXIT_STOPPED",
+    "EXIT_USAGE",
+    "UsageError",
+    "exit_code",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
+EXIT_STOPPED = 4
 
 
 class UsageError(ValueError):

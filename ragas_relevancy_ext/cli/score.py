@@ -25,9 +25,10 @@ from typing import Annotated, Any
 import typer
 
 from ..report import SKIPPED, RelevancyReport, not_scored_cause
+from ..streaming import EarlyStop
 from ..usage import Prices
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
-from .errors import UsageError, exit_code
+from .errors import EXIT_STOPPED, UsageError, exit_code
 from .options import (
     TABLE_ROWS,
     FileArg,
@@ -40,6 +41,7 @@ from .output import check_outputs
 from .output.console import (
     make_console,
     print_bad_rows,
+    print_causes,
     print_caution,
     print_header,
     print_scores,
@@ -54,7 +56,14 @@ from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_scor
 from .setup import DEFAULT_SETTINGS, Plan, Settings, plan, prepare, stream_rows
 from .store import SqliteStore
 
-__all__ = ["INTERRUPTED", "STOP_GRACE", "TABLE_ROWS", "is_skipped", "run_score", "score"]
+__all__ = [
+    "INTERRUPTED",
+    "STOP_GRACE",
+    "TABLE_ROWS",
+    "is_skipped",
+    "run_score",
+    "score",
+]
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
@@ -83,7 +92,8 @@ def score(
     """Score every row; show each probe, a summary and the lowest.
 
     Exit codes: 0 every row scored, 1 none, 2 bad input or settings, 3 some rows skipped or NaN,
-    130 stopped by Ctrl-C (what finished is saved).
+    4 stopped early: rows failed one after another for a cause no retry mends (bad key, unknown
+    model, server not reached), 130 stopped by Ctrl-C (what finished is saved).
     """
     if engine is not Engine.local or ray_address or actors:
         if table:  # the Ray engine prints the summary, never the per-row table
@@ -201,6 +211,15 @@ def run_score(
             if stopped:
                 _say_saved(work, report)
                 return INTERRUPTED
+            if runner.early.stopped:
+                shown = (outputs, probes, out, cache_line, prices, table)
+                _show(console, report, scan, fields, *shown)
+                then = "run the same command to resume" if out is not None else "run it again"
+                make_console(stderr=True).print(
+                    f"stopped early: {runner.early.why()}; fix it and {then}", soft_wrap=True
+                )
+                _say_saved(work, report)
+                return EXIT_STOPPED
         else:
             _write_skipped(source, report, tag, the_plan)
 
@@ -260,7 +279,7 @@ def _skipped_line(entry: BadRow, key: str, labels: tuple[str, str], settings: Se
 
 
 class _Runner:
-    """Feeds rows to the metric, writes each as it finishes, and handles Ctrl-C."""
+    """Feeds rows to the metric, writes each as it finishes, and handles Ctrl-C and early stops."""
 
     def __init__(
         self,
@@ -282,6 +301,7 @@ class _Runner:
         self.grace = settings.timeout or STOP_GRACE
         self.stopping = False
         self.interrupts = 0
+        self.early = EarlyStop()
 
     def run(self, tick: Callable[[], None]) -> bool:
         """Score every row still to do; True when Ctrl-C stopped the run."""
@@ -312,7 +332,7 @@ class _Runner:
         installed = _on_sigint(loop, lambda: self._interrupt(stop))
 
         async def consume() -> None:
-            async for scored in stream_rows(self.metric, self._rows(), stop):
+            async for scored in stream_rows(self.metric, self._rows(), stop, self.early):
                 row = scored.row
                 key = row_key(row.user_input, row.response, self.tag)
                 line = report_line(
@@ -426,11 +446,9 @@ def _show(
             FORMATS[name].writer()(path, pairs, summary, fields)
             console.print(f"wrote {path}", soft_wrap=True)
     print_bad_rows(make_console(stderr=True), scan.describe_bad(limit=20), scan.bad_count)
+    print_causes(make_console(stderr=True), items())
     if triples and summary.scored == 0:
-        reasons = [r.reason for _, r in items() if not is_skipped(r)]
-        make_console(stderr=True).print(
-            f"no sample could be scored; first: {reasons[0] if reasons else ''}"
-        )
+        make_console(stderr=True).print("no sample could be scored")
     return exit_code(summary.scored, rows)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ from .providers import (
 
 if TYPE_CHECKING:
     import asyncio
+
+    from ..streaming import EarlyStop
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -195,7 +198,11 @@ def prepare(settings: Settings, store: Any = None) -> Setup:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key).
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
+    instructor's own log lines (one per failed attempt, from 1.4 on) reach the logging set up by
+    the user, if any, but not the terminal by Python's last-resort handler: each failure is
+    already said once, with its cause, masked.
     """
+    logging.getLogger("instructor").addHandler(logging.NullHandler())
     judge = build_judge(
         settings.judge,
         base_url=settings.base_url,
@@ -244,9 +251,15 @@ async def score_rows(
     return sorted(done, key=lambda s: s.row.number)
 
 
-async def stream_rows(metric: Any, rows: Iterable[Row], stop: asyncio.Event | None = None) -> Any:
+async def stream_rows(
+    metric: Any,
+    rows: Iterable[Row],
+    stop: asyncio.Event | None = None,
+    early_stop: EarlyStop | None = None,
+) -> Any:
     """Each row's :class:`Scored` as it finishes; only the rows in flight are held. Once
-    ``stop`` is set, rows that have asked nothing yet are not started (nor yielded)."""
+    ``stop`` is set (or ``early_stop`` gives up), rows that have asked nothing yet are not
+    started (nor yielded)."""
     in_flight: dict[int, Row] = {}
 
     def inputs() -> Any:
@@ -254,5 +267,5 @@ async def stream_rows(metric: Any, rows: Iterable[Row], stop: asyncio.Event | No
             in_flight[index] = row
             yield {"user_input": row.user_input, "response": row.response}
 
-    async for index, result in metric.ascore_each(inputs(), stop=stop):
+    async for index, result in metric.ascore_each(inputs(), stop=stop, early_stop=early_stop):
         yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter

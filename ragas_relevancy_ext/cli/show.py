@@ -21,6 +21,7 @@ from .options import TableOpt
 from .output.console import (
     OFFLINE_CAUTION,
     make_console,
+    print_causes,
     print_caution,
     print_header,
     print_summary,
@@ -95,6 +96,7 @@ def show(
     summary = replace(summary, cost=summarise_cost(usages))
     if row is None:
         print_summary(console, summary, dict(items))
+        print_causes(make_console(stderr=True), items)
     print_caution(console, meta)
     if html is not None:
         from .output import FORMATS

@@ -8,11 +8,11 @@ a low score. Standard library only.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..report import RelevancyReport, clip, fmt, format_report
+from ..errors import cause_phrase
+from ..report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
 from .engine import NotConfigured
 
 __all__ = [
@@ -27,9 +27,6 @@ __all__ = [
 Verdict = Literal["passed", "below", "not measured"]
 
 NOT_CONFIGURED = NotConfigured.__name__  # no judge (or embeddings) was set
-# A request given up on, named in an error as ``Type: message``: openai's APITimeoutError,
-# httpx's ReadTimeout and TimeoutException, the builtin TimeoutError.
-TIMED_OUT = re.compile(r"\b\w*Timeout(?:Error|Exception)?: ")
 
 
 class RelevancyFailure(AssertionError):
@@ -67,27 +64,38 @@ class Check:
             return "not measured"
         return "passed" if self.report.score >= self.min_score else "below"
 
+    @property
+    def cause(self) -> str | None:
+        """Why the check has no score in one word (``auth``, ``timeout``, ...), or None."""
+        if self.report is None or self.report.cause is None or self.verdict != "not measured":
+            return None
+        return str(self.report.cause)
+
     def error(self) -> str:
-        """Why the check has no score."""
-        if self.report is None:
+        """Why the check has no score: what its cause means, with the provider's message."""
+        report = self.report
+        if report is None:
             return "not scored"
-        return self.report.error or "the score is NaN"
+        if report.cause is None or (report.error or "").startswith(SKIPPED):
+            return report.error or "the score is NaN"
+        if not report.error:  # the judge answered, with no usable probe
+            return f"{cause_phrase(report.cause)} in {plural(report.judge_calls, 'call')}"
+        return report.reason.removeprefix(f"Not scored ({report.cause}): ")
 
     def why_not_measured(self) -> str:
         """``(timeout): the judge or embeddings did not answer within 60 s ...``: what kept the
         check from a score, in the words the headline uses."""
+        raw = "" if self.report is None else self.report.error or ""
+        if raw.startswith(f"{NOT_CONFIGURED}: "):
+            return f"(not configured): {raw.removeprefix(f'{NOT_CONFIGURED}: ')}"
         error = self.error()
-        kind = error.partition(":")[0].strip()
-        if kind == NOT_CONFIGURED:
-            return f"(not configured): {error.partition(':')[2].strip()}"
-        cause = getattr(self.report, "cause", None)  # the report's own reading, where it has one
-        if cause == "timeout" or TIMED_OUT.search(error):
+        if self.cause == "timeout":
             within = f" within {self.timeout:g} s" if self.timeout is not None else ""
             return (
                 f"(timeout): the judge or embeddings did not answer{within} "
                 f"(--relevancy-timeout, each request retried by the client first): {error}"
             )
-        return f"(judge or embeddings failed; NaN is never a pass): {error}"
+        return f"({self.cause or 'judge or embeddings failed; NaN is never a pass'}): {error}"
 
     def message(self) -> str:
         """The failure text: a headline, the probe table with the reason (or, not measured, the
@@ -110,13 +118,16 @@ class Check:
         return RelevancyFailure(self.message())
 
     def properties(self) -> list[tuple[str, str]]:
-        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict."""
+        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict; not
+        measured, the cause and the error too."""
         found = [
             ("relevancy_score", fmt(self.score).lower()),
             ("relevancy_min_score", fmt(self.min_score)),
             ("relevancy_verdict", self.verdict),
         ]
         if self.verdict == "not measured":
+            if self.cause is not None:
+                found.append(("relevancy_cause", self.cause))
             found.append(("relevancy_error", self.error()))
         return found
 

@@ -25,11 +25,13 @@ from rich.table import Table
 from rich.text import Text
 
 from ...report import (
+    SKIPPED,
     RelevancyReport,
     clip,
     fmt,
     language_tag,
     neutralise_controls,
+    not_scored_cause,
     pull_downs,
     weak_point,
 )
@@ -447,6 +449,21 @@ def print_summary(
             if report is not None:
                 line.append(f"  ({weak_point(report)})", style="dim")
             console.print(line)
+
+
+def print_causes(console: Console, items: Iterable[tuple[int, RelevancyReport]]) -> None:
+    """One line per cause of NaN rows (skipped rows aside): how many, and the first's reason."""
+    first: dict[str, tuple[int, RelevancyReport]] = {}
+    counts: dict[str, int] = {}
+    for number, report in items:
+        if math.isfinite(report.score) or (report.error or "").startswith(SKIPPED):
+            continue
+        cause = not_scored_cause(report)
+        counts[cause] = counts.get(cause, 0) + 1
+        first.setdefault(cause, (number, report))
+    for cause, (number, report) in first.items():
+        reason = clip(report.reason, 300)
+        console.print(Text(f"not scored ({cause}): {counts[cause]} row(s); row {number}: {reason}"))
 
 
 def print_bad_rows(console: Console, lines: Sequence[str], skipped: int) -> None:

@@ -424,8 +424,8 @@ def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]
 
 def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
     flags = []
-    if report.error:
-        flags.append("not scored")
+    if report.error or (report.cause is not None and not _finite(report.score)):
+        flags.append("not scored" + (f" ({report.cause})" if report.cause is not None else ""))
     if report.all_noncommittal:
         flags.append("all noncommittal")
     if report.probes and report.distinct_probes < len(report.probes):
