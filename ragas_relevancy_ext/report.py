@@ -226,16 +226,23 @@ class RelevancyReport:
         None, lambda r: detect_language(r.user_input)
     )
     usage: Usage | None = None
+    # the score's standard error from its probes' cosines (see error_bars.score_stderr); NaN:
+    # not measured. Given as None or NaN (or left out), it is worked out when first read.
+    score_stderr: float = _OnFirstRead(math.nan, lambda r: _score_stderr(r))  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if not self.__dict__["_reason"]:
             self.__dict__["_reason"] = PENDING
+        stderr = self.__dict__["_score_stderr"]
+        if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)):
+            self.__dict__["_score_stderr"] = PENDING
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
         data = asdict(self)
         data["score"] = _finite_or_none(self.score)
         data["probe_similarity"] = _finite_or_none(self.probe_similarity)
+        data["score_stderr"] = _finite_or_none(data["score_stderr"])
         data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]
         return data
 
@@ -261,6 +268,12 @@ class RelevancyReport:
 
     def __str__(self) -> str:
         return format_report(self)
+
+
+def _score_stderr(report: RelevancyReport) -> float:
+    from .error_bars import score_stderr
+
+    return score_stderr(report)
 
 
 def _finite_or_none(value: float | None) -> float | None:

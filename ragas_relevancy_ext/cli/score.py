@@ -30,7 +30,10 @@ from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import UsageError, exit_code
 from .options import (
     TABLE_ROWS,
+    ClusterOpt,
     FileArg,
+    Interval,
+    IntervalOpt,
     MapOpt,
     TableOpt,
     freeze_heap_for_this_process,
@@ -79,6 +82,8 @@ def score(
     engine: EngineOpt = Engine.local,
     ray_address: RayAddressOpt = None,
     actors: ActorsOpt = None,
+    cluster: ClusterOpt = None,
+    interval: IntervalOpt = Interval.clt,
 ) -> int:
     """Score every row; show each probe, a summary and the lowest.
 
@@ -88,6 +93,8 @@ def score(
     if engine is not Engine.local or ray_address or actors:
         if table:  # the Ray engine prints the summary, never the per-row table
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
+        if cluster or interval is not Interval.clt:
+            raise UsageError("--cluster and --interval need --engine local (or show the report)")
         return run_ray_score(
             file,
             map_,
@@ -110,6 +117,8 @@ def score(
         progress=progress,
         prices=prices,
         table=table,
+        cluster=cluster,
+        interval=interval,
     )
 
 
@@ -141,6 +150,8 @@ def run_score(
     progress: bool = True,
     prices: Prices | None = None,
     table: bool | None = None,
+    cluster: str | None = None,
+    interval: Interval = Interval.clt,
 ) -> int:
     """Score ``source``'s rows into ``out`` and print the results; the exit code as
     :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved).
@@ -207,7 +218,10 @@ def run_score(
         order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
             report.compact(order)
-        return _show(console, report, scan, fields, outputs, probes, out, cache_line, prices, table)
+        bars = (cluster, interval)
+        return _show(
+            console, report, scan, fields, outputs, probes, out, cache_line, prices, table, bars
+        )
 
 
 def _key(entry: Entry, tag: str) -> str:
@@ -384,8 +398,11 @@ def _show(
     cache_line: str | None,
     prices: Prices | None = None,
     table: bool | None = None,
+    bars: tuple[str | None, Interval] = (None, Interval.clt),
 ) -> int:
-    """Print the table and summary from the report file, and write the end-of-run formats."""
+    """Print the table and summary from the report file, and write the end-of-run formats;
+    ``bars``: the ``--cluster`` column and ``--interval`` of the mean's interval."""
+    from .diff import extra_of, run_bars
     from .output import FORMATS
     from .stats import summarise, summarise_cost
 
@@ -413,6 +430,9 @@ def _show(
             replace(low, user_input=low_reports[low.number].user_input) for low in summary.lowest
         ],
         cost=summarise_cost([r.usage for _, r in items() if not is_skipped(r)], prices),
+        error_bars=run_bars(
+            ((report_from_record(r), extra_of(r)) for r in report.records()), *bars
+        ),
     )
     print_summary(console, summary, low_reports)
     print_caution(console, fields)
