@@ -189,7 +189,11 @@ def mean_interval(
     keep = np.isfinite(values)
     x = values[keep]
     n = int(x.size)
-    groups = _group_ids([c for c, k in zip(clusters, keep, strict=True) if k]) if clusters else None
+    groups = (
+        _group_ids([c for c, k in zip(clusters, keep, strict=True) if k])
+        if clusters is not None
+        else None
+    )
     mean = float(x.mean()) if n else math.nan
     between, within = _variance_parts(x, stderrs, keep)
     if method == "bootstrap":
@@ -355,7 +359,7 @@ def paired_difference(
     if x.shape != y.shape:
         raise ValueError(f"{x.size} scores of A but {y.size} of B")
     keep = np.isfinite(x) & np.isfinite(y)
-    labels = [c for c, k in zip(clusters, keep, strict=True) if k] if clusters else None
+    labels = [c for c, k in zip(clusters, keep, strict=True) if k] if clusters is not None else None
     bars = mean_interval(
         y[keep] - x[keep], clusters=labels, method="clustered" if labels else "clt", level=level
     )
