@@ -30,9 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ragas_relevancy_ext.error_bars import (  # noqa: E402
     ErrorBars,
     detectable_drop,
-    error_bars,
     mean_interval,
     paired_difference,
+    run_error_bars,
 )
 from ragas_relevancy_ext.report import Probe, RelevancyReport  # noqa: E402
 
@@ -102,7 +102,7 @@ def pilot_drop(rng: np.random.Generator, rows: int, pilot_rows: int) -> tuple[fl
         )
         for c in cosines
     ]
-    bars = error_bars(reports)
+    bars = run_error_bars(reports)
     drop = detectable_drop(
         rows,
         between=bars.between_variance,

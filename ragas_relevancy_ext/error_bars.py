@@ -6,7 +6,7 @@ After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640):
   estimates the judge's own noise without a re-run: :func:`score_stderr`.
 * A run's mean has a 95% interval by the central limit theorem (``clt``), clustered when rows
   come in groups (``clustered``: a document id, so one document's questions count as one
-  draw), or from a seeded bootstrap (``bootstrap``): :func:`error_bars`, :func:`mean_interval`.
+  draw), or from a seeded bootstrap (``bootstrap``): :func:`run_error_bars`, :func:`mean_interval`.
   The variance of the scores splits into a between-question part and a within-question
   (probe) part.
 * Two runs on the same questions compare pair by pair: :func:`pair_by_question`,
@@ -40,7 +40,7 @@ __all__ = [
     "Threshold",
     "best_threshold",
     "detectable_drop",
-    "error_bars",
+    "run_error_bars",
     "mean_interval",
     "pair_by_question",
     "paired_difference",
@@ -134,7 +134,7 @@ def _f(value: float, digits: int = 4) -> str:
     return f"{value:.{digits}f}" if math.isfinite(value) else "NaN"
 
 
-def error_bars(
+def run_error_bars(
     reports: Any,
     *,
     clusters: Sequence[Hashable] | None = None,
@@ -176,7 +176,7 @@ def mean_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> ErrorBars:
-    """:func:`error_bars` over plain numbers: ``scores`` (NaN left out and counted), each one's
+    """:func:`run_error_bars` over plain numbers: ``scores`` (NaN left out and counted), each one's
     ``stderrs`` (for the variance split) and ``clusters`` (each one's group), in one order."""
     values = np.asarray(scores, dtype=float).reshape(-1)
     method = method or ("clustered" if clusters is not None else "clt")

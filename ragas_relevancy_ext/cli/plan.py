@@ -53,13 +53,13 @@ def plan(
 
     Paired, two-sided, alpha 0.05, from the variance parts of an earlier run.
     """
-    from ..error_bars import POWER, detectable_drop, error_bars, rows_needed
+    from ..error_bars import POWER, detectable_drop, rows_needed, run_error_bars
     from .diff import SavedRun
 
     if not (math.isfinite(detect) and detect > 0):
         raise UsageError(f"--detect must be a drop above 0, got {detect}")
     run = SavedRun.read(report)
-    bars = error_bars(run.reports)
+    bars = run_error_bars(run.reports)
     if bars.n < 2:
         raise UsageError(f"{report}: {bars.n} scored row(s); at least 2 are needed")
     if not math.isfinite(bars.within_variance):
