@@ -162,7 +162,10 @@ def print_threshold(
     how = "--good-from" if good_from is not None else "default; --good-from R sets it"
     cut = best_threshold(scores, [r >= split for r in ratings], resamples=resamples, seed=seed)
     console.print(
-        Text(f"good: {column} >= {split:g} ({cut.n_good} row(s)), bad: below ({cut.n_bad}) [{how}]")
+        Text(
+            f"good: {column} >= {split:g} ({cut.n_good} row(s)), "
+            f"bad: below {split:g} ({cut.n_bad}) [{how}]"
+        )
     )
     if not (cut.n_good and cut.n_bad):
         console.print(Text("one group is empty: no threshold to pick", style="yellow"))

@@ -80,6 +80,7 @@ def plan(
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     for name in ("strictness", "rows", "probes judged (rows x strictness)"):
         table.add_column(name, justify="right")
+    table.add_column("")
     options = sorted({*STRICTNESS, then})
     needed = {
         k: rows_needed(
@@ -94,8 +95,8 @@ def plan(
     }
     cheapest = min(options, key=lambda k: (needed[k] * k, k))
     for k in options:
-        mark = "  <- fewest probes" if k == cheapest else ""
-        table.add_row(str(k), f"{needed[k]:,}", f"{needed[k] * k:,}{mark}")
+        mark = "<- fewest probes" if k == cheapest else ""
+        table.add_row(str(k), f"{needed[k]:,}", f"{needed[k] * k:,}", mark)
     console.print(
         Text(
             f"to find a drop of {detect:g} with {POWER:.0%} power (paired, two-sided, alpha 0.05):"
