@@ -66,7 +66,7 @@ def calibrate(
         ),
     ] = None,
 ) -> int:
-    """Agreement of scores with human ratings, and the threshold that separates them.
+    """Agreement of scores with human ratings, and a threshold.
 
     Pearson and Spearman correlation with 95% bootstrap intervals; the score that best
     separates good from bad ratings (Youden's J), with its interval. Exit codes as score's.

@@ -204,7 +204,9 @@ def diff(
         Path | None, typer.Option(metavar="PATH", help="Also write an HTML page of the comparison.")
     ] = None,
 ) -> int:
-    """Compare two saved runs question by question: is the change real?
+    """Is the change between two saved runs real?
+
+    Rows pair by question; the mean difference B - A gets a 95% interval and a p-value.
 
     Exit codes: 0 no significant drop, 1 B significantly lower than A by more than --margin,
     2 bad input.

@@ -49,9 +49,10 @@ def plan(
         ),
     ] = 0.5,
 ) -> int:
-    """Rows (and strictness) a run needs to find a drop of --detect with 80% power.
+    """How many rows a run needs to find a drop.
 
-    Paired, two-sided, alpha 0.05, from the variance parts of an earlier run.
+    Rows (and strictness) to find a drop of --detect with 80% power: paired, two-sided,
+    alpha 0.05, from the variance parts of an earlier run.
     """
     from ..error_bars import POWER, detectable_drop, rows_needed, run_error_bars
     from .diff import SavedRun
