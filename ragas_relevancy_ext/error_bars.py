@@ -51,6 +51,7 @@ __all__ = [
 
 METHODS = ("clt", "clustered", "bootstrap")
 LEVEL = 0.95
+FEW_CLUSTERS = 10  # under this many clusters a clustered standard error is itself unsteady
 POWER = 0.8
 RESAMPLES = 2000
 SEED = 20240611
@@ -113,6 +114,8 @@ class ErrorBars:
         if not math.isfinite(self.mean):
             return "NaN"
         how = self.method + (f" over {self.clusters} clusters" if self.clusters else "")
+        if self.clusters and self.clusters < FEW_CLUSTERS:
+            how += f", under {FEW_CLUSTERS} clusters: a rough interval"
         return (
             f"{self.mean:.4f} ± {_f(self.stderr)} ({self.level:.0%} CI {_f(self.ci_low)}-"
             f"{_f(self.ci_high)}, {how}, n={self.n})"

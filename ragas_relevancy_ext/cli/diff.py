@@ -264,7 +264,11 @@ def _verdict(r: PairedDifference, margin: float, worse: bool) -> str:
 
 def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> list[str]:
     r = c.result
+    from ..error_bars import FEW_CLUSTERS
+
     how = r.method + (f" over {r.clusters} clusters" if r.clusters else "")
+    if r.clusters and r.clusters < FEW_CLUSTERS:
+        how += f", under {FEW_CLUSTERS} clusters: a rough interval"
     lines = [
         f"paired by {_paired_by(id_column)}: {r.n_pairs} pair(s) scored in both; "
         f"only in A {c.only_a}, only in B {c.only_b}, NaN in either {r.not_scored}",
