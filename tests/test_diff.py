@@ -188,7 +188,7 @@ def test_show_gives_each_stderr_and_the_runs_interval_clustered_or_not(tmp_path)
     assert f"±{se:.3f}" in out
     assert "(95% CI " in out and ", clt, n=40)" in out and "variance: between questions" in out
     out = invoke("show", report, "--no-table", "--cluster", "doc").stdout
-    assert "clustered over 8 clusters, n=40" in out
+    assert "clustered over 8 clusters, under 10 clusters: a rough interval, n=40" in out
     out = invoke("show", report, "--no-table", "--interval", "bootstrap").stdout
     assert ", bootstrap, n=40)" in out
     page = tmp_path / "page.html"
