@@ -129,6 +129,8 @@ def test_to_dict_exactly_and_back():
             "embedding_tokens": None,
             "cached": 1,
         },
+        # the probes' sd over root 2: two values' sd is their gap over root 2
+        "score_stderr": pytest.approx((0.98765 + 0.05) / 2),
     }
     again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
     assert again == original
