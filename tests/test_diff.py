@@ -226,3 +226,20 @@ def test_calibrate_prints_the_threshold_on_the_example_data():
     assert result.exit_code == 0, result.output
     assert "good: rating >= 5" in result.stdout and "[--good-from]" in result.stdout
     assert "separates them best" in result.stdout
+
+
+# -- score -----------------------------------------------------------------------------------
+
+
+def test_score_clusters_by_an_input_column_and_refuses_one_it_lacks(tmp_path):
+    data = tmp_path / "data.jsonl"
+    lines = [json.loads(line) for line in (ROOT / "examples" / "support_qa.jsonl").open()][:12]
+    data.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    result = invoke("score", data, "--embeddings", "hash", "--no-table", "--cluster", "kind")
+    assert result.exit_code == 0, result.output
+    kinds = len({r["kind"] for r in lines})
+    assert f"clustered over {kinds} clusters" in result.stdout
+    result = invoke("score", data, "--embeddings", "hash", "--cluster", "document")
+    assert result.exit_code == 2 and "--cluster document: no row of" in result.output
+    result = invoke("score", data, "--engine", "ray", "--cluster", "kind")
+    assert result.exit_code == 2 and "--cluster and --interval need --engine local" in result.output

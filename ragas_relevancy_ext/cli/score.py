@@ -180,6 +180,8 @@ def run_score(
         for entry in source.entries():
             _count(work, report, entry, _key(entry, tag))
         work.other_settings = sum(1 for key in report.index if key not in work.keys)
+        if cluster and not any(cluster in e.extra for e in source.entries() if isinstance(e, Row)):
+            raise UsageError(f"--cluster {cluster}: no row of {source.path} has that column")
         extra = {"output": _output_line(out, work)} if out is not None else {}
         fields = run_fields(scan, the_plan, **extra)
         print_header(console, fields)
