@@ -118,6 +118,9 @@ def test_bad_gate_settings_are_named_and_a_foreign_file_is_left_alone(pytester):
     assert "--relevancy-baseline" in result.stderr.str() and "no such file" in result.stderr.str()
     result = pytester.runpytest(*OFFLINE, "--relevancy-margin", "-0.1")
     assert "margin must be a number at or above 0" in result.stderr.str()
+    result = pytester.runpytest(*OFFLINE, "--relevancy-margin", "0.1")  # no baseline to gate on
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--relevancy-margin needs --relevancy-baseline" in result.stderr.str()
     notes = pytester.path / "notes.jsonl"
     notes.write_text("my notes\n", encoding="utf-8")
     result = pytester.runpytest(*OFFLINE, "--relevancy-report", str(notes))

@@ -254,6 +254,8 @@ def pytest_configure(config: pytest.Config) -> None:
         check_report_target(values.given["report"])
     if "baseline" in values.given:
         check_baseline(values.given["baseline"])
+    elif "margin" in values.given:
+        raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
     state = _State(config, values, Engine(values.settings()))
     config.stash[_STATE] = state
     _ACTIVE.append(state)
