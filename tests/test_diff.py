@@ -243,3 +243,18 @@ def test_score_clusters_by_an_input_column_and_refuses_one_it_lacks(tmp_path):
     assert result.exit_code == 2 and "--cluster document: no row of" in result.output
     result = invoke("score", data, "--engine", "ray", "--cluster", "kind")
     assert result.exit_code == 2 and "--cluster and --interval need --engine local" in result.output
+
+
+def test_diff_id_pairs_a_repeated_question_by_its_id(tmp_path):
+    rows = [("Same question?", [0.2, 0.2], {"id": 1}), ("Same question?", [0.8, 0.8], {"id": 2})]
+    rows += [(f"Other {i}?", [0.5, 0.5], {"id": 10 + i}) for i in range(3)]
+    a = write(tmp_path / "a.jsonl", rows)
+    changed = ("Same question?", [0.3, 0.3], {"id": 1})  # id 1 rises by 0.1
+    b = write(tmp_path / "b.jsonl", [rows[1], changed, *rows[2:]])  # and comes second
+    _, by_text = diff_json(a, b)  # row order pairs id 1 with id 2: +0.6 and -0.5
+    assert by_text["repeated_questions"] == 1
+    assert by_text["stderr"] == pytest.approx(statistics.stdev([0.6, -0.5, 0, 0, 0]) / 5**0.5)
+    result, by_id = diff_json(a, b, "--id", "id")
+    assert by_id["stderr"] == pytest.approx(statistics.stdev([0.1, 0, 0, 0, 0]) / 5**0.5)
+    assert by_id["paired_by"] == "question text and input column 'id'"
+    assert invoke("diff", a, b, "--id", "ticket").exit_code == 2
