@@ -17,7 +17,7 @@ import typer
 
 from ..report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
-from .options import TableOpt
+from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
 from .output.console import (
     OFFLINE_CAUTION,
     make_console,
@@ -29,7 +29,7 @@ from .output.console import (
 )
 from .output.jsonl import load_record
 
-__all__ = ["read_saved", "show", "worst_first"]
+__all__ = ["read_records", "read_saved", "show", "worst_first"]
 
 # What a line needs to be shown when an older or newer writer left a field out.
 _FILLERS: dict[str, Any] = {
@@ -59,11 +59,14 @@ def show(
     html: Annotated[
         Path | None, typer.Option(metavar="PATH", help="Also write an HTML page of the rows shown.")
     ] = None,
+    cluster: ClusterOpt = None,
+    interval: IntervalOpt = Interval.clt,
 ) -> int:
     """Print a saved report again, without scoring.
 
     The terminal table of a JSONL report from score --out. Exit codes as the run's would be.
     """
+    from .diff import extra_of, run_bars
     from .score import is_skipped
     from .stats import summarise, summarise_cost
 
@@ -73,7 +76,10 @@ def show(
         from .output import check_outputs
 
         html = check_outputs({"html": html}, input_path=report)["html"]
-    items, meta = read_saved(report)
+    records = read_records(report)
+    items = [(int(record["row"]), _report(record)) for record in records]
+    meta = _meta(report, records)
+    extras = {id(r): extra_of(record) for (_, r), record in zip(items, records, strict=True)}
     if not items:
         raise UsageError(f"{report}: no report lines")
     chosen = items
@@ -93,7 +99,8 @@ def show(
     causes = {n: not_scored_cause(r) for n, r in items}
     summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
     usages = [r.usage for _, r in items if not is_skipped(r)]
-    summary = replace(summary, cost=summarise_cost(usages))
+    bars = run_bars(((r, extras[id(r)]) for _, r in items), cluster, interval)
+    summary = replace(summary, cost=summarise_cost(usages), error_bars=bars)
     if row is None:
         print_summary(console, summary, dict(items))
         print_causes(make_console(stderr=True), items)
@@ -103,7 +110,9 @@ def show(
 
         shown = summarise([(n, r.score, r.user_input) for n, r in chosen], causes=causes)
         shown = replace(
-            shown, cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)])
+            shown,
+            cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)]),
+            error_bars=run_bars(((r, extras[id(r)]) for _, r in chosen), cluster, interval),
         )
         FORMATS["html"].writer()(html, chosen, shown, meta)
         console.print(f"wrote {html}", soft_wrap=True)
@@ -138,6 +147,14 @@ def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str,
     JSON objects without a ``row`` (a header) are passed over; a line cut off mid-write at the
     end is left out; any other line that is not a report line is a :class:`UsageError`.
     """
+    records = read_records(path)
+    items = [(int(record["row"]), _report(record)) for record in records]
+    return items, _meta(path, records)
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """The report lines of :func:`read_saved` as JSON objects (``extra`` and ``key`` kept), in
+    row order."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -159,9 +176,7 @@ def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str,
         if "row" not in record:
             continue
         records[(int(record["row"]), str(record.get("key", "")))] = record
-    ordered = sorted(records.items(), key=lambda item: item[0])
-    items = [(number, _report(record)) for (number, _), record in ordered]
-    return items, _meta(path, [record for _, record in ordered])
+    return [record for _, record in sorted(records.items(), key=lambda item: item[0])]
 
 
 def _report(record: dict[str, Any]) -> RelevancyReport:
