@@ -32,7 +32,7 @@ from benchsteps import Steps  # noqa: E402  (benchmarks/benchsteps.py, beside th
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.probe_modes import normalise_question  # noqa: E402
+from ragas_relevancy_ext.scoring.probe_modes import normalise_question  # noqa: E402
 from ragas_relevancy_ext.testing.loopback import count_tokens  # noqa: E402
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 

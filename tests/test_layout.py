@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 import ragas_relevancy_ext
-from ragas_relevancy_ext.probe_modes import MODE_NAMES, MODES
+from ragas_relevancy_ext.scoring.probe_modes import MODE_NAMES, MODES
 
 PACKAGE = Path(ragas_relevancy_ext.__file__).parent
 ROOT = Path(__file__).resolve().parents[1]
 ROOMS = ("cli", "testing", "pytest_plugin")
 # doors, not rooms: `python -m ragas_relevancy_ext`, and the old name of the offline stand-ins
-DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.offline"}
+DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.testing.offline"}
 
 
 def module_name(path: Path) -> str:
@@ -87,7 +87,7 @@ def test_no_import_cycles():
 
 
 def test_every_probe_mode_names_a_prompt_class_that_fits_it():
-    from ragas_relevancy_ext.probe_modes import resolve_probe_prompt
+    from ragas_relevancy_ext.scoring.probe_modes import resolve_probe_prompt
 
     assert MODE_NAMES == tuple(MODES) and len(MODE_NAMES) >= 3
     for name, mode in MODES.items():

@@ -32,7 +32,7 @@ from ragas_relevancy_ext import (
     OneTextPerCall,
     gemini_embeddings,
 )
-from ragas_relevancy_ext.embeddings import embed_texts
+from ragas_relevancy_ext.scoring.embeddings import embed_texts
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer, count_tokens
 from ragas_relevancy_ext.testing.offline import ScriptedJudge
 

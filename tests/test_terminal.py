@@ -162,7 +162,7 @@ def test_calibrate_shows_control_characters_as_codes(tmp_path: Path) -> None:
 
 
 def test_the_text_report_a_check_or_print_shows_has_codes() -> None:
-    from ragas_relevancy_ext.report import Probe, RelevancyReport
+    from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
     made = RelevancyReport(
         f"Q {EVIL}?", f"A {EVIL}.", float("nan"), 1, "diverse", False,

@@ -15,7 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
-from ..report import RelevancyReport, not_scored_cause
+from ..scoring.report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
 from .options import TableOpt
 from .output.console import (

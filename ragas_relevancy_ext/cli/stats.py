@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..usage import NOT_REPORTED, Prices, Usage, format_usage
+from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 __all__ = [
     "Agreement",

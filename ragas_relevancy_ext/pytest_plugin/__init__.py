@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from ..report import RelevancyReport
+from ..scoring.report import RelevancyReport
 from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
 from .engine import Engine
 from .options import Values, add_options, check_min_score

@@ -28,8 +28,8 @@ from pydantic import BaseModel, Field
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
-from ..aio import run_sync
-from ..prompts import ANGLES
+from ..scoring.aio import run_sync
+from ..scoring.prompts import ANGLES
 from .loopback import count_tokens
 
 __all__ = [
@@ -364,7 +364,7 @@ def pretend_reply_text(prompt: str) -> str:
     """
     from ragas.prompt.pydantic_prompt import Translated
 
-    from ..prompts import AnswerRelevanceOutput, DiverseProbeOutput
+    from ..scoring.prompts import AnswerRelevanceOutput, DiverseProbeOutput
 
     if "Statements to translate:\n" in prompt or "statements" in _input_or_empty(prompt):
         return Translated(statements=_to_translate(prompt)).model_dump_json()

@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .errors import Cause, cause_phrase
+from ..errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
