@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .adapters import OneTextPerCall, gemini_embeddings, local_embeddings
+    from .error_bars import ErrorBars, PairedDifference, paired_difference, run_error_bars
     from .errors import Cause, EmbeddingCallError, EmbeddingShapeError, JudgeReplyError, cause_of
     from .legacy import ResponseRelevancy, answer_relevancy
     from .metric import AnswerRelevancy, RelevancyResult
@@ -35,8 +36,10 @@ __all__ = [
     "DiverseProbePrompt",
     "EmbeddingCallError",
     "EmbeddingShapeError",
+    "ErrorBars",
     "JudgeReplyError",
     "OneTextPerCall",
+    "PairedDifference",
     "Probe",
     "RelevancyReport",
     "RelevancyResult",
@@ -48,9 +51,11 @@ __all__ = [
     "compare_with_stock",
     "gemini_embeddings",
     "local_embeddings",
+    "paired_difference",
     "probe_frame",
     "report_for",
     "reports_for",
+    "run_error_bars",
     "usage_for",
 ]
 
@@ -80,6 +85,10 @@ _EXPORTS: dict[str, str] = {
     "usage_for": "results",
     "CachedJudge": "store.cache",
     "Usage": "scoring.usage",
+    "ErrorBars": "error_bars",
+    "PairedDifference": "error_bars",
+    "paired_difference": "error_bars",
+    "run_error_bars": "error_bars",
 }
 
 

@@ -67,7 +67,9 @@ def test_help_imports_no_heavy_module():
     assert heavy(imported) == []
 
 
-@pytest.mark.parametrize("command", [[], ["score"], ["show"], ["compare"], ["calibrate"]])
+@pytest.mark.parametrize(
+    "command", [[], ["score"], ["show"], ["compare"], ["calibrate"], ["diff"], ["plan"]]
+)
 def test_help_fits_80_columns_with_nothing_cut(command):
     result = CliRunner().invoke(app, [*command, "--help"], terminal_width=80, env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output

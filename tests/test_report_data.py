@@ -130,6 +130,8 @@ def test_to_dict_exactly_and_back():
             "cached": 1,
         },
         "cause": None,
+        # the probes' sd over root 2: two values' sd is their gap over root 2
+        "score_stderr": pytest.approx((0.98765 + 0.05) / 2),
     }
     again = RelevancyReport.from_dict(json.loads(json.dumps(data)))
     assert again == original

@@ -89,7 +89,7 @@ def test_show_shows_control_characters_as_codes(saved: Path, env, how) -> None:
 
 def test_the_plain_table_beyond_the_rich_limit_shows_codes(saved: Path) -> None:
     from ragas_relevancy_ext.cli.output import console as output
-    from ragas_relevancy_ext.cli.show import read_saved
+    from ragas_relevancy_ext.cli.saved import read_saved
 
     items, _ = read_saved(saved)
     sink = io.StringIO()

@@ -1,5 +1,5 @@
 """The ``ragas-relevancy`` command: score a file, show a saved report, compare with stock RAGAS,
-calibrate.
+calibrate, diff two runs, plan a run's size.
 
 One module per command (:mod:`.score`, :mod:`.show`, :mod:`.compare`, :mod:`.calibrate`); the
 options they share are declared once in :mod:`.options`. Only typer and the standard library
@@ -21,8 +21,10 @@ import typer
 
 from .calibrate import calibrate
 from .compare import compare
+from .diff import diff
 from .errors import UsageError
 from .options import OWN_PROCESS
+from .plan import plan
 from .score import score
 from .show import show
 
@@ -41,7 +43,7 @@ app = typer.Typer(
     context_settings={"help_option_names": ["-h", "--help"]},
 )
 
-COMMANDS: tuple[Callable[..., int], ...] = (score, show, compare, calibrate)
+COMMANDS: tuple[Callable[..., int], ...] = (score, show, compare, calibrate, diff, plan)
 
 
 def version_line() -> str:

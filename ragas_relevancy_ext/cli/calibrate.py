@@ -7,8 +7,9 @@ uses each sample's mean score, and the per-sample spread is printed.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.text import Text
@@ -27,7 +28,10 @@ from .output.console import (
 )
 from .setup import DEFAULT_SETTINGS, Settings, prepare, score_rows
 
-__all__ = ["calibrate", "run_calibrate"]
+if TYPE_CHECKING:
+    from rich.console import Console
+
+__all__ = ["calibrate", "default_good_from", "print_threshold", "run_calibrate"]
 
 FEW_PAIRS = 20
 
@@ -53,10 +57,19 @@ def calibrate(
         int, typer.Option(min=100, metavar="N", help="Bootstrap resamples.")
     ] = 2000,
     seed: Annotated[int, typer.Option(metavar="N", help="Bootstrap seed.")] = 20240611,
+    good_from: Annotated[
+        float | None,
+        typer.Option(
+            metavar="R",
+            help="Ratings of R and above are good, the rest bad, for the threshold (default: "
+            "the lowest rating above the middle of the ratings seen).",
+        ),
+    ] = None,
 ) -> int:
-    """Agreement of scores with human ratings.
+    """Agreement of scores with human ratings, and a threshold.
 
-    Pearson and Spearman correlation with 95% bootstrap intervals. Exit codes as score's.
+    Pearson and Spearman correlation with 95% bootstrap intervals; the score that best
+    separates good from bad ratings (Youden's J), with its interval. Exit codes as score's.
     """
     return run_calibrate(
         read_file(file, map_, numeric=ratings),
@@ -65,6 +78,7 @@ def calibrate(
         repeats=repeats,
         resamples=resamples,
         seed=seed,
+        good_from=good_from,
     )
 
 
@@ -76,6 +90,7 @@ def run_calibrate(
     repeats: int = 1,
     resamples: int = 2000,
     seed: int = 20240611,
+    good_from: float | None = None,
 ) -> int:
     """Score, correlate with ``ratings`` and print; the exit code as :func:`.errors.exit_code`."""
     from .stats import agreement, repeat_spread
@@ -107,6 +122,7 @@ def run_calibrate(
         console.print(
             Text(f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide", style="yellow")
         )
+    print_threshold(console, scores, human, ratings, good_from, resamples, seed)
     if repeats > 1:
         numbers = [r.number for r in data.rows]
         questions = [r.user_input for r in data.rows]
@@ -115,3 +131,51 @@ def run_calibrate(
         console.print(setup.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     return exit_code(result.n, len(data.rows) + len(data.bad))
+
+
+def default_good_from(ratings: Sequence[float]) -> float | None:
+    """The lowest rating above the middle of the lowest and highest seen (4 on a 1-5 scale);
+    None when every rating is the same."""
+    low, high = min(ratings), max(ratings)
+    above = [r for r in ratings if r > (low + high) / 2]
+    return min(above) if low < high and above else None
+
+
+def print_threshold(
+    console: Console,
+    scores: Sequence[float],
+    ratings: Sequence[float],
+    column: str,
+    good_from: float | None,
+    resamples: int,
+    seed: int,
+) -> None:
+    """The score that best separates good from bad ratings, with its bootstrap interval and the
+    share of each group at or above it; how the ratings were split is said first."""
+    from ..error_bars import best_threshold
+    from ..scoring.report import fmt
+
+    split = good_from if good_from is not None else default_good_from(ratings)
+    if split is None:
+        console.print(Text(f"every {column} rating is the same: no threshold to pick"))
+        return
+    how = "--good-from" if good_from is not None else "default; --good-from R sets it"
+    cut = best_threshold(scores, [r >= split for r in ratings], resamples=resamples, seed=seed)
+    console.print(
+        Text(
+            f"good: {column} >= {split:g} ({cut.n_good} row(s)), "
+            f"bad: below {split:g} ({cut.n_bad}) [{how}]"
+        )
+    )
+    if not (cut.n_good and cut.n_bad):
+        console.print(Text("one group is empty: no threshold to pick", style="yellow"))
+        return
+    console.print(
+        Text(
+            f"threshold {fmt(cut.threshold, 3)} (95% interval {fmt(cut.ci_low, 3)}-"
+            f"{fmt(cut.ci_high, 3)}, bootstrap, {cut.resamples} resamples) separates them best: "
+            f"{cut.good_above:.0%} of good and {cut.bad_above:.0%} of bad rows score at or "
+            "above it",
+            style="bold",
+        )
+    )

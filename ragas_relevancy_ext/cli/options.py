@@ -30,7 +30,10 @@ from .setup import Settings
 
 __all__ = [
     "DO_NOT_TRACK",
+    "ClusterOpt",
     "FileArg",
+    "Interval",
+    "IntervalOpt",
     "MapOpt",
     "PRICE_OPTIONS",
     "ProbePrompt",
@@ -79,6 +82,30 @@ TableOpt = Annotated[
         help=f"Print the per-row table (--no-table: the summary only). Default: score prints it "
         f"up to {TABLE_ROWS:,} rows, show always.",
         show_default=False,
+    ),
+]
+
+
+class Interval(str, Enum):
+    """How the 95% interval of a run's mean is worked out (see ``error_bars``)."""
+
+    clt = "clt"
+    bootstrap = "bootstrap"
+
+
+ClusterOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="COLUMN",
+        help="Rows sharing a value of this input column (e.g. a document id) count as one draw "
+        "in the interval of the mean (clustered standard error).",
+    ),
+]
+IntervalOpt = Annotated[
+    Interval,
+    typer.Option(
+        help="Interval of the mean: clt (normal, default) or bootstrap (seeded; by cluster "
+        "with --cluster)."
     ),
 ]
 

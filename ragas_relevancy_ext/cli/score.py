@@ -32,7 +32,10 @@ from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import EXIT_STOPPED, UsageError, exit_code
 from .options import (
     TABLE_ROWS,
+    ClusterOpt,
     FileArg,
+    Interval,
+    IntervalOpt,
     MapOpt,
     TableOpt,
     freeze_heap_for_this_process,
@@ -88,6 +91,8 @@ def score(
     engine: EngineOpt = Engine.local,
     ray_address: RayAddressOpt = None,
     actors: ActorsOpt = None,
+    cluster: ClusterOpt = None,
+    interval: IntervalOpt = Interval.clt,
 ) -> int:
     """Score every row; show each probe, a summary and the lowest.
 
@@ -98,6 +103,8 @@ def score(
     if engine is not Engine.local or ray_address or actors:
         if table:  # the Ray engine prints the summary, never the per-row table
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
+        if cluster or interval is not Interval.clt:
+            raise UsageError("--cluster and --interval need --engine local (or show the report)")
         return run_ray_score(
             file,
             map_,
@@ -120,6 +127,8 @@ def score(
         progress=progress,
         prices=prices,
         table=table,
+        cluster=cluster,
+        interval=interval,
     )
 
 
@@ -151,6 +160,8 @@ def run_score(
     progress: bool = True,
     prices: Prices | None = None,
     table: bool | None = None,
+    cluster: str | None = None,
+    interval: Interval = Interval.clt,
 ) -> int:
     """Score ``source``'s rows into ``out`` and print the results; the exit code as
     :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved).
@@ -179,6 +190,8 @@ def run_score(
         for entry in source.entries():
             _count(work, report, entry, _key(entry, tag))
         work.other_settings = sum(1 for key in report.index if key not in work.keys)
+        if cluster and not any(cluster in e.extra for e in source.entries() if isinstance(e, Row)):
+            raise UsageError(f"--cluster {cluster}: no row of {source.path} has that column")
         extra = {"output": _output_line(out, work)} if out is not None else {}
         fields = run_fields(scan, the_plan, **extra)
         print_header(console, fields)
@@ -226,7 +239,10 @@ def run_score(
         order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
             report.compact(order)
-        return _show(console, report, scan, fields, outputs, probes, out, cache_line, prices, table)
+        bars = (cluster, interval)
+        return _show(
+            console, report, scan, fields, outputs, probes, out, cache_line, prices, table, bars
+        )
 
 
 def _key(entry: Entry, tag: str) -> str:
@@ -404,9 +420,12 @@ def _show(
     cache_line: str | None,
     prices: Prices | None = None,
     table: bool | None = None,
+    bars: tuple[str | None, Interval] = (None, Interval.clt),
 ) -> int:
-    """Print the table and summary from the report file, and write the end-of-run formats."""
+    """Print the table and summary from the report file, and write the end-of-run formats;
+    ``bars``: the ``--cluster`` column and ``--interval`` of the mean's interval."""
     from .output import FORMATS
+    from .saved import extra_of, run_bars
     from .stats import summarise, summarise_cost
 
     def items() -> Iterator[tuple[int, RelevancyReport]]:
@@ -433,6 +452,9 @@ def _show(
             replace(low, user_input=low_reports[low.number].user_input) for low in summary.lowest
         ],
         cost=summarise_cost([r.usage for _, r in items() if not is_skipped(r)], prices),
+        error_bars=run_bars(
+            ((report_from_record(r), extra_of(r)) for r in report.records()), *bars
+        ),
     )
     print_summary(console, summary, low_reports)
     print_caution(console, fields)

@@ -11,15 +11,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from ..scoring.report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
-from .options import TableOpt
+from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
 from .output.console import (
-    OFFLINE_CAUTION,
     make_console,
     print_causes,
     print_caution,
@@ -27,18 +26,11 @@ from .output.console import (
     print_summary,
     print_table,
 )
-from .output.jsonl import load_record
+from .saved import extra_of, meta_of, read_records, report_of, run_bars
 
-__all__ = ["read_saved", "show", "worst_first"]
+__all__ = ["show", "worst_first"]
 
 # What a line needs to be shown when an older or newer writer left a field out.
-_FILLERS: dict[str, Any] = {
-    "user_input": "",
-    "response": "",
-    "strictness": 0,
-    "probe_prompt": "",
-    "all_noncommittal": False,
-}
 
 
 def show(
@@ -59,6 +51,8 @@ def show(
     html: Annotated[
         Path | None, typer.Option(metavar="PATH", help="Also write an HTML page of the rows shown.")
     ] = None,
+    cluster: ClusterOpt = None,
+    interval: IntervalOpt = Interval.clt,
 ) -> int:
     """Print a saved report again, without scoring.
 
@@ -73,7 +67,10 @@ def show(
         from .output import check_outputs
 
         html = check_outputs({"html": html}, input_path=report)["html"]
-    items, meta = read_saved(report)
+    records = read_records(report)
+    items = [(int(record["row"]), report_of(record)) for record in records]
+    meta = meta_of(report, records)
+    extras = {id(r): extra_of(record) for (_, r), record in zip(items, records, strict=True)}
     if not items:
         raise UsageError(f"{report}: no report lines")
     chosen = items
@@ -93,7 +90,8 @@ def show(
     causes = {n: not_scored_cause(r) for n, r in items}
     summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
     usages = [r.usage for _, r in items if not is_skipped(r)]
-    summary = replace(summary, cost=summarise_cost(usages))
+    bars = run_bars(((r, extras[id(r)]) for _, r in items), cluster, interval)
+    summary = replace(summary, cost=summarise_cost(usages), error_bars=bars)
     if row is None:
         print_summary(console, summary, dict(items))
         print_causes(make_console(stderr=True), items)
@@ -103,7 +101,9 @@ def show(
 
         shown = summarise([(n, r.score, r.user_input) for n, r in chosen], causes=causes)
         shown = replace(
-            shown, cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)])
+            shown,
+            cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)]),
+            error_bars=run_bars(((r, extras[id(r)]) for _, r in chosen), cluster, interval),
         )
         FORMATS["html"].writer()(html, chosen, shown, meta)
         console.print(f"wrote {html}", soft_wrap=True)
@@ -131,50 +131,3 @@ def worst_first(
     return sorted(items, key=rank)
 
 
-def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str, str]]:
-    """(row, report) pairs in row order, and what the run used, from a JSONL report.
-
-    A later line for the same row and input replaces an earlier one (a re-run retried it);
-    JSON objects without a ``row`` (a header) are passed over; a line cut off mid-write at the
-    end is left out; any other line that is not a report line is a :class:`UsageError`.
-    """
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines.pop()  # cut off mid-write
-    records: dict[tuple[int, str], dict[str, Any]] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = load_record(line)
-        except (ValueError, RecursionError):
-            raise UsageError(f"{path}: line {number} is not a report line") from None
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}: line {number} is not a report line")
-        if "row" not in record:
-            continue
-        records[(int(record["row"]), str(record.get("key", "")))] = record
-    ordered = sorted(records.items(), key=lambda item: item[0])
-    items = [(number, _report(record)) for (number, _), record in ordered]
-    return items, _meta(path, [record for _, record in ordered])
-
-
-def _report(record: dict[str, Any]) -> RelevancyReport:
-    values = {**_FILLERS, **record}
-    return RelevancyReport.from_dict(values)
-
-
-def _meta(path: Path, records: list[dict[str, Any]]) -> dict[str, str]:
-    meta = {"report": f"{path} ({len(records)} row(s))"}
-    for field in ("judge", "embeddings"):
-        seen = sorted({str(r[field]) for r in records if r.get(field)})
-        if seen:
-            meta[field] = seen[0] if len(seen) == 1 else "mixed: " + "; ".join(seen)
-    if any(str(r.get("judge", "")).startswith("offline") for r in records):
-        meta["caution"] = OFFLINE_CAUTION
-    return meta

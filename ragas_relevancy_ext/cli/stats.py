@@ -13,10 +13,14 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
+
+if TYPE_CHECKING:
+    from ..error_bars import ErrorBars
 
 __all__ = [
     "Agreement",
@@ -203,6 +207,7 @@ class Summary:
     nan_causes: dict[str, int] = field(default_factory=dict)
     tied: int = 0  # rows not listed in ``lowest`` whose score equals its last one
     cost: CostSummary | None = None  # what the run cost, when known
+    error_bars: ErrorBars | None = None  # the mean's interval and variance parts, when asked
 
     def nans_text(self) -> str:
         """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""

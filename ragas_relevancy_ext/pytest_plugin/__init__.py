@@ -28,6 +28,7 @@ from typing import Any
 import pytest
 
 from ..scoring.report import RelevancyReport
+from .baseline import Gate, check_baseline, check_report_target, compare_with_baseline, write_report
 from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
 from .engine import Engine
 from .options import Values, add_options, check_min_score
@@ -63,6 +64,7 @@ class _State:
     batching: pytest.Item | None = None  # the test whose checks wait for the module's batch
     held: list[tuple[pytest.Item, list[pytest.TestReport]]] = field(default_factory=list)
     pending: dict[str, list[Check]] = field(default_factory=dict)
+    gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
 
     def check(self, user_input: Any, response: Any, min_score: float | None) -> Exception | None:
         """Record a check of the running test; score it now, or with the module's batch.
@@ -248,6 +250,12 @@ def pytest_configure(config: pytest.Config) -> None:
         "are scored with the module's batch",
     )
     values = Values.read(config)
+    if "report" in values.given:
+        check_report_target(values.given["report"])
+    if "baseline" in values.given:
+        check_baseline(values.given["baseline"])
+    elif "margin" in values.given:
+        raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
     state = _State(config, values, Engine(values.settings()))
     config.stash[_STATE] = state
     _ACTIVE.append(state)
@@ -309,6 +317,15 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(session.config)
     if state is not None and state.held and exitstatus != pytest.ExitCode.INTERRUPTED:
         state.flush()
+    if state is None or exitstatus == pytest.ExitCode.INTERRUPTED:
+        return
+    values = state.values.given
+    if "report" in values and state.checks:
+        write_report(values["report"], state.checks, state.engine.properties())
+    if "baseline" in values and state.checks:
+        state.gate = compare_with_baseline(state.checks, values["baseline"], state.values.margin)
+        if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
@@ -321,3 +338,8 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
         terminalreporter.write_line(line)
     for line in state.engine.labels():
         terminalreporter.write_line(line)
+    if state.gate is not None:
+        for line in state.gate.lines():
+            terminalreporter.write_line(line, red=state.gate.failed, bold=state.gate.failed)
+    if "report" in state.values.given:
+        terminalreporter.write_line(f"wrote {state.values.given['report']}")

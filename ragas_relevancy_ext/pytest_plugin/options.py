@@ -62,6 +62,16 @@ def _timeout(text: str) -> float:
     return value
 
 
+def _margin(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"margin must be a number at or above 0, got {text!r}")
+    return value
+
+
 def _batch(text: str) -> str:
     value = text.strip().lower()
     if value not in BATCH_MODES:
@@ -139,6 +149,27 @@ OPTIONS: tuple[Option, ...] = (
         parse=_min_score,
     ),
     Option(
+        "baseline",
+        "A JSONL report of an earlier run (score --out, or --relevancy-report): the session "
+        "fails when its checks are significantly worse than it (paired by question) by more "
+        "than the margin.",
+        "REPORT",
+        path=True,
+    ),
+    Option(
+        "margin",
+        "The drop in mean score from the baseline the session tolerates (default: 0).",
+        "DROP",
+        parse=_margin,
+    ),
+    Option(
+        "report",
+        "Write the session's scored checks to PATH as a JSONL report (a baseline for a later "
+        "session).",
+        "PATH",
+        path=True,
+    ),
+    Option(
         "batch",
         "module (default): score the checks of consecutive relevancy tests of a module "
         "together, report per test; off: score each check when it is made.",
@@ -193,6 +224,10 @@ class Values:
     @property
     def min_score(self) -> float:
         return self.given.get("min_score", DEFAULT_MIN_SCORE)
+
+    @property
+    def margin(self) -> float:
+        return self.given.get("margin", 0.0)
 
     @property
     def batch(self) -> str:

@@ -231,6 +231,9 @@ class RelevancyReport:
     )
     usage: Usage | None = None
     cause: Cause | None = None
+    # the score's standard error from its probes' cosines (see cosines.score_stderr); NaN:
+    # not measured. Given as None or NaN (or left out), it is worked out when first read.
+    score_stderr: float = _OnFirstRead(math.nan, lambda r: _score_stderr(r))  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
         if not self.__dict__["_reason"]:
@@ -239,6 +242,9 @@ class RelevancyReport:
             self.cause = _as_cause(self.cause)
         elif not self.error and not math.isfinite(self.score) and not self.probes:
             self.cause = Cause.NO_USABLE_PROBE
+        stderr = self.__dict__["_score_stderr"]
+        if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)):
+            self.__dict__["_score_stderr"] = PENDING
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
@@ -246,6 +252,7 @@ class RelevancyReport:
         data["cause"] = None if self.cause is None else str(self.cause)
         data["score"] = _finite_or_none(self.score)
         data["probe_similarity"] = _finite_or_none(self.probe_similarity)
+        data["score_stderr"] = _finite_or_none(data["score_stderr"])
         data["probes"] = [{**p, "cosine": _finite_or_none(p["cosine"])} for p in data["probes"]]
         return data
 
@@ -279,6 +286,11 @@ def _as_cause(value: Any) -> Any:
         return Cause(value)
     except ValueError:
         return str(value)
+def _score_stderr(report: RelevancyReport) -> float:
+    from .cosines import score_stderr
+
+    cosines = [probe.cosine for probe in report.probes]
+    return score_stderr(cosines, report.score, report.all_noncommittal)
 
 
 def _finite_or_none(value: float | None) -> float | None:

@@ -257,7 +257,9 @@ def _sample_lines(
         "",
         Text(clip(report.user_input, 300), style="bold"),
     )
-    yield "", no_text, "", Text("> " + clip(report.response, 300), style="dim")
+    se = report.score_stderr
+    spread = Text(f"±{se:.3f}", style="dim") if _finite(se) else no_text
+    yield "", spread, "", Text("> " + clip(report.response, 300), style="dim")
     if probes:
         pulls = {id(probe): pull for probe, pull in pull_downs(report)}
         for probe in report.probes:
@@ -439,6 +441,9 @@ def print_summary(
             style="bold",
         )
     )
+    if summary.error_bars is not None:
+        bars = summary.error_bars
+        console.print(Text(f"mean {bars.interval_text()} | {bars.variance_text()}"))
     if summary.cost is not None:
         print_cost(console, summary.cost)
     if summary.lowest:
@@ -639,3 +644,7 @@ def print_spread(
             else "the judge wrote the same probes every time (a temperature of 0, or a cache?)"
         )
         console.print(Text(f"std is 0 for every sample because {why}", style="yellow"))
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)

@@ -233,8 +233,15 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
         (str(summary.nans), _nan_label(summary)),
         (str(nc), "noncommittal"),
     ]
+    bars = summary.error_bars
+    if bars is not None:
+        figures[2:3] = [
+            (f"{fmt(bars.mean)} ± {fmt(bars.stderr)}", "mean ± standard error"),
+            (f"{fmt(bars.ci_low)}-{fmt(bars.ci_high)}", f"{bars.level:.0%} CI ({bars.method})"),
+        ]
     cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
-    return f'<ul class="stats">{cells}</ul>'
+    split = f'<p class="note">{_text(bars.variance_text())}</p>' if bars is not None else ""
+    return f'<ul class="stats">{cells}</ul>{split}'
 
 
 def _cost(summary: Summary) -> str:
@@ -436,7 +443,7 @@ def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
         f'<article class="{classes}" id="row-{number}" style="--up:{ranks[0]};--down:{ranks[1]}">',
         f'<h3><a href="#row-{number}">#{number}</a>'
         f'<span class="score {_score_class(report.score)}">{fmt(report.score)}</span>'
-        f"{flag_html}</h3>",
+        f"{_stderr(report)}{flag_html}</h3>",
         long_text(report.user_input, "q"),
         long_text(report.response, "text"),
         _probe_table(report),
@@ -445,6 +452,14 @@ def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
         "</article>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def _stderr(report: RelevancyReport) -> str:
+    """``± 0.023``, the score's standard error from its probes, when there is one."""
+    se = report.score_stderr
+    if not _finite(se):
+        return ""
+    return f'<span class="muted" title="standard error from the probes">± {se:.3f}</span>'
 
 
 def _probe_table(report: RelevancyReport) -> str:

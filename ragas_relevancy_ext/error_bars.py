@@ -1,0 +1,507 @@
+"""How sure a score is: error bars on a sample, on a run, and on the change between two runs.
+
+After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640):
+
+* A sample's score is the mean of its N probes' cosines, so the spread of those cosines
+  estimates the judge's own noise without a re-run: :func:`score_stderr`.
+* A run's mean has a 95% interval by the central limit theorem (``clt``), clustered when rows
+  come in groups (``clustered``: a document id, so one document's questions count as one
+  draw), or from a seeded bootstrap (``bootstrap``): :func:`run_error_bars`, :func:`mean_interval`.
+  The variance of the scores splits into a between-question part and a within-question
+  (probe) part.
+* Two runs on the same questions compare pair by pair: :func:`pair_by_question`,
+  :func:`paired_difference`.
+* :func:`rows_needed` and :func:`detectable_drop` plan how many rows (and probes) a run needs.
+* :func:`best_threshold` picks the score that best separates good from bad human ratings.
+
+Intervals use the normal quantile (:class:`statistics.NormalDist`), not Student's t: at
+n >= 30 the two differ by under 4% of the width; below 30 rows the interval is a little narrow.
+Only numpy and the standard library.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+
+from .scoring.cosines import score_stderr as cosines_stderr
+from .scoring.report import RelevancyReport, clean_text
+
+__all__ = [
+    "METHODS",
+    "ErrorBars",
+    "Pairing",
+    "PairedDifference",
+    "Threshold",
+    "best_threshold",
+    "detectable_drop",
+    "run_error_bars",
+    "mean_interval",
+    "pair_by_question",
+    "paired_difference",
+    "question_key",
+    "rows_needed",
+    "score_stderr",
+]
+
+METHODS = ("clt", "clustered", "bootstrap")
+LEVEL = 0.95
+FEW_CLUSTERS = 10  # under this many clusters a clustered standard error is itself unsteady
+POWER = 0.8
+RESAMPLES = 2000
+SEED = 20240611
+
+
+def _z(level: float) -> float:
+    """The two-sided normal quantile of ``level`` (1.96 at 0.95)."""
+    return NormalDist().inv_cdf(0.5 + level / 2.0)
+
+
+# -- one sample ------------------------------------------------------------------------------
+
+
+def score_stderr(report: RelevancyReport) -> float:
+    """The standard error of one sample's score from its probes' cosines (see
+    :func:`.scoring.cosines.score_stderr`)."""
+    return cosines_stderr([p.cosine for p in report.probes], report.score, report.all_noncommittal)
+
+
+# -- one run ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ErrorBars:
+    """A run's mean score with its standard error and interval, and the split of the scores'
+    variance into between-question and within-question (probe noise) parts.
+
+    ``n`` rows were scored and averaged; ``nans`` rows were not (NaN) and are left out.
+    ``clusters`` is the number of groups when ``method`` is ``clustered`` (or a clustered
+    bootstrap). ``within_variance`` is the mean squared :func:`score_stderr` of the rows that
+    have one (NaN when none has); ``between_variance`` is the rest of the scores' variance.
+    """
+
+    mean: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    n: int
+    method: str
+    between_variance: float
+    within_variance: float
+    nans: int = 0
+    clusters: int | None = None
+    level: float = LEVEL
+
+    def interval_text(self) -> str:
+        """``0.7812 ± 0.0231 (95% CI 0.7359-0.8265, clt, n=200)``."""
+        if not math.isfinite(self.mean):
+            return "NaN"
+        how = self.method + (f" over {self.clusters} clusters" if self.clusters else "")
+        if self.clusters and self.clusters < FEW_CLUSTERS:
+            how += f", under {FEW_CLUSTERS} clusters: a rough interval"
+        return (
+            f"{self.mean:.4f} ± {_f(self.stderr)} ({self.level:.0%} CI {_f(self.ci_low)}-"
+            f"{_f(self.ci_high)}, {how}, n={self.n})"
+        )
+
+    def variance_text(self) -> str:
+        """``variance: between questions 0.0123, within (probes) 0.0012 (9% of the total)``."""
+        share = ""
+        total = self.between_variance + self.within_variance
+        if math.isfinite(total) and total > 0:
+            share = f" ({self.within_variance / total:.0%} of the total)"
+        return (
+            f"variance: between questions {_f(self.between_variance, 5)}, "
+            f"within (probes) {_f(self.within_variance, 5)}{share}"
+        )
+
+
+def _f(value: float, digits: int = 4) -> str:
+    return f"{value:.{digits}f}" if math.isfinite(value) else "NaN"
+
+
+def run_error_bars(
+    reports: Any,
+    *,
+    clusters: Sequence[Hashable] | None = None,
+    method: str | None = None,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> ErrorBars:
+    """Error bars of a run from its reports: a list of :class:`RelevancyReport` (None for a row
+    that left none) or the ``EvaluationResult`` of ``ragas.evaluate`` (read with
+    :func:`~.results.reports_for`). ``clusters`` gives each report's group (same order);
+    ``method`` is ``clt`` (default), ``clustered`` (default when ``clusters`` is given) or
+    ``bootstrap`` (clustered when ``clusters`` is given)."""
+    if hasattr(reports, "traces"):
+        from .results import reports_for
+
+        reports = reports_for(reports)
+    reports = list(reports)
+    scores = [r.score if r is not None else math.nan for r in reports]
+    stderrs = [r.score_stderr if r is not None else math.nan for r in reports]
+    return mean_interval(
+        scores,
+        stderrs=stderrs,
+        clusters=clusters,
+        method=method,
+        level=level,
+        resamples=resamples,
+        seed=seed,
+    )
+
+
+def mean_interval(
+    scores: Sequence[float],
+    *,
+    stderrs: Sequence[float] | None = None,
+    clusters: Sequence[Hashable] | None = None,
+    method: str | None = None,
+    level: float = LEVEL,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+) -> ErrorBars:
+    """:func:`run_error_bars` over plain numbers: ``scores`` (NaN left out and counted), each one's
+    ``stderrs`` (for the variance split) and ``clusters`` (each one's group), in one order."""
+    values = np.asarray(scores, dtype=float).reshape(-1)
+    method = method or ("clustered" if clusters is not None else "clt")
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if method == "clustered" and clusters is None:
+        raise ValueError("the clustered interval needs each row's cluster")
+    if clusters is not None and len(clusters) != values.size:
+        raise ValueError(f"{values.size} scores but {len(clusters)} cluster labels")
+    keep = np.isfinite(values)
+    x = values[keep]
+    n = int(x.size)
+    groups = (
+        _group_ids([c for c, k in zip(clusters, keep, strict=True) if k])
+        if clusters is not None
+        else None
+    )
+    mean = float(x.mean()) if n else math.nan
+    between, within = _variance_parts(x, stderrs, keep)
+    if method == "bootstrap":
+        stderr, low, high = _bootstrap(x, groups, level, resamples, seed)
+    else:
+        stderr = _clustered_stderr(x, groups) if groups is not None else _clt_stderr(x)
+        half = _z(level) * stderr
+        low, high = mean - half, mean + half
+    return ErrorBars(
+        mean=mean,
+        stderr=stderr,
+        ci_low=low,
+        ci_high=high,
+        n=n,
+        method=method,
+        between_variance=between,
+        within_variance=within,
+        nans=int(values.size - n),
+        clusters=int(groups.max() + 1) if groups is not None and n else None,
+        level=level,
+    )
+
+
+def _group_ids(labels: Sequence[Hashable]) -> np.ndarray:
+    """Each label's group as 0..G-1, in order of first appearance."""
+    index: dict[Hashable, int] = {}
+    return np.asarray([index.setdefault(label, len(index)) for label in labels], dtype=int)
+
+
+def _clt_stderr(x: np.ndarray) -> float:
+    """sd(ddof=1) / sqrt(n); NaN under two values."""
+    return float(x.std(ddof=1) / math.sqrt(x.size)) if x.size >= 2 else math.nan
+
+
+def _clustered_stderr(x: np.ndarray, groups: np.ndarray) -> float:
+    """Miller's clustered standard error, sqrt(sum over clusters of (sum of s_i - mean)^2) / n,
+    times sqrt(G / (G - 1)) for the few-cluster bias (so one row per cluster gives the CLT
+    figure exactly); NaN under two clusters."""
+    g = int(groups.max()) + 1 if groups.size else 0
+    if g < 2:
+        return math.nan
+    sums = np.bincount(groups, weights=x - x.mean(), minlength=g)
+    return float(math.sqrt(float(sums @ sums) * g / (g - 1)) / x.size)
+
+
+def _bootstrap(
+    x: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int
+) -> tuple[float, float, float]:
+    """Seeded percentile bootstrap of the mean: rows resampled, or whole clusters when
+    ``groups`` is given (the mean of the rows of the clusters drawn)."""
+    if x.size < 2:
+        return math.nan, math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    if groups is None:
+        means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
+    else:
+        g = int(groups.max()) + 1
+        sums, counts = np.bincount(groups, weights=x, minlength=g), np.bincount(groups, minlength=g)
+        picks = rng.integers(0, g, size=(resamples, g))
+        means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return float(means.std(ddof=1)), float(low), float(high)
+
+
+def _variance_parts(
+    x: np.ndarray, stderrs: Sequence[float] | None, keep: np.ndarray
+) -> tuple[float, float]:
+    """(between, within): within is the mean squared per-sample stderr where there is one,
+    between the scores' variance (ddof=1) less within, not below 0."""
+    total = float(x.var(ddof=1)) if x.size >= 2 else math.nan
+    if stderrs is None:
+        return total, math.nan
+    s = np.asarray(stderrs, dtype=float).reshape(-1)[keep]
+    s = s[np.isfinite(s)]
+    within = float(np.mean(s * s)) if s.size else math.nan
+    if not math.isfinite(within):
+        return total, within
+    return max(total - within, 0.0), within
+
+
+# -- two runs --------------------------------------------------------------------------------
+
+
+def question_key(user_input: Any, id_value: Any = None) -> tuple[str, str]:
+    """What pairs a row of one run with a row of another: the question's text (whitespace
+    runs made one space, ends stripped) and, when given, the row's id. Never the response:
+    two systems answer the same question differently."""
+    text = " ".join(clean_text(user_input).split()) if isinstance(user_input, str) else ""
+    return ("" if id_value is None else str(id_value), text)
+
+
+@dataclass(frozen=True)
+class Pairing:
+    """Indices of rows of A and B that hold the same question, and the rows of each alone.
+
+    ``repeated`` counts keys seen more than once in a file: their k-th rows pair in row order.
+    """
+
+    pairs: list[tuple[int, int]]
+    only_a: list[int]
+    only_b: list[int]
+    repeated: int = 0
+
+
+def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> Pairing:
+    """Pair rows by key (see :func:`question_key`), whatever their order: the k-th row of A
+    with a key pairs with the k-th row of B with that key."""
+    where_b: dict[Hashable, list[int]] = defaultdict(list)
+    for j, key in enumerate(keys_b):
+        where_b[key].append(j)
+    seen: dict[Hashable, int] = defaultdict(int)
+    pairs, only_a = [], []
+    for i, key in enumerate(keys_a):
+        k = seen[key]
+        seen[key] += 1
+        rows = where_b.get(key, [])
+        if k < len(rows):
+            pairs.append((i, rows[k]))
+        else:
+            only_a.append(i)
+    paired_b = {j for _, j in pairs}
+    only_b = [j for j in range(len(keys_b)) if j not in paired_b]
+    repeated = {k for k, c in Counter(keys_a).items() if c > 1}
+    repeated |= {k for k, rows in where_b.items() if len(rows) > 1}
+    return Pairing(pairs, only_a, only_b, len(repeated))
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """B minus A over the pairs both scored: means, the mean difference with its interval and
+    two-sided p-value (normal), and the pairs left out because either side is NaN."""
+
+    n_pairs: int
+    mean_a: float
+    mean_b: float
+    diff: float
+    stderr: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    method: str
+    not_scored: int = 0
+    clusters: int | None = None
+    level: float = LEVEL
+
+    def worse_by_more_than(self, margin: float = 0.0) -> bool:
+        """Whether B is significantly lower than A by more than ``margin``: the whole interval
+        of B - A lies below ``-margin`` (a one-sided test at half the two-sided alpha)."""
+        return math.isfinite(self.ci_high) and self.ci_high < -margin
+
+
+def paired_difference(
+    a: Sequence[float],
+    b: Sequence[float],
+    *,
+    clusters: Sequence[Hashable] | None = None,
+    level: float = LEVEL,
+) -> PairedDifference:
+    """Paired comparison of the scores ``a[i]`` and ``b[i]`` of the same question: the mean of
+    the differences with its standard error (clustered when ``clusters`` is given)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.shape != y.shape:
+        raise ValueError(f"{x.size} scores of A but {y.size} of B")
+    keep = np.isfinite(x) & np.isfinite(y)
+    labels = [c for c, k in zip(clusters, keep, strict=True) if k] if clusters is not None else None
+    bars = mean_interval(
+        y[keep] - x[keep], clusters=labels, method="clustered" if labels else "clt", level=level
+    )
+    return PairedDifference(
+        n_pairs=bars.n,
+        mean_a=float(x[keep].mean()) if bars.n else math.nan,
+        mean_b=float(y[keep].mean()) if bars.n else math.nan,
+        diff=bars.mean,
+        stderr=bars.stderr,
+        ci_low=bars.ci_low,
+        ci_high=bars.ci_high,
+        p_value=_p_value(bars.mean, bars.stderr),
+        method=bars.method,
+        not_scored=int(x.size - bars.n),
+        clusters=bars.clusters,
+        level=level,
+    )
+
+
+def _p_value(diff: float, stderr: float) -> float:
+    """Two-sided normal p-value of ``diff`` being 0; 1 when both are 0, NaN when unknown."""
+    if not (math.isfinite(diff) and math.isfinite(stderr)):
+        return math.nan
+    if stderr == 0:
+        return 1.0 if diff == 0 else 0.0
+    return 2.0 * NormalDist().cdf(-abs(diff) / stderr)
+
+
+# -- planning --------------------------------------------------------------------------------
+
+
+def difference_variance(
+    between: float, within: float, strictness_then: int, strictness: int, correlation: float
+) -> float:
+    """The variance of one pair's difference B - A: ``2 (1 - correlation) between`` from the
+    questions (``correlation``: how alike the two systems' true scores are per question) plus
+    twice the probe noise, rescaled from ``strictness_then`` probes to ``strictness``."""
+    per_probe = within * strictness_then
+    return 2.0 * (1.0 - correlation) * between + 2.0 * per_probe / strictness
+
+
+def rows_needed(
+    detect: float,
+    *,
+    between: float,
+    within: float,
+    strictness_then: int,
+    strictness: int,
+    correlation: float = 0.5,
+    alpha: float = 0.05,
+    power: float = POWER,
+) -> int:
+    """Pairs needed to find a drop of ``detect`` with ``power`` (two-sided paired test at
+    ``alpha``): ((z(1 - alpha/2) + z(power)) * sd / detect)^2, rounded up."""
+    sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    return max(2, math.ceil((z * sd / detect) ** 2))
+
+
+def detectable_drop(
+    n: int,
+    *,
+    between: float,
+    within: float,
+    strictness_then: int,
+    strictness: int,
+    correlation: float = 0.5,
+    alpha: float = 0.05,
+    power: float = POWER,
+) -> float:
+    """The smallest drop ``n`` pairs find with ``power``: the inverse of :func:`rows_needed`."""
+    sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    return z * sd / math.sqrt(n)
+
+
+# -- thresholds from ratings -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Threshold:
+    """The score that best separates good from bad ratings (largest true-positive rate minus
+    false-positive rate, Youden's J), its bootstrap interval, and the share of each group
+    scoring at or above it."""
+
+    threshold: float
+    ci_low: float
+    ci_high: float
+    good_above: float
+    bad_above: float
+    n_good: int
+    n_bad: int
+    dropped: int
+    resamples: int
+    seed: int
+
+
+def _youden(scores: np.ndarray, good: np.ndarray) -> float:
+    """The cut (midway between two adjacent distinct scores) maximising J; the middle of the
+    best cuts on a tie; NaN when a group is empty."""
+    pos, neg = np.sort(scores[good]), np.sort(scores[~good])
+    if not pos.size or not neg.size:
+        return math.nan
+    distinct = np.unique(scores)
+    cuts = np.concatenate(([distinct[0]], (distinct[1:] + distinct[:-1]) / 2.0))
+    tpr = 1.0 - np.searchsorted(pos, cuts, side="left") / pos.size
+    fpr = 1.0 - np.searchsorted(neg, cuts, side="left") / neg.size
+    j = tpr - fpr
+    best = cuts[np.isclose(j, j.max())]
+    return float(best[(best.size - 1) // 2])
+
+
+def best_threshold(
+    scores: Sequence[float],
+    good: Sequence[bool],
+    *,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
+    level: float = LEVEL,
+) -> Threshold:
+    """The threshold separating ``good`` rows from the rest best, with a seeded percentile
+    bootstrap interval; rows with a NaN score are dropped and counted."""
+    s, g = np.asarray(scores, dtype=float), np.asarray(good, dtype=bool)
+    if s.shape != g.shape:
+        raise ValueError(f"{s.size} scores but {g.size} good/bad labels")
+    keep = np.isfinite(s)
+    s, g = s[keep], g[keep]
+    cut = _youden(s, g)
+    low = high = math.nan
+    if math.isfinite(cut):
+        rng = np.random.default_rng(seed)
+        picks = rng.integers(0, s.size, size=(resamples, s.size))
+        values = np.array([_youden(s[p], g[p]) for p in picks])
+        values = values[np.isfinite(values)]
+        if values.size:
+            tail = (1.0 - level) / 2.0 * 100.0
+            low, high = (float(v) for v in np.percentile(values, [tail, 100.0 - tail]))
+
+    def share(v: np.ndarray) -> float:
+        return float((v >= cut).mean()) if v.size and math.isfinite(cut) else math.nan
+
+    return Threshold(
+        threshold=cut,
+        ci_low=low,
+        ci_high=high,
+        good_above=share(s[g]),
+        bad_above=share(s[~g]),
+        n_good=int(g.sum()),
+        n_bad=int((~g).sum()),
+        dropped=int((~keep).sum()),
+        resamples=resamples,
+        seed=seed,
+    )
