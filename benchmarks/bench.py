@@ -53,7 +53,7 @@ from ragas.llms import llm_factory  # noqa: E402
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.prompts import (  # noqa: E402
+from ragas_relevancy_ext.scoring.prompts import (  # noqa: E402
     AnswerRelevanceInput,
     AnswerRelevanceOutput,
     AnswerRelevancePrompt,

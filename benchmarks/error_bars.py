@@ -34,7 +34,7 @@ from ragas_relevancy_ext.error_bars import (  # noqa: E402
     paired_difference,
     run_error_bars,
 )
-from ragas_relevancy_ext.report import Probe, RelevancyReport  # noqa: E402
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport  # noqa: E402
 
 MEAN = 0.6  # the true mean score of a run
 QUESTION_SD = 0.15  # spread of the questions' true scores

@@ -32,7 +32,7 @@ from ragas.llms import llm_factory  # noqa: E402
 from ragas.metrics import AnswerRelevancy as StockLegacy  # noqa: E402
 
 from ragas_relevancy_ext import ResponseRelevancy, reports_for  # noqa: E402
-from ragas_relevancy_ext.probe_modes import normalise_question  # noqa: E402
+from ragas_relevancy_ext.scoring.probe_modes import normalise_question  # noqa: E402
 from ragas_relevancy_ext.testing.loopback import LoopbackServer  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"

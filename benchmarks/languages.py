@@ -25,8 +25,8 @@ from typing import Any
 os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.judges import JudgeWrapper  # noqa: E402
-from ragas_relevancy_ext.languages import language_name  # noqa: E402
+from ragas_relevancy_ext.scoring.judges import JudgeWrapper  # noqa: E402
+from ragas_relevancy_ext.scoring.languages import language_name  # noqa: E402
 from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedChatModel  # noqa: E402
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "multilingual.json"
@@ -54,7 +54,7 @@ def flagged(found: list[Any]) -> int:
 
 def langid(rows: list[dict[str, Any]]) -> None:
     """py3langid on every fixture text: import and first-call seconds, accuracy, misses."""
-    from ragas_relevancy_ext.languages import detect_language
+    from ragas_relevancy_ext.scoring.languages import detect_language
 
     texts = [(r["language"], t) for r in rows for t in (r["user_input"], r["response"])]
     texts += [(r["language"], q) for r in rows for q, _ in r["ours"]]

@@ -32,9 +32,12 @@ from benchsteps import Steps  # noqa: E402  (benchmarks/benchsteps.py, beside th
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
 
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
-from ragas_relevancy_ext.probe_modes import normalise_question  # noqa: E402
-from ragas_relevancy_ext.testing.loopback import count_tokens  # noqa: E402
-from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
+from ragas_relevancy_ext.scoring.probe_modes import normalise_question  # noqa: E402
+from ragas_relevancy_ext.testing.offline import (  # noqa: E402
+    HashEmbeddings,
+    PretendJudge,
+    count_tokens,  # noqa: E402
+)
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "cases.json"
 MODES = ("stock RAGAS", "ours stock", "ours sequential", "ours diverse", "ours angles")

@@ -16,17 +16,17 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .cli.cache import CachedJudge
+    from .adapters import OneTextPerCall, gemini_embeddings, local_embeddings
     from .error_bars import ErrorBars, PairedDifference, paired_difference, run_error_bars
     from .errors import Cause, EmbeddingCallError, EmbeddingShapeError, JudgeReplyError, cause_of
     from .legacy import ResponseRelevancy, answer_relevancy
     from .metric import AnswerRelevancy, RelevancyResult
-    from .one_text_per_call import OneTextPerCall, gemini_embeddings, local_embeddings
     from .parity import compare_with_stock
-    from .prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
-    from .report import Probe, RelevancyReport
     from .results import probe_frame, report_for, reports_for, usage_for
-    from .usage import Usage
+    from .scoring.prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
+    from .scoring.report import Probe, RelevancyReport
+    from .scoring.usage import Usage
+    from .store.cache import CachedJudge
 
 __all__ = [
     "AngleProbePrompt",
@@ -65,30 +65,30 @@ _EXPORTS: dict[str, str] = {
     "RelevancyResult": "metric",
     "ResponseRelevancy": "legacy",
     "answer_relevancy": "legacy",
-    "RelevancyReport": "report",
-    "Probe": "report",
+    "RelevancyReport": "scoring.report",
+    "Probe": "scoring.report",
     "Cause": "errors",
     "cause_of": "errors",
     "EmbeddingShapeError": "errors",
     "EmbeddingCallError": "errors",
     "JudgeReplyError": "errors",
-    "AngleProbePrompt": "prompts",
-    "DiverseProbePrompt": "prompts",
-    "SequentialProbePrompt": "prompts",
-    "OneTextPerCall": "one_text_per_call",
-    "gemini_embeddings": "one_text_per_call",
-    "local_embeddings": "one_text_per_call",
+    "AngleProbePrompt": "scoring.prompts",
+    "DiverseProbePrompt": "scoring.prompts",
+    "SequentialProbePrompt": "scoring.prompts",
+    "OneTextPerCall": "adapters",
+    "gemini_embeddings": "adapters",
+    "local_embeddings": "adapters",
     "compare_with_stock": "parity",
     "probe_frame": "results",
     "report_for": "results",
     "reports_for": "results",
     "usage_for": "results",
-    "CachedJudge": "cli.cache",
+    "CachedJudge": "store.cache",
+    "Usage": "scoring.usage",
     "ErrorBars": "error_bars",
     "PairedDifference": "error_bars",
     "paired_difference": "error_bars",
     "run_error_bars": "error_bars",
-    "Usage": "usage",
 }
 
 

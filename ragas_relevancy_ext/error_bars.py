@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from .report import RelevancyReport, clean_text
+from .scoring.cosines import score_stderr as cosines_stderr
+from .scoring.report import RelevancyReport, clean_text
 
 __all__ = [
     "METHODS",
@@ -66,21 +67,9 @@ def _z(level: float) -> float:
 
 
 def score_stderr(report: RelevancyReport) -> float:
-    """The standard error of one sample's score from its probes' cosines: their sample standard
-    deviation (ddof=1) over the square root of their number.
-
-    NaN (not measured) when the score is NaN, with fewer than two probes, when a cosine is not
-    finite, or when every probe is noncommittal: that score is 0 by the noncommittal rule, not
-    a mean of cosines, so their spread says nothing about it. When only some probes are
-    noncommittal the score is still the mean of every cosine, so every cosine counts.
-    """
-    cosines = np.asarray([p.cosine for p in report.probes], dtype=float)
-    score = report.score
-    if score is None or not math.isfinite(score) or cosines.size < 2 or report.all_noncommittal:
-        return math.nan
-    if not np.isfinite(cosines).all():
-        return math.nan
-    return float(cosines.std(ddof=1) / math.sqrt(cosines.size))
+    """The standard error of one sample's score from its probes' cosines (see
+    :func:`.scoring.cosines.score_stderr`)."""
+    return cosines_stderr([p.cosine for p in report.probes], report.score, report.all_noncommittal)
 
 
 # -- one run ---------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ __all__ = [
     "EmbeddingShapeError",
     "JudgeHTTPError",
     "JudgeReplyError",
+    "UsageError",
     "cause_of",
     "cause_phrase",
     "deciding_error",
@@ -28,6 +29,11 @@ __all__ = [
     "is_reply_error",
 ]
 
+
+
+class UsageError(ValueError):
+    """Bad input or settings the user can fix (a file, an option, a key): the command line
+    prints its one-line message and exits 2."""
 
 class EmbeddingShapeError(ValueError):
     """Embeddings returned vectors that cannot be compared (wrong count, size, NaN, zero)."""

@@ -24,20 +24,20 @@ from ragas.callbacks import ChainType, new_group
 from ragas.metrics._answer_relevance import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
-from .embeddings import embeddings_kind
-from .judges import judge_kind
-from .languages import AUTO, AdaptedPrompts
-from .pipeline import (
+from .results import REPORT_TRACE
+from .run.limits import RunLimiter
+from .scoring.embeddings import embeddings_kind
+from .scoring.judges import judge_kind
+from .scoring.languages import AUTO, AdaptedPrompts
+from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
+from .scoring.report import RelevancyReport
+from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
-    RunLimiter,
     failed_report,
     score_sample,
 )
-from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .report import RelevancyReport
-from .results import REPORT_TRACE
-from .usage import UsageMeter
+from .scoring.usage import UsageMeter
 
 if t.TYPE_CHECKING:
     from langchain_core.callbacks import Callbacks

@@ -17,20 +17,20 @@ from typing import Any
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.result import MetricResult
 
-from .batching import RunEmbedder
-from .embeddings import Embeddings
-from .judges import Judge
-from .languages import AUTO, AdaptedPrompts
-from .pipeline import (
+from .run.batching import RunEmbedder
+from .run.streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
+from .scoring.embeddings import Embeddings
+from .scoring.judges import Judge
+from .scoring.languages import AUTO, AdaptedPrompts
+from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
+from .scoring.report import PENDING, RelevancyReport
+from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
     failed_report,
     score_sample,
 )
-from .probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .report import PENDING, RelevancyReport
-from .streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
-from .usage import UsageMeter
+from .scoring.usage import UsageMeter
 
 __all__ = ["AnswerRelevancy", "RelevancyResult"]
 

@@ -12,11 +12,11 @@ from typing import Any
 
 from ragas.embeddings.base import BaseRagasEmbedding
 
-from .embeddings import Embeddings, metered_call
 from .errors import is_reply_error
-from .judges import Judge, JudgeWrapper, Reply
-from .report import RelevancyReport
-from .usage import Usage, UsageMeter, metering
+from .scoring.embeddings import Embeddings, metered_call
+from .scoring.judges import Judge, JudgeWrapper, Reply
+from .scoring.report import RelevancyReport
+from .scoring.usage import Usage, UsageMeter, metering
 
 __all__ = [
     "MeteredEmbeddings",

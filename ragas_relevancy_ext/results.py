@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .report import RelevancyReport
-from .usage import Usage
+from .scoring.report import RelevancyReport
+from .scoring.usage import Usage
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,7 +20,7 @@ from ragas_relevancy_ext import (
     gemini_embeddings,
     local_embeddings,
 )
-from ragas_relevancy_ext.embeddings import REQUEST_LIMIT, embed_texts
+from ragas_relevancy_ext.scoring.embeddings import REQUEST_LIMIT, embed_texts
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
 
 TEXTS = [f"question number {i} about order A{i}" for i in range(24)]

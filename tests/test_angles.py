@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.probe_modes import MAX_EXTRA_CALLS, MODES
-from ragas_relevancy_ext.prompts import (
+from ragas_relevancy_ext.scoring.probe_modes import MAX_EXTRA_CALLS, MODES
+from ragas_relevancy_ext.scoring.prompts import (
     ANGLES,
     AngleProbeInput,
     AngleProbePrompt,

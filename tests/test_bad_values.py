@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.datafile import DataFileError, read_rows
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.report import Probe, RelevancyReport, content_key
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, content_key
 
 OFFLINE = ["--embeddings", "hash"]
 LONE = "\ud83d"  # half of a surrogate pair: JSON's "\ud83d" escape reads as this

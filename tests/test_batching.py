@@ -16,7 +16,7 @@ from openai import AsyncOpenAI
 from ragas.embeddings import GoogleEmbeddings, OpenAIEmbeddings
 
 from ragas_relevancy_ext import AnswerRelevancy, OneTextPerCall
-from ragas_relevancy_ext.batching import RunEmbedder
+from ragas_relevancy_ext.run.batching import RunEmbedder
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 

@@ -8,8 +8,8 @@ import pytest
 from pydantic import BaseModel
 
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.cli.cache import CachedJudge, disk_store, reply_key
-from ragas_relevancy_ext.prompts import AnswerRelevanceOutput
+from ragas_relevancy_ext.scoring.prompts import AnswerRelevanceOutput
+from ragas_relevancy_ext.store.cache import CachedJudge, disk_store, reply_key
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
 ROWS = [
@@ -103,7 +103,7 @@ def test_key_depends_on_the_output_model():
 
 
 def test_one_prompt_asked_for_two_output_models_gets_two_replies(tmp_path):
-    from ragas_relevancy_ext.prompts import DiverseProbeOutput
+    from ragas_relevancy_ext.scoring.prompts import DiverseProbeOutput
 
     judge = ScriptedJudge([("Where is A17?", 0), [("When did A17 ship?", 0)]])
     cached = CachedJudge(judge, disk_store(tmp_path), "m")
@@ -124,7 +124,7 @@ def test_a_stale_reply_is_asked_again_and_replaced(tmp_path):
     asyncio.run(
         CachedJudge(old_judge, disk_store(tmp_path), "m").agenerate("prompt", AnswerRelevanceOutput)
     )
-    from ragas_relevancy_ext.prompts import AnswerRelevanceOutput as Current
+    from ragas_relevancy_ext.scoring.prompts import AnswerRelevanceOutput as Current
 
     judge = ScriptedJudge([("Where is A17?", 1)])
     cached = CachedJudge(judge, disk_store(tmp_path), "m")

@@ -42,12 +42,12 @@ from ragas_relevancy_ext.errors import (
     cause_of,
     is_reply_error,
 )
-from ragas_relevancy_ext.pipeline import ProbeOptions, failed_report, score_sample
-from ragas_relevancy_ext.report import RelevancyReport
-from ragas_relevancy_ext.streaming import EarlyStop
+from ragas_relevancy_ext.run.streaming import EarlyStop
+from ragas_relevancy_ext.scoring.report import RelevancyReport
+from ragas_relevancy_ext.scoring.sample import ProbeOptions, failed_report, score_sample
+from ragas_relevancy_ext.scoring.usage import UsageMeter
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
-from ragas_relevancy_ext.usage import UsageMeter
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "support_qa.jsonl"
 QUESTION = "Where is order A17?"

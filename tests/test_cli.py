@@ -360,7 +360,7 @@ def test_compare_matches_stock_offline():
 
 def test_compare_exits_1_when_ours_differs(monkeypatch, tmp_path):
     from ragas_relevancy_ext import parity
-    from ragas_relevancy_ext.report import RelevancyReport
+    from ragas_relevancy_ext.scoring.report import RelevancyReport
 
     async def drifting(judge, embeddings, user_input, response, strictness=3, cost_mode=None):
         report = RelevancyReport(user_input, response, 0.6, strictness, "stock", False)

@@ -28,8 +28,8 @@ from ragas.prompt.pydantic_prompt import ToTranslate, Translated
 from ragas.run_config import RunConfig
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, report_for
-from ragas_relevancy_ext.judges import JudgeWrapper
-from ragas_relevancy_ext.prompts import (
+from ragas_relevancy_ext.scoring.judges import JudgeWrapper
+from ragas_relevancy_ext.scoring.prompts import (
     AnswerRelevanceInput,
     AnswerRelevancePrompt,
     DiverseProbeInput,

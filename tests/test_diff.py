@@ -17,7 +17,7 @@ from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
 from ragas_relevancy_ext.error_bars import rows_needed
-from ragas_relevancy_ext.report import Probe, RelevancyReport, row_key
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 ROOT = Path(__file__).resolve().parents[1]
 

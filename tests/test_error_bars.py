@@ -21,8 +21,8 @@ from ragas_relevancy_ext.error_bars import (
     run_error_bars,
     score_stderr,
 )
-from ragas_relevancy_ext.report import Probe, RelevancyReport
 from ragas_relevancy_ext.results import REPORT_TRACE
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
 Z = NormalDist().inv_cdf(0.975)
 

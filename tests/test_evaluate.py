@@ -193,7 +193,7 @@ def _embeddings(kind: str) -> Any:
         return LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
     if kind in ("langchain-via-evaluate", "langchain-on-metric"):
         return LangchainHashEmbeddings()
-    from ragas_relevancy_ext.one_text_per_call import OneTextPerCall
+    from ragas_relevancy_ext.adapters import OneTextPerCall
 
     return OneTextPerCall(HashEmbeddings())
 

@@ -18,7 +18,7 @@ from ragas_relevancy_ext.cli.output.html import (
 )
 from ragas_relevancy_ext.cli.output.html import write as write_html
 from ragas_relevancy_ext.cli.stats import summarise
-from ragas_relevancy_ext.report import Probe, RelevancyReport
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 

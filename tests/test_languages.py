@@ -19,10 +19,9 @@ from ragas.dataset_schema import SingleTurnSample
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
-from ragas_relevancy_ext.cli.cache import CachedJudge
-from ragas_relevancy_ext.languages import check_language, detect_language, language_clause
-from ragas_relevancy_ext.probe_modes import render
-from ragas_relevancy_ext.prompts import (
+from ragas_relevancy_ext.scoring.languages import check_language, detect_language, language_clause
+from ragas_relevancy_ext.scoring.probe_modes import render
+from ragas_relevancy_ext.scoring.prompts import (
     AngleProbeInput,
     AngleProbePrompt,
     AnswerRelevancePrompt,
@@ -32,7 +31,8 @@ from ragas_relevancy_ext.prompts import (
     SequentialProbeInput,
     SequentialProbePrompt,
 )
-from ragas_relevancy_ext.report import Probe, RelevancyReport, format_report
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, format_report
+from ragas_relevancy_ext.store.cache import CachedJudge
 from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedJudge, prompt_input
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multilingual.json"
@@ -256,7 +256,7 @@ def test_every_kind_scores_in_order_and_evasive_answers_score_zero() -> None:
 
 
 def language_name_of(code: str) -> str:
-    from ragas_relevancy_ext.languages import language_name
+    from ragas_relevancy_ext.scoring.languages import language_name
 
     return language_name(code)
 

@@ -1,5 +1,5 @@
-"""The house rules: the core never imports the command line or the test instruments, no module
-imports itself in a circle, and the registries and public names resolve."""
+"""The house rules: each module's imports, lazy ones included, point only down the floors of
+the house; no module imports itself in a circle; the registries and public names resolve."""
 
 from __future__ import annotations
 
@@ -9,13 +9,22 @@ from pathlib import Path
 import pytest
 
 import ragas_relevancy_ext
-from ragas_relevancy_ext.probe_modes import MODE_NAMES, MODES
+from ragas_relevancy_ext.scoring.probe_modes import MODE_NAMES, MODES
 
 PACKAGE = Path(ragas_relevancy_ext.__file__).parent
 ROOT = Path(__file__).resolve().parents[1]
-ROOMS = ("cli", "testing", "pytest_plugin")
-# doors, not rooms: `python -m ragas_relevancy_ext`, and the old name of the offline stand-ins
-DOORS = {"ragas_relevancy_ext.__main__", "ragas_relevancy_ext.offline"}
+# The floors, lowest first. A module may import its own floor and those below, never above.
+# The engines share the top floor; each may use another's parts (the pytest plugin builds its
+# judge with the command line's provider specs), and testing's stand-ins serve the command
+# line's offline default.
+FLOORS = (
+    ("errors",),
+    ("scoring",),
+    ("run", "store", "adapters", "testing"),
+    ("metric", "legacy", "results", "parity", "error_bars"),
+    ("",),  # the package itself: its lazy public names
+    ("cli", "ray", "pytest_plugin", "__main__"),
+)
 
 
 def module_name(path: Path) -> str:
@@ -23,14 +32,34 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def floor(module: str) -> int:
+    room = module.removeprefix("ragas_relevancy_ext").removeprefix(".").partition(".")[0]
+    for level, rooms in enumerate(FLOORS):
+        if room in rooms:
+            return level
+    raise AssertionError(f"{module} is in no room of the house")
+
+
+def _type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        isinstance(test, ast.Name)
+        and test.id == "TYPE_CHECKING"
+        or isinstance(test, ast.Attribute)
+        and test.attr == "TYPE_CHECKING"
+    )
+
+
 def imports_of(path: Path) -> set[str]:
-    """Package modules that ``path`` imports at module level (not inside functions)."""
+    """Package modules that ``path`` imports anywhere (module level, in functions, lazily),
+    leaving out ``if TYPE_CHECKING:`` blocks, which import nothing at run time."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
-        if isinstance(node, ast.If):  # TYPE_CHECKING blocks hold no runtime import
+    skipped = {id(n) for t in ast.walk(tree) if _type_checking(t) for n in ast.walk(t)}
+    for node in ast.walk(tree):
+        if id(node) in skipped:
             continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
@@ -52,20 +81,33 @@ def graph() -> dict[str, set[str]]:
     return {module_name(p): imports_of(p) for p in PACKAGE.rglob("*.py")}
 
 
-def test_the_core_never_imports_the_command_line_or_the_test_instruments():
-    upstairs = tuple(f"ragas_relevancy_ext.{room}" for room in ROOMS)
-    for module, targets in graph().items():
-        if module.startswith(upstairs) or module in DOORS:
-            continue
-        assert not {t for t in targets if t.startswith(upstairs)}, module
+def test_every_import_points_down_the_floors():
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in graph().items()
+        for target in targets
+        if floor(target) > floor(module)
+    ]
+    assert upward == []
 
 
-def test_the_command_line_never_imports_the_test_instruments_except_the_offline_default():
-    engines = ("ragas_relevancy_ext.cli", "ragas_relevancy_ext.pytest_plugin")
-    for module, targets in graph().items():
-        if module.startswith(engines):
-            testing = {t for t in targets if t.startswith("ragas_relevancy_ext.testing")}
-            assert testing <= {"ragas_relevancy_ext.testing.offline"}, module
+def test_the_lazy_public_names_point_down_too():
+    for name, module in ragas_relevancy_ext._EXPORTS.items():
+        assert floor(f"ragas_relevancy_ext.{module}") < floor("ragas_relevancy_ext"), name
+
+
+def test_the_layering_rule_sees_a_lazy_import(tmp_path):
+    # a function-level import from the command line inside the scoring room is found
+    room = tmp_path / "ragas_relevancy_ext" / "scoring"
+    room.mkdir(parents=True)
+    (room / "bad.py").write_text("def f():\n    from ..cli import main\n")
+    (tmp_path / "ragas_relevancy_ext" / "cli.py").write_text("")
+    global PACKAGE
+    saved, PACKAGE = PACKAGE, tmp_path / "ragas_relevancy_ext"
+    try:
+        assert graph()["ragas_relevancy_ext.scoring.bad"] == {"ragas_relevancy_ext.cli"}
+    finally:
+        PACKAGE = saved
 
 
 def test_no_import_cycles():
@@ -87,7 +129,7 @@ def test_no_import_cycles():
 
 
 def test_every_probe_mode_names_a_prompt_class_that_fits_it():
-    from ragas_relevancy_ext.probe_modes import resolve_probe_prompt
+    from ragas_relevancy_ext.scoring.probe_modes import resolve_probe_prompt
 
     assert MODE_NAMES == tuple(MODES) and len(MODE_NAMES) >= 3
     for name, mode in MODES.items():
@@ -104,14 +146,6 @@ def test_public_names_are_the_literal_all_and_each_resolves():
     assert sorted(ragas_relevancy_ext.__all__) == sorted(exports)
     for name in ragas_relevancy_ext.__all__:
         assert getattr(ragas_relevancy_ext, name) is not None
-
-
-def test_the_old_offline_module_is_the_testing_one():
-    from ragas_relevancy_ext import offline
-    from ragas_relevancy_ext.testing import offline as testing_offline
-
-    for name in testing_offline.__all__:
-        assert getattr(offline, name) is getattr(testing_offline, name)
 
 
 CLOCKS = {"perf_counter", "monotonic", "time", "process_time"}

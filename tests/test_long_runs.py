@@ -23,13 +23,13 @@ from conftest import ForkedCommand
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.batching import DEFAULT_MAX_BATCH
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.cli.cache import CachedJudge, SqliteStore, disk_store
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT
-from ragas_relevancy_ext.redaction import redact
-from ragas_relevancy_ext.scoring import cosine_similarities, non_finite
-from ragas_relevancy_ext.streaming import CallLimiter
+from ragas_relevancy_ext.run.batching import DEFAULT_MAX_BATCH
+from ragas_relevancy_ext.run.streaming import CallLimiter
+from ragas_relevancy_ext.scoring.cosines import cosine_similarities, non_finite
+from ragas_relevancy_ext.scoring.redaction import redact
+from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 

@@ -22,7 +22,7 @@ from ragas.metrics import AnswerRelevancy as StockLegacy
 from ragas.prompt.pydantic_prompt import FixOutputFormat
 
 from ragas_relevancy_ext import ResponseRelevancy, reports_for
-from ragas_relevancy_ext.prompts import ResponseRelevanceInput, ResponseRelevancePrompt
+from ragas_relevancy_ext.scoring.prompts import ResponseRelevanceInput, ResponseRelevancePrompt
 from ragas_relevancy_ext.testing.offline import (
     LangchainHashEmbeddings,
     LookupEmbeddings,

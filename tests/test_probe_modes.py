@@ -10,8 +10,8 @@ import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy, DiverseProbePrompt, SequentialProbePrompt
 from ragas_relevancy_ext.errors import JudgeReplyError
-from ragas_relevancy_ext.probe_modes import MAX_EXTRA_CALLS
-from ragas_relevancy_ext.prompts import AnswerRelevancePrompt
+from ragas_relevancy_ext.scoring.probe_modes import MAX_EXTRA_CALLS
+from ragas_relevancy_ext.scoring.prompts import AnswerRelevancePrompt
 from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
     PretendJudge,
@@ -227,7 +227,7 @@ def test_a_prompt_object_with_other_models_is_refused():
 
 
 def test_stock_mode_sends_ragas_own_prompt_text():
-    from ragas_relevancy_ext.prompts import AnswerRelevanceInput
+    from ragas_relevancy_ext.scoring.prompts import AnswerRelevanceInput
 
     _, judge = run([(P1, 0)] * 3, mode="stock")
     assert (
@@ -246,7 +246,7 @@ def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():
 
 @pytest.mark.parametrize("mode", ["diverse", "sequential", "stock"])
 def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode, monkeypatch):
-    from ragas_relevancy_ext.probe_modes import MODES, render
+    from ragas_relevancy_ext.scoring.probe_modes import MODES, render
 
     prompt = MODES[mode].prompt_class()()
     family = type(prompt).__mro__[1]
@@ -288,7 +288,7 @@ def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode
 
 
 def test_a_prompt_rendering_its_own_way_is_rendered_every_time():
-    from ragas_relevancy_ext.probe_modes import render
+    from ragas_relevancy_ext.scoring.probe_modes import render
 
     class Counted(DiverseProbePrompt):
         calls = 0

@@ -19,7 +19,7 @@ import httpx  # noqa: F401
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.report import RelevancyReport
+from ragas_relevancy_ext.scoring.report import RelevancyReport
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 

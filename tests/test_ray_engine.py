@@ -50,8 +50,8 @@ from ragas_relevancy_ext.cli.ray_score import (
     read_input,
 )
 from ragas_relevancy_ext.cli.setup import Settings, Setup, plan, prepare
-from ragas_relevancy_ext.redaction import MASK
-from ragas_relevancy_ext.report import input_problem, row_key
+from ragas_relevancy_ext.scoring.redaction import MASK
+from ragas_relevancy_ext.scoring.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from ragas_relevancy_ext.report import (
+from ragas_relevancy_ext.scoring.report import (
     Probe,
     RelevancyReport,
     clip,

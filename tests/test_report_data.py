@@ -10,9 +10,9 @@ import math
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy, Probe, RelevancyReport
-from ragas_relevancy_ext.report import clip, fmt, format_report
+from ragas_relevancy_ext.scoring.report import clip, fmt, format_report
+from ragas_relevancy_ext.scoring.usage import Usage
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
-from ragas_relevancy_ext.usage import Usage
 
 QUESTION = "Where is order A17?"
 
@@ -178,8 +178,8 @@ def test_no_probes_is_not_all_noncommittal():
 
 
 def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
-    import ragas_relevancy_ext.report as report_module
-    from ragas_relevancy_ext.languages import detect_language
+    import ragas_relevancy_ext.scoring.report as report_module
+    from ragas_relevancy_ext.scoring.languages import detect_language
 
     detected: list[str] = []
 
@@ -223,7 +223,7 @@ def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
 def test_a_pending_field_survives_a_copy_and_stays_frozen_on_probes():
     import copy
 
-    from ragas_relevancy_ext.report import PENDING
+    from ragas_relevancy_ext.scoring.report import PENDING
 
     probe = Probe("Where is order A17?", 0, 0.5, PENDING)
     copied = copy.deepcopy(probe)

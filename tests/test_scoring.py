@@ -8,8 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ragas_relevancy_ext.probe_modes import normalise_question
-from ragas_relevancy_ext.scoring import (
+from ragas_relevancy_ext.scoring.cosines import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
@@ -17,6 +16,7 @@ from ragas_relevancy_ext.scoring import (
     relevancy_score,
     unit_rows,
 )
+from ragas_relevancy_ext.scoring.probe_modes import normalise_question
 
 QUESTION = np.array([1.0, 2.0, 0.0])
 GENERATED = np.array([[1.0, 2.0, 0.0], [2.0, 3.0, 1.0], [0.0, 1.0, 3.0]])
@@ -153,7 +153,7 @@ def test_normalise_question_folds_exactly_as_the_regular_expressions_do():
 
 @pytest.mark.parametrize("probe_prompt", ["stock", "diverse"])
 def test_distinct_probes_count_folded_questions_in_every_mode(probe_prompt):
-    from ragas_relevancy_ext.probe_modes import ProbeSet
+    from ragas_relevancy_ext.scoring.probe_modes import ProbeSet
 
     probes = ProbeSet()
     questions = ["When did A17 ship?", "when did A17 ship", "Where is A17?"]

@@ -32,9 +32,9 @@ from ragas_relevancy_ext import (
     OneTextPerCall,
     gemini_embeddings,
 )
-from ragas_relevancy_ext.embeddings import embed_texts
-from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer, count_tokens
-from ragas_relevancy_ext.testing.offline import ScriptedJudge
+from ragas_relevancy_ext.scoring.embeddings import embed_texts
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.offline import ScriptedJudge, count_tokens
 
 QUESTION = "Where is order A17 now?"
 RESPONSE = "Order A17 left the Leeds warehouse on 3 March and arrives on Friday."

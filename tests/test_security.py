@@ -381,7 +381,7 @@ def test_the_junit_report_holds_no_url_credentials_nor_query_values(
 
 
 def test_every_query_value_of_a_url_is_masked() -> None:
-    from ragas_relevancy_ext.redaction import redact
+    from ragas_relevancy_ext.scoring.redaction import redact
 
     text = "at https://h/v1?code=s3cret&api-version=2024-06-01&flag, then (http://h/?x=1)."
     assert (

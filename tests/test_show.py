@@ -197,7 +197,7 @@ def test_the_terminal_table_marks_the_probe_that_pulled_the_score_down():
     from rich.console import Console
 
     from ragas_relevancy_ext.cli.output.console import scores_table
-    from ragas_relevancy_ext.report import Probe, RelevancyReport
+    from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
     report = RelevancyReport(
         "Where is A17?",
@@ -227,7 +227,7 @@ TABLE_HEAD = "question, response (>), probes (nc = noncommittal)"
 def odd_reports():
     """Reports whose cells test the layout: negative and NaN scores, tabs, newlines, wide
     characters, words longer than a line, notes, reasons, a bidi control."""
-    from ragas_relevancy_ext.report import Probe, RelevancyReport
+    from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
     url = "https://example.com/" + "very-long-path-segment-" * 6
     return [

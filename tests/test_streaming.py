@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 from typing import Any
 
-from ragas_relevancy_ext.streaming import CallLimiter, bounded_map
+from ragas_relevancy_ext.run.streaming import CallLimiter, bounded_map
 
 
 async def _steps(n: int = 5) -> None:

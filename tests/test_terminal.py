@@ -89,7 +89,7 @@ def test_show_shows_control_characters_as_codes(saved: Path, env, how) -> None:
 
 def test_the_plain_table_beyond_the_rich_limit_shows_codes(saved: Path) -> None:
     from ragas_relevancy_ext.cli.output import console as output
-    from ragas_relevancy_ext.cli.show import read_saved
+    from ragas_relevancy_ext.cli.saved import read_saved
 
     items, _ = read_saved(saved)
     sink = io.StringIO()
@@ -162,7 +162,7 @@ def test_calibrate_shows_control_characters_as_codes(tmp_path: Path) -> None:
 
 
 def test_the_text_report_a_check_or_print_shows_has_codes() -> None:
-    from ragas_relevancy_ext.report import Probe, RelevancyReport
+    from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
     made = RelevancyReport(
         f"Q {EVIL}?", f"A {EVIL}.", float("nan"), 1, "diverse", False,

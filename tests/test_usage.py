@@ -19,11 +19,11 @@ from ragas.embeddings import OpenAIEmbeddings
 from ragas.llms import llm_factory
 
 from ragas_relevancy_ext import AnswerRelevancy, OneTextPerCall, gemini_embeddings
-from ragas_relevancy_ext.cli.cache import CachedJudge
-from ragas_relevancy_ext.report import format_report
+from ragas_relevancy_ext.scoring.report import format_report
+from ragas_relevancy_ext.scoring.usage import NOT_REPORTED, Usage, apportion, split_usage
+from ragas_relevancy_ext.store.cache import CachedJudge
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
-from ragas_relevancy_ext.usage import NOT_REPORTED, Usage, apportion, split_usage
 
 SAMPLES = [
     {"user_input": "Where is order A17 now?", "response": "Order A17 left Leeds on 3 March."},
@@ -199,7 +199,7 @@ def test_one_sample_alone_carries_exactly_its_own_requests(server: LoopbackServe
 def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
     """Every sample scored at once on one embedder that sends every sample's probes in one
     request (15 texts) and the 4 distinct questions in another."""
-    from ragas_relevancy_ext.batching import RunEmbedder
+    from ragas_relevancy_ext.run.batching import RunEmbedder
 
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server), embeddings=embeddings, strictness=3

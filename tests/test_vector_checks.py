@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from ragas_relevancy_ext import EmbeddingShapeError
-from ragas_relevancy_ext.embeddings import check_vectors
+from ragas_relevancy_ext.scoring.embeddings import check_vectors
 
 
 def test_a_ragged_reply_with_more_vectors_than_texts_is_a_count_error():
@@ -44,7 +44,7 @@ def _numbers():
 
 @pytest.mark.parametrize("vectors", list(_numbers()))
 def test_lists_of_numbers_are_read_bit_for_bit_as_numpy_reads_them(vectors):
-    from ragas_relevancy_ext.embeddings import _packed
+    from ragas_relevancy_ext.scoring.embeddings import _packed
 
     packed = _packed(vectors)
     assert packed is not None  # packed by the fast path, not handed to np.asarray
@@ -68,7 +68,7 @@ def test_lists_of_numbers_are_read_bit_for_bit_as_numpy_reads_them(vectors):
     ],
 )
 def test_anything_else_is_left_to_numpy_as_before(vectors):
-    from ragas_relevancy_ext.embeddings import _packed
+    from ragas_relevancy_ext.scoring.embeddings import _packed
 
     assert _packed(vectors) is None
 

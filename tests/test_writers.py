@@ -14,7 +14,7 @@ from ragas_relevancy_ext.cli.output.jsonl import (
     report_line,
 )
 from ragas_relevancy_ext.cli.stats import summarise
-from ragas_relevancy_ext.report import Probe, RelevancyReport, content_key
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, content_key
 
 
 def make_report(score: float = 0.8, **changes) -> RelevancyReport:

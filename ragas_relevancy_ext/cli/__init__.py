@@ -81,7 +81,7 @@ def _root(
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """Known problems (input, settings, files) -> one line and exit 2; anything else exit 1."""
-    from ..redaction import redact
+    from ..scoring.redaction import redact
 
     try:
         yield
@@ -104,7 +104,7 @@ def handled() -> Iterator[None]:
 
 def _error(message: str) -> None:
     """The one error line; a message quoting the data shows its control characters as codes."""
-    from ..report import neutralise_controls
+    from ..scoring.report import neutralise_controls
 
     print(f"ragas-relevancy: error: {neutralise_controls(message, one_line=True)}", file=sys.stderr)
 

@@ -153,7 +153,7 @@ def print_threshold(
     """The score that best separates good from bad ratings, with its bootstrap interval and the
     share of each group at or above it; how the ratings were split is said first."""
     from ..error_bars import best_threshold
-    from ..report import fmt
+    from ..scoring.report import fmt
 
     split = good_from if good_from is not None else default_good_from(ratings)
     if split is None:

@@ -12,8 +12,8 @@ from typing import Annotated, Any
 import typer
 from rich.text import Text
 
-from ..redaction import redact
-from ..usage import Prices, Usage
+from ..scoring.redaction import redact
+from ..scoring.usage import Prices, Usage
 from .datafile import DataFile, Row, read_file
 from .errors import EXIT_FAILED, exit_code
 from .options import FileArg, MapOpt, ProbePrompt, with_settings

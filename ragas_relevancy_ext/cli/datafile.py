@@ -5,7 +5,7 @@ same for JSONL, CSV and JSON; JSONL and CSV rows also know their line in the fil
 whole-file problem (missing, not UTF-8, no usable column, no rows) raises
 :class:`DataFileError` with one sentence; a bad row is kept as a :class:`BadRow`, so the good
 rows can still be scored. Values JSON or UTF-8 cannot carry are made safe as they are read
-(:func:`~ragas_relevancy_ext.report.json_safe`: NaN and Infinity become None, a lone surrogate
+(:func:`~json_safe`: NaN and Infinity become None, a lone surrogate
 U+FFFD), so every writer writes what was read. :class:`Source` reads lazily, so a file of any
 length can be streamed; :func:`read_rows` loads it all. Standard library only: cheap to import.
 """
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..report import TEXT_FIELDS as FIELDS
-from ..report import as_text, clean_text, input_problem, json_safe, row_key
+from ..scoring.report import TEXT_FIELDS as FIELDS
+from ..scoring.report import as_text, clean_text, input_problem, json_safe, row_key
 from .errors import UsageError
 
 __all__ = [

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from html import escape
 from pathlib import Path
@@ -24,100 +23,21 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..report import RelevancyReport, clip, fmt, json_safe
+from ..scoring.report import RelevancyReport, clip, fmt, json_safe
 from .errors import EXIT_FAILED, EXIT_OK, UsageError
-from .options import ClusterOpt, Interval
+from .options import ClusterOpt
+from .saved import SavedRun, cluster_labels
 
 if TYPE_CHECKING:  # numpy loads when a command runs, not for --help
-    from ..error_bars import ErrorBars, PairedDifference
+    from ..error_bars import PairedDifference
 
 __all__ = [
     "Comparison",
-    "SavedRun",
-    "cluster_labels",
     "compare_runs",
     "diff",
-    "extra_of",
-    "run_bars",
 ]
 
 TOP = 5
-
-
-@dataclass(frozen=True)
-class SavedRun:
-    """A JSONL report as :func:`.show.read_records` reads it: row numbers, reports, and each
-    row's extra input columns."""
-
-    path: Path
-    numbers: list[int]
-    reports: list[RelevancyReport]
-    extras: list[Mapping[str, Any]]
-
-    @classmethod
-    def read(cls, path: Path) -> SavedRun:
-        from .show import _report, read_records
-
-        records = read_records(path)
-        if not records:
-            raise UsageError(f"{path}: no report lines")
-        extras = [extra_of(r) for r in records]
-        return cls(path, [int(r["row"]) for r in records], [_report(r) for r in records], extras)
-
-
-def extra_of(record: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A report line's extra input columns ({} when it has none)."""
-    extra = record.get("extra")
-    return extra if isinstance(extra, dict) else {}
-
-
-def cluster_labels(
-    reports: Sequence[RelevancyReport], extras: Sequence[Mapping[str, Any]], column: str
-) -> list[str]:
-    """Each row's value of input column ``column`` (as JSON text, so any value groups); a
-    :class:`UsageError` naming the column when a scored row has none."""
-    labels, missing = [], 0
-    for report, extra in zip(reports, extras, strict=True):
-        value = extra.get(column)
-        missing += value is None and math.isfinite(report.score)
-        labels.append(json.dumps(value, sort_keys=True, default=str))
-    if missing:
-        _no_cluster(column, missing, {k for extra in extras for k in extra})
-    return labels
-
-
-def run_bars(
-    rows: Iterable[tuple[RelevancyReport, Mapping[str, Any]]],
-    cluster: str | None,
-    interval: Interval = Interval.clt,
-) -> ErrorBars:
-    """The mean of a run's (report, extra columns) rows with its interval as ``--cluster`` and
-    ``--interval`` ask; one pass, keeping three numbers per row (a stream will do)."""
-    from ..error_bars import mean_interval
-
-    scores, stderrs, labels, missing, columns = [], [], [], 0, set()
-    for report, extra in rows:
-        scores.append(report.score)
-        stderrs.append(report.score_stderr)
-        if cluster:
-            value = extra.get(cluster)
-            missing += value is None and math.isfinite(report.score)
-            columns.update(extra)
-            labels.append(json.dumps(value, sort_keys=True, default=str))
-    if missing:
-        _no_cluster(cluster, missing, columns)
-    method = "bootstrap" if interval is Interval.bootstrap else None
-    return mean_interval(
-        scores, stderrs=stderrs, clusters=labels if cluster else None, method=method
-    )
-
-
-def _no_cluster(column: str | None, missing: int, columns: set[str]) -> None:
-    have = ", ".join(sorted(columns)) if columns else "none"
-    raise UsageError(
-        f"--cluster {column}: {missing} scored row(s) have no value in that column "
-        f"(input columns kept in the report: {have})"
-    )
 
 
 @dataclass(frozen=True)
@@ -379,6 +299,6 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
 
 
 def _t(value: object) -> str:
-    from ..report import neutralise_controls
+    from ..scoring.report import neutralise_controls
 
     return escape(neutralise_controls(str(value)))

@@ -12,6 +12,8 @@ Exit codes, the same for every command and for ``examples/gemini_adapter.py``:
 
 from __future__ import annotations
 
+from ..errors import UsageError
+
 __all__ = [
     "EXIT_FAILED",
     "EXIT_OK",
@@ -27,10 +29,6 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PARTIAL = 3
 EXIT_STOPPED = 4
-
-
-class UsageError(ValueError):
-    """Bad input or settings; the command line prints its one-line message and exits 2."""
 
 
 def exit_code(scored: int, total: int) -> int:

@@ -20,9 +20,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from ..languages import check_language
-from ..probe_modes import MODES
-from ..usage import Prices
+from ..scoring.languages import check_language
+from ..scoring.probe_modes import MODES
+from ..scoring.usage import Prices
 from .errors import UsageError
 from .output import FORMATS
 from .providers import EMBEDDINGS, JUDGES, choices

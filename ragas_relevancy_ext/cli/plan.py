@@ -19,7 +19,7 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from ..report import RelevancyReport, fmt
+from ..scoring.report import RelevancyReport, fmt
 from .errors import EXIT_OK, UsageError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def plan(
     alpha 0.05, from the variance parts of an earlier run.
     """
     from ..error_bars import POWER, detectable_drop, rows_needed, run_error_bars
-    from .diff import SavedRun
+    from .saved import SavedRun
 
     if not (math.isfinite(detect) and detect > 0):
         raise UsageError(f"--detect must be a drop above 0, got {detect}")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
-from ..redaction import KEY_VARIABLES, redact
+from ..scoring.redaction import KEY_VARIABLES, redact
 from .errors import UsageError
 
 __all__ = [
@@ -294,7 +294,7 @@ def build_embeddings(
     built = provider.build(request)
     built.label = redact(built.label or provider.label(request))
     if one_text_per_call and not provider.one_text_per_call:
-        from ..one_text_per_call import OneTextPerCall
+        from ..adapters import OneTextPerCall
 
         built.value = OneTextPerCall(built.value, max_concurrency=concurrency)
         built.label += ", one text per call"
@@ -407,7 +407,7 @@ def _hash_embeddings(request: Request) -> Built:
 def _local_embeddings(request: Request) -> Built:
     if not local_extra_installed():
         raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
-    from ..one_text_per_call import local_embeddings
+    from ..adapters import local_embeddings
 
     _quiet_model_loading()
     return Built(local_embeddings(), "", request.spec)
@@ -434,7 +434,7 @@ def _gemini_embeddings(request: Request) -> Built:
     from google import genai
     from google.genai import types
 
-    from ..one_text_per_call import gemini_embeddings
+    from ..adapters import gemini_embeddings
 
     settings: dict[str, Any] = {}
     if request.base_url:  # google-genai keeps the base URL's query after the paths it adds

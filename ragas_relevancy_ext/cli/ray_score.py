@@ -1,7 +1,7 @@
 """``ragas-relevancy score INPUT --engine ray``: read with Ray Data, score on a pool of actors.
 
 INPUT is a JSONL, CSV or Parquet file, or a folder of them, read by Ray's own readers. Rows are
-scored by :func:`ragas_relevancy_ext.ray_engine.score_dataset` and streamed back to this process,
+scored by :func:`ragas_relevancy_ext.ray.engine.score_dataset` and streamed back to this process,
 which writes ``--out``: a ``.jsonl`` file is the very report ``score`` writes (its lines, content
 key, lock, checks and resume, through :class:`.output.jsonl.ReportFile`); any other path is a
 folder of Parquet parts keyed and recognised the same way. Each line and each part is saved as it
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 
-from ..report import SKIPPED, RelevancyReport, as_text, clip, fmt
-from ..usage import Prices, Usage
+from ..scoring.report import SKIPPED, RelevancyReport, as_text, clip, fmt
+from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, ReportLockError, is_report_record, report_line
@@ -141,7 +141,7 @@ def _run(
     try:
         import ray
 
-        from .. import ray_engine
+        from ..ray import engine as ray_engine
     except ImportError:
         raise UsageError(f"--engine ray needs Ray: {RAY_EXTRA}") from None
     if settings.cache is not None:  # the actors' working folder may differ from this one
@@ -295,7 +295,7 @@ class JsonlOutput:
 
     def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
         """Append one report line per row of each batch (a pyarrow Table); yield the batch."""
-        from ..ray_engine import KEY_COLUMN, OUTPUT_COLUMNS
+        from ..ray.engine import KEY_COLUMN, OUTPUT_COLUMNS
 
         report = self.report
         labels = (setup.judge_label, setup.embeddings_label)

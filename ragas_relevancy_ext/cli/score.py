@@ -24,9 +24,10 @@ from typing import Annotated, Any
 
 import typer
 
-from ..report import SKIPPED, RelevancyReport, not_scored_cause
-from ..streaming import EarlyStop
-from ..usage import Prices
+from ..run.streaming import EarlyStop
+from ..scoring.report import SKIPPED, RelevancyReport, not_scored_cause
+from ..scoring.usage import Prices
+from ..store.sqlite import SqliteStore
 from .datafile import BadRow, Entry, Row, Scan, Source, parse_map, row_key
 from .errors import EXIT_STOPPED, UsageError, exit_code
 from .options import (
@@ -57,7 +58,6 @@ from .output.console import (
 from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_score
 from .setup import DEFAULT_SETTINGS, Plan, Settings, plan, prepare, stream_rows
-from .store import SqliteStore
 
 __all__ = [
     "INTERRUPTED",
@@ -424,8 +424,8 @@ def _show(
 ) -> int:
     """Print the table and summary from the report file, and write the end-of-run formats;
     ``bars``: the ``--cluster`` column and ``--interval`` of the mean's interval."""
-    from .diff import extra_of, run_bars
     from .output import FORMATS
+    from .saved import extra_of, run_bars
     from .stats import summarise, summarise_cost
 
     def items() -> Iterator[tuple[int, RelevancyReport]]:

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..aio import DEFAULT_MAX_CONCURRENCY
-from ..redaction import redact
-from ..report import RelevancyReport
+from ..scoring.aio import DEFAULT_MAX_CONCURRENCY
+from ..scoring.redaction import redact
+from ..scoring.report import RelevancyReport
 from .datafile import Row
 from .providers import (
     Built,
@@ -32,7 +32,7 @@ from .providers import (
 if TYPE_CHECKING:
     import asyncio
 
-    from ..streaming import EarlyStop
+    from ..run.streaming import EarlyStop
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -219,7 +219,7 @@ def prepare(settings: Settings, store: Any = None) -> Setup:
     )
     setup = Setup(settings, judge, embeddings)
     if settings.cache is not None:
-        from .cache import CachedJudge, disk_store
+        from ..store.cache import CachedJudge, disk_store
 
         store = store if store is not None else disk_store(settings.cache)
         setup.cached = CachedJudge(judge.value, store, str(judge.spec))

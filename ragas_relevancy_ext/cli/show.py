@@ -11,15 +11,14 @@ import math
 from collections.abc import Iterable
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from ..report import RelevancyReport, not_scored_cause
+from ..scoring.report import RelevancyReport, not_scored_cause
 from .errors import UsageError, exit_code
 from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
 from .output.console import (
-    OFFLINE_CAUTION,
     make_console,
     print_causes,
     print_caution,
@@ -27,18 +26,11 @@ from .output.console import (
     print_summary,
     print_table,
 )
-from .output.jsonl import load_record
+from .saved import extra_of, meta_of, read_records, report_of, run_bars
 
-__all__ = ["read_records", "read_saved", "show", "worst_first"]
+__all__ = ["show", "worst_first"]
 
 # What a line needs to be shown when an older or newer writer left a field out.
-_FILLERS: dict[str, Any] = {
-    "user_input": "",
-    "response": "",
-    "strictness": 0,
-    "probe_prompt": "",
-    "all_noncommittal": False,
-}
 
 
 def show(
@@ -66,7 +58,6 @@ def show(
 
     The terminal table of a JSONL report from score --out. Exit codes as the run's would be.
     """
-    from .diff import extra_of, run_bars
     from .score import is_skipped
     from .stats import summarise, summarise_cost
 
@@ -77,8 +68,8 @@ def show(
 
         html = check_outputs({"html": html}, input_path=report)["html"]
     records = read_records(report)
-    items = [(int(record["row"]), _report(record)) for record in records]
-    meta = _meta(report, records)
+    items = [(int(record["row"]), report_of(record)) for record in records]
+    meta = meta_of(report, records)
     extras = {id(r): extra_of(record) for (_, r), record in zip(items, records, strict=True)}
     if not items:
         raise UsageError(f"{report}: no report lines")
@@ -140,56 +131,3 @@ def worst_first(
     return sorted(items, key=rank)
 
 
-def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str, str]]:
-    """(row, report) pairs in row order, and what the run used, from a JSONL report.
-
-    A later line for the same row and input replaces an earlier one (a re-run retried it);
-    JSON objects without a ``row`` (a header) are passed over; a line cut off mid-write at the
-    end is left out; any other line that is not a report line is a :class:`UsageError`.
-    """
-    records = read_records(path)
-    items = [(int(record["row"]), _report(record)) for record in records]
-    return items, _meta(path, records)
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The report lines of :func:`read_saved` as JSON objects (``extra`` and ``key`` kept), in
-    row order."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise UsageError(f"{path}: no such file") from None
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.splitlines()
-    if lines and not text.endswith("\n"):
-        lines.pop()  # cut off mid-write
-    records: dict[tuple[int, str], dict[str, Any]] = {}
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = load_record(line)
-        except (ValueError, RecursionError):
-            raise UsageError(f"{path}: line {number} is not a report line") from None
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}: line {number} is not a report line")
-        if "row" not in record:
-            continue
-        records[(int(record["row"]), str(record.get("key", "")))] = record
-    return [record for _, record in sorted(records.items(), key=lambda item: item[0])]
-
-
-def _report(record: dict[str, Any]) -> RelevancyReport:
-    values = {**_FILLERS, **record}
-    return RelevancyReport.from_dict(values)
-
-
-def _meta(path: Path, records: list[dict[str, Any]]) -> dict[str, str]:
-    meta = {"report": f"{path} ({len(records)} row(s))"}
-    for field in ("judge", "embeddings"):
-        seen = sorted({str(r[field]) for r in records if r.get(field)})
-        if seen:
-            meta[field] = seen[0] if len(seen) == 1 else "mixed: " + "; ".join(seen)
-    if any(str(r.get("judge", "")).startswith("offline") for r in records):
-        meta["caution"] = OFFLINE_CAUTION
-    return meta

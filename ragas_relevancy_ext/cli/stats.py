@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..usage import NOT_REPORTED, Prices, Usage, format_usage
+from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 if TYPE_CHECKING:
     from ..error_bars import ErrorBars

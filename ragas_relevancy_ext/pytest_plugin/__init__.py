@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 
-from ..report import RelevancyReport
+from ..scoring.report import RelevancyReport
 from .baseline import Gate, check_baseline, check_report_target, compare_with_baseline, write_report
 from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
 from .engine import Engine

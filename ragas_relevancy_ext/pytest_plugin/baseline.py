@@ -37,7 +37,7 @@ class Gate:
 
     def lines(self) -> list[str]:
         """The terminal summary's lines for the gate."""
-        from ..report import fmt
+        from ..scoring.report import fmt
 
         head = f"baseline {self.baseline}: "
         if self.result is None:
@@ -60,8 +60,8 @@ class Gate:
 
 def compare_with_baseline(checks: Sequence[Check], baseline: Path, margin: float) -> Gate:
     """Pair the scored checks with the baseline's rows by question and test for a drop."""
-    from ..cli.diff import SavedRun
     from ..cli.errors import UsageError
+    from ..cli.saved import SavedRun
     from ..error_bars import pair_by_question, paired_difference, question_key
 
     try:
@@ -116,7 +116,7 @@ def write_report(path: Path, checks: Sequence[Check], used: list[tuple[str, str]
     """Write the scored checks as report lines, whole (a temporary file, then a rename)."""
     from ..cli.output.files import write_atomically
     from ..cli.output.jsonl import report_line
-    from ..report import row_key
+    from ..scoring.report import row_key
 
     labels = dict(used)
     lines = []

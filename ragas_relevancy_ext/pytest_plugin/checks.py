@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ..errors import cause_phrase
-from ..report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
+from ..scoring.report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
 from .engine import NotConfigured
 
 __all__ = [

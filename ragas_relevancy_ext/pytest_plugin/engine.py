@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-from ..report import RelevancyReport
+from ..scoring.report import RelevancyReport
 
 __all__ = ["Engine", "NotConfigured"]
 
@@ -116,7 +116,7 @@ class Engine:
 
     def _failed(self, pair: tuple[Any, Any], exc: BaseException) -> RelevancyReport:
         from ..cli.setup import DEFAULT_SETTINGS
-        from ..pipeline import failed_report
+        from ..scoring.sample import failed_report
 
         strictness = self.settings_given.get("strictness", DEFAULT_SETTINGS.strictness)
         prompt = self.settings_given.get("probe_prompt", DEFAULT_SETTINGS.probe_prompt)

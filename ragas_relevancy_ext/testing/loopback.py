@@ -131,11 +131,6 @@ def pretend_reply(messages: list[dict[str, Any]]) -> str:
     return pretend_reply_text(_message_text(_last_user_message(messages)))
 
 
-def count_tokens(text: str) -> int:
-    """Token count as the server bills it: characters / 4, rounded up."""
-    return math.ceil(len(text) / 4)
-
-
 class LoopbackServer:
     """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers.
 
@@ -349,6 +344,8 @@ class LoopbackServer:
 
     def writing_seconds(self, entry: LoggedRequest) -> float:
         """Seconds the answer to ``entry`` takes to write: per-token latency x its longest reply."""
+        from .offline import count_tokens
+
         per_token = self.endpoint_token_latency.get(entry.endpoint, self.token_latency)
         return per_token * max((count_tokens(r) for r in entry.replies), default=0)
 
@@ -493,6 +490,8 @@ class LoopbackServer:
         return {"embeddings": _gemini_list(self._vectors(units, entry.fault))}
 
     def _openai_embeddings(self, entry: LoggedRequest) -> dict[str, Any]:
+        from .offline import count_tokens
+
         body = entry.body
         given = body.get("input")
         texts = [given] if isinstance(given, str) else given
@@ -514,6 +513,8 @@ class LoopbackServer:
         }
 
     def _chat(self, entry: LoggedRequest) -> dict[str, Any]:
+        from .offline import count_tokens
+
         messages = entry.body.get("messages")
         if not isinstance(messages, list) or not messages:
             raise _BadRequest("messages must be a non-empty list")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
 import zlib
 from collections import deque
@@ -28,9 +29,8 @@ from pydantic import BaseModel, Field
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.llms.base import InstructorBaseRagasLLM
 
-from ..aio import run_sync
-from ..prompts import ANGLES
-from .loopback import count_tokens
+from ..scoring.aio import run_sync
+from ..scoring.prompts import ANGLES
 
 __all__ = [
     "EVASIVE",
@@ -83,6 +83,12 @@ def prompt_input(prompt: str) -> dict[str, Any]:
         raise ValueError("prompt has no 'input: ... Output:' section")
     return json.loads(prompt[start + len("\ninput: ") : end])
 
+
+
+def count_tokens(text: str) -> int:
+    """Token count as the loopback server bills it and the stand-ins wait for: characters / 4,
+    rounded up."""
+    return math.ceil(len(text) / 4)
 
 class _RecordingJudge(InstructorBaseRagasLLM):
     """An instructor-shaped judge that records each prompt and counts calls in flight.
@@ -364,7 +370,7 @@ def pretend_reply_text(prompt: str) -> str:
     """
     from ragas.prompt.pydantic_prompt import Translated
 
-    from ..prompts import AnswerRelevanceOutput, DiverseProbeOutput
+    from ..scoring.prompts import AnswerRelevanceOutput, DiverseProbeOutput
 
     if "Statements to translate:\n" in prompt or "statements" in _input_or_empty(prompt):
         return Translated(statements=_to_translate(prompt)).model_dump_json()

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ...report import RelevancyReport
+    from ...scoring.report import RelevancyReport
     from ..stats import Summary
 
 from .files import OutputPathError, check_target, same_file

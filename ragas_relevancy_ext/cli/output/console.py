@@ -24,7 +24,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from ...report import (
+from ...scoring.report import (
     SKIPPED,
     RelevancyReport,
     clip,
@@ -35,7 +35,7 @@ from ...report import (
     pull_downs,
     weak_point,
 )
-from ...usage import Usage
+from ...scoring.usage import Usage
 
 if TYPE_CHECKING:
     from ..stats import Agreement, CostSummary, Spread, Summary
@@ -143,7 +143,7 @@ def used_fields(first: Mapping[str, str], setup: Any, **extra: str) -> dict[str,
     ``setup`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
     through :func:`redact`.
     """
-    from ...redaction import redact
+    from ...scoring.redaction import redact
 
     settings = setup.settings
     fields = {

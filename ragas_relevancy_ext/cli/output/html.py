@@ -21,7 +21,7 @@ from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...report import (
+from ...scoring.report import (
     LOW_SCORE,
     RelevancyReport,
     clip,

@@ -3,11 +3,11 @@
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
 recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
 not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
-(:func:`~ragas_relevancy_ext.report.content_key`: user_input, response and the settings that
+(:func:`~content_key`: user_input, response and the settings that
 change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
 at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
-:func:`~ragas_relevancy_ext.report.json_safe` makes it: NaN and Infinity as null, a lone
+:func:`~json_safe` makes it: NaN and Infinity as null, a lone
 surrogate as U+FFFD, at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write: an existing file is read
@@ -27,8 +27,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 
-from ...redaction import redact
-from ...report import RelevancyReport, json_safe
+from ...scoring.redaction import redact
+from ...scoring.report import RelevancyReport, json_safe
 from ..errors import UsageError
 from .files import PidLock, same_file, sync_dir, through_link
 
@@ -91,7 +91,7 @@ def report_line(
 
 def load_record(line: str | bytes) -> Any:
     """One report line's JSON value (``ValueError`` when it is not JSON), made
-    :func:`~ragas_relevancy_ext.report.json_safe` when the line may need it (an edit by hand),
+    :func:`~json_safe` when the line may need it (an edit by hand),
     so every display and writer gets values it can write."""
     value = json.loads(line)
     unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT

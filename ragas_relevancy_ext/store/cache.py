@@ -22,9 +22,9 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from ..judges import Judge, JudgeWrapper, Reply
-from ..usage import Usage, record
-from .store import CacheError, SqliteStore
+from ..scoring.judges import Judge, JudgeWrapper, Reply
+from ..scoring.usage import Usage, record
+from .sqlite import CacheError, SqliteStore
 
 __all__ = ["CacheError", "CachedJudge", "ReplyStore", "SqliteStore", "disk_store", "reply_key"]
 

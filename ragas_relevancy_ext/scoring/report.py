@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from .errors import Cause, cause_phrase
+from ..errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
@@ -231,7 +231,7 @@ class RelevancyReport:
     )
     usage: Usage | None = None
     cause: Cause | None = None
-    # the score's standard error from its probes' cosines (see error_bars.score_stderr); NaN:
+    # the score's standard error from its probes' cosines (see cosines.score_stderr); NaN:
     # not measured. Given as None or NaN (or left out), it is worked out when first read.
     score_stderr: float = _OnFirstRead(math.nan, lambda r: _score_stderr(r))  # type: ignore[assignment]
 
@@ -287,9 +287,10 @@ def _as_cause(value: Any) -> Any:
     except ValueError:
         return str(value)
 def _score_stderr(report: RelevancyReport) -> float:
-    from .error_bars import score_stderr
+    from .cosines import score_stderr
 
-    return score_stderr(report)
+    cosines = [probe.cosine for probe in report.probes]
+    return score_stderr(cosines, report.score, report.all_noncommittal)
 
 
 def _finite_or_none(value: float | None) -> float | None:

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel
 from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, InstructorLLM
 
+from ..errors import JudgeHTTPError, JudgeReplyError
 from . import aio
-from .errors import JudgeHTTPError, JudgeReplyError
 from .usage import (
     Usage,
     judge_request_usage,

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .errors import UsageError
+from ..errors import UsageError
 
 __all__ = ["CACHE_FILE", "CacheError", "SqliteStore"]
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
+from ..errors import EmbeddingShapeError
 from . import aio
-from .errors import EmbeddingShapeError
 from .usage import Usage, record, tokens_from
 
 if TYPE_CHECKING:

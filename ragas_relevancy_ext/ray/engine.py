@@ -3,7 +3,7 @@
 Usage (on a laptop, or a cluster with ``ray.init(address="auto")``)::
 
     import ray
-    from ragas_relevancy_ext.ray_engine import score_dataset
+    from ragas_relevancy_ext.ray.engine import score_dataset
 
     ds = ray.data.read_parquet("s3://bucket/answers/")
     scored = score_dataset(ds, make_metric, concurrency=8, batch_size=64)
@@ -32,11 +32,11 @@ try:
     import ray.data
 except ImportError as exc:  # pragma: no cover - the message is the point
     raise ImportError(
-        "ragas_relevancy_ext.ray_engine needs Ray Data: pip install 'ragas-relevancy-ext[ray]'"
+        "ragas_relevancy_ext.ray.engine needs Ray Data: pip install 'ragas-relevancy-ext[ray]'"
         f" ({exc})"
     ) from exc
 
-from .report import SKIPPED, TEXT_FIELDS, content_key, input_problem, row_key
+from ..scoring.report import SKIPPED, TEXT_FIELDS, content_key, input_problem, row_key
 
 __all__ = [
     "KEY_COLUMN",
@@ -67,10 +67,10 @@ def with_keys(
     """``ds`` with a ``key`` column, less the rows whose key is in ``skip_keys`` (rows already
     scored, for resuming).
 
-    The key is :func:`~ragas_relevancy_ext.report.row_key` of the two texts and ``settings_key``
+    The key is :func:`~row_key` of the two texts and ``settings_key``
     (any text naming the settings that change a score: judge, embeddings, strictness, probe
     prompt), the key the command line's reports use too; a row with nothing to score
-    (:func:`~ragas_relevancy_ext.report.input_problem`) is keyed with its problem, as there.
+    (:func:`~input_problem`) is keyed with its problem, as there.
     """
     skip = sorted(set(skip_keys or ()))
     skip_ref = ray.put(pa.array(skip, type=pa.string())) if skip else None
@@ -215,7 +215,7 @@ class _Scorer:
 
 
 def _problems(batch: pa.Table, user_input: str, response: str) -> list[str | None]:
-    """:func:`~ragas_relevancy_ext.report.input_problem` of each row of ``batch``, read from
+    """:func:`~input_problem` of each row of ``batch``, read from
     its input columns (the key column is not one) with the texts under their field names."""
     names = {user_input: "user_input", response: "response"}
     columns = [c for c in batch.column_names if c != KEY_COLUMN]

@@ -115,3 +115,20 @@ def _upper_triangle(size: int) -> tuple[np.ndarray, np.ndarray]:
     rows.setflags(write=False)
     columns.setflags(write=False)
     return rows, columns
+
+
+def score_stderr(cosines: Sequence[float], score: float | None, all_noncommittal: bool) -> float:
+    """The standard error of one sample's score from its probes' cosines: their sample standard
+    deviation (ddof=1) over the square root of their number.
+
+    NaN (not measured) when the score is NaN, with fewer than two probes, when a cosine is not
+    finite, or when every probe is noncommittal: that score is 0 by the noncommittal rule, not
+    a mean of cosines, so their spread says nothing about it. When only some probes are
+    noncommittal the score is still the mean of every cosine, so every cosine counts.
+    """
+    values = np.asarray(cosines, dtype=float)
+    if score is None or not math.isfinite(score) or values.size < 2 or all_noncommittal:
+        return math.nan
+    if not np.isfinite(values).all():
+        return math.nan
+    return float(values.std(ddof=1) / math.sqrt(values.size))

@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .errors import is_reply_error
+from ..errors import is_reply_error
 from .redaction import redact
 
 if TYPE_CHECKING:

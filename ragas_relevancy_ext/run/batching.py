@@ -30,14 +30,14 @@ from typing import Any
 
 import numpy as np
 
-from .embeddings import (
+from ..scoring.embeddings import (
     check_same_width,
     embed_question_and_probes,
     embed_texts,
     sends_one_request,
 )
+from ..scoring.usage import Usage, UsageMeter, current_meter, metering, split_usage
 from .streaming import CallLimiter
-from .usage import Usage, UsageMeter, current_meter, metering, split_usage
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
 

@@ -20,8 +20,9 @@ from typing import Any
 from ragas.embeddings import HuggingFaceEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 
-from .aio import run_sync
-from .embeddings import (
+from .errors import EmbeddingCallError
+from .scoring.aio import run_sync
+from .scoring.embeddings import (
     REQUEST_LIMIT,
     Embeddings,
     check_options,
@@ -29,9 +30,8 @@ from .embeddings import (
     embed_one,
     embeddings_kind,
 )
-from .errors import EmbeddingCallError
-from .pipeline import check_max_concurrency
-from .redaction import KEY_VARIABLES
+from .scoring.redaction import KEY_VARIABLES
+from .scoring.sample import check_max_concurrency
 
 __all__ = ["LocalEmbeddings", "OneTextPerCall", "gemini_embeddings", "local_embeddings"]
 
@@ -45,7 +45,7 @@ class OneTextPerCall(BaseRagasEmbedding):
     ``inner`` is a modern ragas ``BaseRagasEmbedding`` (called through ``aembed_text``, or
     ``embed_text`` in a thread when its client is synchronous), a legacy ``BaseRagasEmbeddings``
     or a LangChain ``Embeddings`` (called through ``aembed_query``). Vectors come back in the
-    order of the texts and pass :func:`ragas_relevancy_ext.embeddings.check_vectors`.
+    order of the texts and pass :func:`ragas_relevancy_ext.scoring.embeddings.check_vectors`.
 
     Offers the modern (``embed_text(s)``) and the legacy/LangChain (``embed_query``,
     ``embed_documents``) methods, sync and async, so one object serves the collections metrics,

@@ -14,10 +14,10 @@ import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .errors import PERMANENT, Cause, cause_phrase
+from ..errors import PERMANENT, Cause, cause_phrase
 
 if TYPE_CHECKING:
-    from .report import RelevancyReport
+    from ..scoring.report import RelevancyReport
 
 __all__ = ["EARLY_STOP_ROWS", "CallLimiter", "EarlyStop", "RowNotStarted", "bounded_map"]
 
@@ -148,7 +148,7 @@ class EarlyStop:
         """``3 rows failed with auth (the judge refused the API key: <the error>)``."""
         if self.cause is None:
             return ""
-        from .report import clip, plural
+        from ..scoring.report import clip, plural
 
         return (
             f"{plural(self.count, 'row')} failed with {self.cause} "

@@ -1,0 +1,1 @@
+"""Many samples: rows in flight, limits on calls, shared embedding requests."""

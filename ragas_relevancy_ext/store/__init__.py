@@ -1,0 +1,1 @@
+"""What is kept on disk between runs: the judge-reply cache."""
