@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import http.client
 import json
 import math
 import threading
 import warnings
 from typing import Any
+from urllib.parse import urlsplit
 
 import numpy as np
 import openai
@@ -267,6 +269,20 @@ def test_a_synchronous_openai_client_works_one_text_per_call(server: LoopbackSer
     texts = ["alpha text", "beta text", "gamma text"]
     assert wrapped.embed_texts(texts) == [server.vector(t) for t in texts]
     assert server.count("embeddings") == 3
+
+
+def test_the_log_finds_a_header_whatever_case_the_client_writes_its_name(
+    server: LoopbackServer,
+) -> None:
+    # openai 1.x sends "Authorization", openai 3.x (on httpx2) "authorization"
+    url = urlsplit(server.openai_base_url)
+    body = json.dumps({"model": "loop-embed", "input": "hi"})
+    for name in ("Authorization", "authorization"):
+        connection = http.client.HTTPConnection(url.hostname, url.port)
+        connection.request("POST", f"{url.path}/embeddings", body, {name: "Bearer k"})
+        assert connection.getresponse().status == 200
+        connection.close()
+    assert [r.headers.get("authorization") for r in server.log] == ["Bearer k", "Bearer k"]
 
 
 # --- ragas.evaluate with a legacy metric ----------------------------------------------------

@@ -71,7 +71,7 @@ def metric_on(server: LoopbackServer, api_key: str | None = None, **options: Any
 
 
 def bearer_seen(server: LoopbackServer) -> bool:
-    return any(r.headers.get("Authorization") == f"Bearer {SENTINEL}" for r in server.log)
+    return any(r.headers.get("authorization") == f"Bearer {SENTINEL}" for r in server.log)
 
 
 # -- the API key ------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ class LoggedRequest:
     endpoint: str
     number_on_endpoint: int
     path: str
-    headers: dict[str, str]
+    headers: dict[str, str]  # names in lower case: clients differ in how they write them
     body: Any
     query: str = ""  # the URL's query string, without the "?"
     texts: tuple[str, ...] = ()
@@ -362,7 +362,8 @@ class LoopbackServer:
             body = json.loads(raw) if raw else {}
         except json.JSONDecodeError:
             body = None
-        entry = self._admit(endpoint, path, dict(handler.headers.items()), body, model)
+        headers = {name.lower(): value for name, value in handler.headers.items()}
+        entry = self._admit(endpoint, path, headers, body, model)
         entry.query = query
         try:
             latency = self.endpoint_latency.get(endpoint, self.latency)

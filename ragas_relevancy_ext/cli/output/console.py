@@ -9,12 +9,14 @@ from the data reaches the terminal.
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
 import math
 import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from importlib.metadata import version
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
@@ -327,8 +329,8 @@ def plain_table(
     if row_width is None:  # as wide as its widest cell
         row_width = max([cell_len("row") if header else 1])
         row_width = max([row_width, *(cell_len(line[0]) for line in lines if line)])
-    else:  # rich gives a first column of fixed width one more cell when the edge is unpadded
-        row_width += 1
+    else:  # before 14.3 rich gives a fixed-width first column one more cell (unpadded edge)
+        row_width += _fixed_first_column_extra()
 
     def render(width: int) -> Iterator[str]:
         texts = [part for line in lines if line for part in line[3]]
@@ -351,6 +353,14 @@ def plain_table(
                     row, score, cosine = "", "", ""
 
     return render
+
+
+@functools.cache
+def _fixed_first_column_extra() -> int:
+    """The cells the installed rich adds to a fixed-width first column of a table with an
+    unpadded edge: 1 before rich 14.3 (it counted the edge's padding), 0 from 14.3 on."""
+    major, minor = (int(part) for part in version("rich").split(".")[:2])
+    return int((major, minor) < (14, 3))
 
 
 _Cells = tuple[str, str, str, list[str]]  # row, score, cosine, the text's lines
