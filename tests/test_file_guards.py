@@ -19,11 +19,12 @@ import pytest
 from test_writers import make_report
 from typer.testing import CliRunner
 
-from ragas_relevancy_ext.cli import app, ray_score, store
+from ragas_relevancy_ext.cli import app, ray_score
 from ragas_relevancy_ext.cli.output import html
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT
 from ragas_relevancy_ext.cli.ray_score import open_output
 from ragas_relevancy_ext.cli.stats import summarise
+from ragas_relevancy_ext.store import sqlite as store
 from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
 ROOT = Path(__file__).resolve().parents[1]
