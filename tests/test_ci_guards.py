@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import REQUIRE_LOCAL
+from common import REQUIRE_LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ForkedCommand
+from common import ROOT, ForkedCommand
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
@@ -33,7 +33,6 @@ from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ["--embeddings", "hash"]
 SECRET = "sk-test-DO-NOT-PRINT-0123456789"
 

@@ -37,6 +37,8 @@ except ImportError as exc:
         f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
     ) from exc
 
+from common import ROOT
+
 from ragas_relevancy_ext.cli import app, ray_score
 from ragas_relevancy_ext.cli.datafile import BadRow, Source
 from ragas_relevancy_ext.cli.errors import UsageError
@@ -54,7 +56,6 @@ from ragas_relevancy_ext.scoring.redaction import MASK
 from ragas_relevancy_ext.scoring.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
 FAIL = "[judge fails here]"  # a response holding this makes the server answer 500
 SET_ASIDE = {3: "response is empty", 17: "no user_input", 23: "response is empty",

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
@@ -21,7 +22,6 @@ from ragas_relevancy_ext.cli.output.console import TrimmedLines
 from ragas_relevancy_ext.cli.stats import summarise
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ["--embeddings", "hash"]
 
 

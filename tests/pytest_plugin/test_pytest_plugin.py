@@ -17,13 +17,13 @@ from pathlib import Path
 import httpcore  # noqa: F401  (see below)
 import httpx  # noqa: F401
 import pytest
+from common import EXAMPLES
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.scoring.report import RelevancyReport
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 QUESTION = "How do I get a refund for a damaged blender?"
 GOOD = (
     "Refunds for damaged blenders are issued once we receive a photo of the damage. Reply "

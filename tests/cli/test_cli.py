@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "support_qa.jsonl"
 SECRET = "sk-test-DO-NOT-PRINT-0123456789"
 HEAVY = frozenset({"ragas", "numpy", "openai", "torch"})
