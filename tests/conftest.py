@@ -23,6 +23,13 @@ def cases() -> list[dict[str, Any]]:
 pytest_plugins = ("pytester",)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that takes a module's loopback ``server`` fixture is ``slow``, as are those marked."""
+    for item in items:
+        if "server" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.slow)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Under ``RAGAS_RELEVANCY_NO_SKIPS=1`` a skipped test or module fails the run."""
     if os.environ.get(NO_SKIPS) != "1" or exitstatus != 0:

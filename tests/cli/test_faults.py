@@ -53,7 +53,7 @@ TIMEOUT = 1.0
 KINDS = OPENAI_FAULT_KINDS
 SIZE_FAULTS = ("wrong_size", "mixed_size")
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 Outcome = tuple[float, str | None]  # score (NaN when not scored), error
 

@@ -180,6 +180,7 @@ def test_out_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path):
     assert sorted(p.name for p in real.parent.iterdir()) == ["report.jsonl"]  # no lock, no temp
 
 
+@pytest.mark.slow
 def test_refusals_come_before_ragas_loads(tmp_path):
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
     before = path.read_bytes()
@@ -268,6 +269,7 @@ def full_disk(monkeypatch):
     monkeypatch.setattr(sqlite, "_connect", limited)
 
 
+@pytest.mark.slow
 def test_a_full_cache_disk_keeps_every_score_with_one_warning(tmp_path, full_disk):
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(30))
     out, cache = tmp_path / "report.jsonl", tmp_path / "cache"

@@ -234,6 +234,7 @@ def test_identical_rows_are_scored_once_and_each_gets_its_line(tmp_path):
     assert final[0]["score"] == final[2]["score"] and final[0]["key"] == final[2]["key"]
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_out_is_stopped_with_the_holders_pid(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
     out = tmp_path / "out.jsonl"
@@ -293,6 +294,7 @@ def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
     return server.count("chat")
 
 
+@pytest.mark.slow
 def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_again(tmp_path):
     """Ctrl-C and a kill, each on its own run started at the same time (one wait for both);
     more rows than a run keeps in flight (4 requests and 128 rows waiting on shared ones)."""
@@ -441,6 +443,7 @@ def test_a_key_in_the_base_url_is_never_printed_or_written(tmp_path):
         assert SECRET not in text
 
 
+@pytest.mark.slow
 def test_compare_shows_the_judges_real_error(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
     with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
@@ -456,6 +459,7 @@ def test_compare_shows_the_judges_real_error(tmp_path):
 # -- 7: true reasons ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_body_that_is_not_json_is_named_as_such_after_the_retries():
     from ragas.llms import llm_factory
 
@@ -514,6 +518,7 @@ PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_checks_come_before_ragas_and_a_finished_resume_never_loads_it(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(3))
     out = tmp_path / "out.jsonl"

@@ -123,6 +123,7 @@ def test_show_rejects_a_file_that_is_not_a_report(tmp_path):
     assert invoke("show", tmp_path / "none.jsonl").exit_code == 2
 
 
+@pytest.mark.slow
 def test_show_never_imports_ragas(saved):
     command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "show", saved]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -143,6 +144,7 @@ def test_exit_code_rule(scored, total, code):
     assert exit_code(scored, total) == code
 
 
+@pytest.mark.slow
 def test_gemini_example_follows_the_same_rule(capsys):
     from ragas_relevancy_ext import AnswerRelevancy
 

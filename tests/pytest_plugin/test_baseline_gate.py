@@ -20,6 +20,8 @@ import ragas_relevancy_ext.cli.diff  # noqa: F401
 import ragas_relevancy_ext.error_bars  # noqa: F401
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: F401
 
+pytestmark = pytest.mark.slow
+
 OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
 PLUGIN = "ragas_relevancy_ext.pytest_plugin"
 ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]

@@ -333,6 +333,7 @@ def test_cli_named_language_translates_once_and_the_cache_keeps_it(tmp_path, pro
     assert f"{rows + 1} replies reused, 0 judge calls" in again.stdout
 
 
+@pytest.mark.slow
 def test_language_identification_stays_off_the_help_path() -> None:
     import os
     import subprocess
