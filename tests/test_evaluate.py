@@ -29,8 +29,6 @@ from ragas_relevancy_ext.testing.offline import (
     PretendJudge,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 TOPICS = [
     ("order A17", "Order A17 shipped on 3 March. It arrives on Friday."),
     ("the refund window", "Refunds are accepted within 30 days of delivery."),

@@ -425,7 +425,6 @@ def test_example_data_has_rated_pairs_of_every_kind():
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 @pytest.mark.parametrize(
     ("script", "expected"),
     [("drop_in.py", "cosine  nc  probe"), ("in_evaluate.py", "weakest probe per row")],

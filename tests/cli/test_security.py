@@ -27,8 +27,6 @@ from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 SENTINEL = "sk-SENTINEL-must-never-be-shown-5f1e"
 HOSTILE = {
     "user_input": "What does <script>alert(1)</script> do?",

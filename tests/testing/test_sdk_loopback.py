@@ -11,7 +11,6 @@ import base64
 import json
 import math
 import threading
-import warnings
 from typing import Any
 
 import numpy as np
@@ -285,20 +284,19 @@ def test_a_synchronous_openai_client_works_one_text_per_call(server: LoopbackSer
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
 def test_ragas_evaluate_with_the_legacy_metric_and_gemini_one_text_per_call(
     server: LoopbackServer,
 ) -> None:
     from langchain_openai import ChatOpenAI
     from ragas import EvaluationDataset, evaluate
     from ragas.llms import LangchainLLMWrapper
-    from ragas.metrics import ResponseRelevancy
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        llm = LangchainLLMWrapper(
-            ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test")
-        )
+    with pytest.warns(DeprecationWarning, match="Importing ResponseRelevancy from 'ragas.metrics'"):
+        from ragas.metrics import ResponseRelevancy  # stock's, where its users import it
+
+    llm = LangchainLLMWrapper(
+        ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test")
+    )
     data = EvaluationDataset.from_list([{"user_input": QUESTION, "response": RESPONSE}])
     result = evaluate(
         data,
