@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from ragas import EvaluationDataset, evaluate
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
 from ragas.llms.base import InstructorBaseRagasLLM, LangchainLLMWrapper
+from ragas.metrics import AnswerRelevancy as StockLegacy
 from ragas.metrics.collections import AnswerRelevancy as StockModern
 from ragas.prompt import PydanticPrompt
 from ragas.prompt.pydantic_prompt import ToTranslate, Translated
@@ -44,11 +45,6 @@ from ragas_relevancy_ext.testing.offline import (
     ScriptedJudge,
     prompt_input,
 )
-
-# where stock users import the legacy metric from; RAGAS 0.4.3 says it is deprecated
-with pytest.warns(DeprecationWarning, match="Importing AnswerRelevancy from 'ragas.metrics'"):
-    from ragas.metrics import AnswerRelevancy as StockLegacy
-
 
 QUESTION = "Where is order A17?"
 RESPONSE = "Order A17 shipped on 3 March."

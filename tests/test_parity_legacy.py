@@ -18,6 +18,7 @@ from langchain_core.embeddings import Embeddings
 from ragas import EvaluationDataset, evaluate
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
 from ragas.llms.base import LangchainLLMWrapper
+from ragas.metrics import AnswerRelevancy as StockLegacy
 from ragas.prompt.pydantic_prompt import FixOutputFormat
 
 from ragas_relevancy_ext import ResponseRelevancy, reports_for
@@ -27,11 +28,6 @@ from ragas_relevancy_ext.testing.offline import (
     LookupEmbeddings,
     ScriptedChatModel,
 )
-
-# where stock users import the legacy metric from; RAGAS 0.4.3 says it is deprecated
-with pytest.warns(DeprecationWarning, match="Importing AnswerRelevancy from 'ragas.metrics'"):
-    from ragas.metrics import AnswerRelevancy as StockLegacy
-
 
 CASES = load_cases()
 

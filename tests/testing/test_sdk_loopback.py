@@ -290,9 +290,7 @@ def test_ragas_evaluate_with_the_legacy_metric_and_gemini_one_text_per_call(
     from langchain_openai import ChatOpenAI
     from ragas import EvaluationDataset, evaluate
     from ragas.llms import LangchainLLMWrapper
-
-    with pytest.warns(DeprecationWarning, match="Importing ResponseRelevancy from 'ragas.metrics'"):
-        from ragas.metrics import ResponseRelevancy  # stock's, where its users import it
+    from ragas.metrics import ResponseRelevancy
 
     llm = LangchainLLMWrapper(
         ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test")
