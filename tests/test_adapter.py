@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import random
 import sys
-import warnings
 from typing import Any
 
 import pytest
@@ -88,9 +87,7 @@ class CollapsingLangchain(Embeddings):
 
 
 def legacy_wrapper(inner: Embeddings) -> LangchainEmbeddingsWrapper:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        return LangchainEmbeddingsWrapper(inner)
+    return LangchainEmbeddingsWrapper(inner)
 
 
 # --- one call per text, whatever the inner kind ---------------------------------------------

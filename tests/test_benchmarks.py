@@ -6,6 +6,8 @@ import runpy
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -28,6 +30,7 @@ def test_steps_estimate_first_then_one_line_per_step(capsys):
     assert lines[4].startswith("demo: done in ") and lines[4].endswith("(estimated 2 min 05 s)")
 
 
+@pytest.mark.slow
 def test_probe_modes_quick_prints_its_plan_and_progress(monkeypatch, capsys):
     script = ROOT / "benchmarks" / "probe_modes.py"
     no_wait = ["--latency", "0", "--request-latency", "0", "--token-latency", "0"]

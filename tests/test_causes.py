@@ -227,6 +227,7 @@ def score_one(server: LoopbackServer) -> RelevancyReport:
     return asyncio.run(metric.abatch_score(rows))[0].report
 
 
+@pytest.mark.slow
 def test_a_refused_key_is_auth_and_every_request_that_reached_the_server_is_counted() -> None:
     with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
         report = score_one(server)
@@ -238,6 +239,7 @@ def test_a_refused_key_is_auth_and_every_request_that_reached_the_server_is_coun
     assert report.usage is not None and report.usage.judge_requests == seen
 
 
+@pytest.mark.slow
 def test_a_refused_key_of_the_embeddings_is_auth_said_of_the_embeddings() -> None:
     with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="embeddings")]) as s:
         client = AsyncOpenAI(base_url=s.openai_base_url, api_key="test")
@@ -250,6 +252,7 @@ def test_a_refused_key_of_the_embeddings_is_auth_said_of_the_embeddings() -> Non
     assert RelevancyReport.from_dict(report.to_dict()).reason == report.reason
 
 
+@pytest.mark.slow
 def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> None:
     with LoopbackServer(faults=[Fault("malformed", fraction=1.0, endpoint="chat")]) as server:
         report = score_one(server)
@@ -262,6 +265,7 @@ def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> Non
 # --- the command line ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_score_against_a_refused_key_stops_early_with_its_own_exit_code(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -286,6 +290,7 @@ def test_score_against_a_refused_key_stops_early_with_its_own_exit_code(
     assert KEY not in result.output
 
 
+@pytest.mark.slow
 def test_the_command_as_its_own_process_against_a_refused_key_prints_each_failure_once() -> None:
     env = {**os.environ, "OPENAI_API_KEY": KEY, "PYTHONPATH": str(Path(__file__).parent.parent)}
     with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0)]) as server:
@@ -304,6 +309,7 @@ def test_the_command_as_its_own_process_against_a_refused_key_prints_each_failur
     assert "API call failed" not in done.stderr  # instructor >= 1.4 logs every failed attempt
 
 
+@pytest.mark.slow
 def test_a_saved_report_keeps_the_cause_for_show_and_the_page(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -323,6 +329,7 @@ def test_a_saved_report_keeps_the_cause_for_show_and_the_page(
     assert "not scored (auth)" in page.read_text()
 
 
+@pytest.mark.slow
 def test_compare_against_a_refused_key_names_the_cause_per_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -340,6 +347,7 @@ def test_compare_against_a_refused_key_names_the_cause_per_row(
 # --- the pytest plugin ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_plugin_says_the_cause_and_the_message_and_junit_carries_the_cause(
     pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -374,6 +382,7 @@ def test_the_plugin_says_the_cause_and_the_message_and_junit_carries_the_cause(
     assert error.startswith("the judge refused the API key: AuthenticationError: Error code: 401")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["langchain", "ragas"])
 def test_a_refused_key_is_auth_for_langchain_and_ragas_wrapper_judges(kind: str) -> None:
     from langchain_openai import ChatOpenAI

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
-from conftest import REQUIRE_LOCAL
+from common import REQUIRE_LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -30,9 +30,11 @@ def _imported_top_levels(folder: Path) -> set[str]:
                 names.update(alias.name.split(".")[0] for alias in node.names)
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module.split(".")[0])
-    local = {p.stem for p in ROOT.glob("*/*.py")} | {
-        p.parent.name for p in ROOT.glob("*/*/__init__.py")
-    }
+    local = (
+        {p.stem for p in ROOT.glob("*/*.py")}
+        | {p.stem for p in (ROOT / "tests").rglob("*.py")}  # test modules import each other
+        | {p.parent.name for p in ROOT.glob("*/*/__init__.py")}
+    )
     return names - set(sys.stdlib_module_names) - local - {"ragas_relevancy_ext"}
 
 

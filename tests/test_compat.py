@@ -46,8 +46,6 @@ from ragas_relevancy_ext.testing.offline import (
     prompt_input,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 QUESTION = "Where is order A17?"
 RESPONSE = "Order A17 shipped on 3 March."
 ROW = {"user_input": QUESTION, "response": RESPONSE}

@@ -29,8 +29,6 @@ from ragas_relevancy_ext.testing.offline import (
     PretendJudge,
 )
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 TOPICS = [
     ("order A17", "Order A17 shipped on 3 March. It arrives on Friday."),
     ("the refund window", "Refunds are accepted within 30 days of delivery."),
@@ -266,17 +264,55 @@ def test_failing_rows_raise_when_asked() -> None:
         )
 
 
+class ClockOnDemand(asyncio.SelectorEventLoop):
+    """An event loop whose clock moves ahead when the test says: a timeout fires at that point,
+    never because the machine was slow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return super().time() + self.ahead
+
+
+class NeverAnswers(PretendJudge):
+    """A judge that takes every request and never answers; once all ``rows`` have asked, it
+    moves the loop's clock past every timeout."""
+
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.rows, self.asked = rows, 0
+
+    async def agenerate(self, prompt: str, response_model: Any) -> Any:
+        self.asked += 1
+        if self.asked == self.rows:
+            asyncio.get_running_loop().ahead += 3600.0
+        await asyncio.Event().wait()
+
+
 def test_a_timed_out_row_is_reported() -> None:
-    result = run(
-        ResponseRelevancy(),
-        make_rows(2),
-        llm=PretendJudge(latency=5.0),
-        embeddings=HashEmbeddings(),
-        run_config=RunConfig(timeout=0.05, max_retries=0),
-    )
+    judge = NeverAnswers(rows=2)
+    loop = ClockOnDemand()
+    try:
+        result = loop.run_until_complete(
+            aevaluate(
+                EvaluationDataset.from_list(make_rows(2)),
+                metrics=[ResponseRelevancy()],
+                llm=judge,
+                embeddings=HashEmbeddings(),
+                # longer than the test may run: only the clock moved by the judge reaches it
+                run_config=RunConfig(timeout=600, max_retries=0),
+                show_progress=False,
+            )
+        )
+    finally:
+        loop.close()
+    assert judge.asked == 2
     assert all(math.isnan(s) for s in scores(result))
-    assert report_for(result, 1).reason.startswith("Not scored (timeout): ")
-    assert "TimeoutError: scoring was cancelled" in report_for(result, 1).reason
+    for row in (0, 1):
+        assert report_for(result, row).reason.startswith("Not scored (timeout): ")
+        assert "TimeoutError: scoring was cancelled" in report_for(result, row).reason
 
 
 # --- reports travel with their own run ------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import REQUIRE_LOCAL
+from common import REQUIRE_LOCAL
 
 if os.environ.get(REQUIRE_LOCAL) == "1":
     # CI sets it: a missing [local] extra fails the run here instead of skipping these tests

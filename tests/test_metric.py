@@ -329,10 +329,14 @@ def test_modern_embeddings_on_a_sync_client_are_called_through_their_sync_method
 
 
 def test_ascore_each_yields_every_sample_as_it_finishes():
-    class SlowFirst(PretendJudge):
+    """A sample whose judge has not answered holds back no other: the test releases the first
+    sample's judge only once it holds the other two, so they must come out first."""
+    released = asyncio.Event()
+
+    class HeldFirst(PretendJudge):
         async def agenerate(self, prompt, response_model):
             if "first sample" in prompt:
-                await asyncio.sleep(0.1)
+                await released.wait()
             return await super().agenerate(prompt, response_model)
 
     rows = [
@@ -340,16 +344,25 @@ def test_ascore_each_yields_every_sample_as_it_finishes():
         {"user_input": QUESTION, "response": "Order A17 shipped on 3 March."},
         {"user_input": "", "response": "Broken row."},
     ]
-    metric = AnswerRelevancy(SlowFirst(), HashEmbeddings())
+    metric = AnswerRelevancy(HeldFirst(), HashEmbeddings())
 
     async def collect():
-        return [(i, r) async for i, r in metric.ascore_each(rows)]
+        samples = metric.ascore_each(rows)
+        try:
+            # a guard, not a measure: were the others held behind the first, this would wait
+            # forever, so after 120 s the test fails instead
+            seen = [await asyncio.wait_for(anext(samples), timeout=120) for _ in range(2)]
+            released.set()
+            seen += [item async for item in samples]
+        finally:
+            await samples.aclose()
+        return seen
 
     seen = asyncio.run(collect())
-    assert sorted(i for i, _ in seen) == [0, 1, 2]
-    assert seen[-1][0] == 0  # the slow sample comes last, the others did not wait for it
+    assert [i for i, _ in seen[:2]] in ([1, 2], [2, 1]) and seen[2][0] == 0
+    assert len(seen) == 3
     by_index = dict(seen)
-    assert math.isnan(by_index[2].value) and by_index[1].value > 0
+    assert math.isnan(by_index[2].value) and by_index[1].value > 0 and by_index[0].value > 0
 
 
 def test_options_changed_on_the_instance_are_checked_when_scoring():

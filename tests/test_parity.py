@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import FIXTURES, load_cases, load_toy
+from common import FIXTURES, load_cases, load_toy
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy
 

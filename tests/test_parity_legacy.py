@@ -13,7 +13,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from conftest import load_cases, load_toy
+from common import load_cases, load_toy
 from langchain_core.embeddings import Embeddings
 from ragas import EvaluationDataset, evaluate
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
@@ -28,8 +28,6 @@ from ragas_relevancy_ext.testing.offline import (
     LookupEmbeddings,
     ScriptedChatModel,
 )
-
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 CASES = load_cases()
 

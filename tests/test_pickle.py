@@ -17,8 +17,6 @@ from ragas.dataset_schema import SingleTurnSample
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, answer_relevancy
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 QUESTION = "How do I get a refund for a damaged blender?"
 ANSWER = "Send us a photo of the damaged blender and the refund reaches your card in 5 days."
 

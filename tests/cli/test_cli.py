@@ -10,11 +10,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
 
-ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "support_qa.jsonl"
 SECRET = "sk-test-DO-NOT-PRINT-0123456789"
 HEAVY = frozenset({"ragas", "numpy", "openai", "torch"})
@@ -59,6 +59,7 @@ def heavy(modules: set[str], names: frozenset[str] = HEAVY) -> list[str]:
     return sorted(m for m in modules if m.split(".")[0] in names)
 
 
+@pytest.mark.slow
 def test_help_imports_no_heavy_module():
     # how long --help takes is measured by benchmarks/startup.py, never asserted here
     done, imported = imported_modules("score", "--help")
@@ -104,6 +105,7 @@ def test_cli_and_api_share_one_concurrency_default():
     assert Settings().concurrency == default == 16
 
 
+@pytest.mark.slow
 def test_python_dash_m_scores_the_example_offline():
     command = [sys.executable, "-m", "ragas_relevancy_ext", "score", str(EXAMPLE), *OFFLINE]
     done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -313,6 +315,7 @@ def test_an_api_key_is_never_printed_or_written(tmp_path, monkeypatch):
     assert [json.loads(line)["strictness"] for line in out.read_text().splitlines()] == [2, 2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batching", ["--batch-embeddings", "--no-batch-embeddings"])
 def test_openai_judge_and_embeddings_against_a_local_server(tmp_path, batching):
     from ragas_relevancy_ext.testing.loopback import LoopbackServer
@@ -421,7 +424,7 @@ def test_example_data_has_rated_pairs_of_every_kind():
     assert {r["rating"] for r in rows} <= {1, 2, 3, 4, 5}
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("script", "expected"),
     [("drop_in.py", "cosine  nc  probe"), ("in_evaluate.py", "weakest probe per row")],
@@ -433,6 +436,7 @@ def test_offline_examples_run(script, expected, capsys):
     assert expected in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_gemini_example_says_it_needs_a_key():
     env = {k: v for k, v in os.environ.items() if k not in {"GEMINI_API_KEY", "GOOGLE_API_KEY"}}
     command = [sys.executable, str(ROOT / "examples" / "gemini_adapter.py")]
@@ -441,6 +445,7 @@ def test_gemini_example_says_it_needs_a_key():
     assert "GEMINI_API_KEY" in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_command_line_script_is_valid_bash():
     done = subprocess.run(["bash", "-n", str(ROOT / "examples" / "command_line.sh")], timeout=30)
     assert done.returncode == 0

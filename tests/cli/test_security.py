@@ -27,8 +27,6 @@ from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 SENTINEL = "sk-SENTINEL-must-never-be-shown-5f1e"
 HOSTILE = {
     "user_input": "What does <script>alert(1)</script> do?",
@@ -77,6 +75,7 @@ def bearer_seen(server: LoopbackServer) -> bool:
 # -- the API key ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_key_not_in_reports_or_debug_logs_when_the_server_rejects_it(keyed, debug_logs) -> None:
     faults = [Fault("unauthorized", fraction=1.0, endpoint="embeddings")]
     with LoopbackServer(faults=faults) as server:
@@ -92,6 +91,7 @@ def test_key_not_in_reports_or_debug_logs_when_the_server_rejects_it(keyed, debu
     assert SENTINEL not in logged_text(debug_logs)
 
 
+@pytest.mark.slow
 def test_key_a_server_echoes_is_masked_in_the_report(keyed) -> None:
     def echo_key(messages: list[dict[str, Any]]) -> str:
         raise ValueError(f"bad key {SENTINEL}")  # the server answers 500 quoting it
@@ -102,6 +102,7 @@ def test_key_a_server_echoes_is_masked_in_the_report(keyed) -> None:
     assert "bad key ***" in result.report.error and SENTINEL not in result.reason
 
 
+@pytest.mark.slow
 def test_key_not_in_evaluate_logs_or_raised_errors(keyed, debug_logs) -> None:
     from ragas import EvaluationDataset, evaluate
 
@@ -126,6 +127,7 @@ def test_key_not_in_evaluate_logs_or_raised_errors(keyed, debug_logs) -> None:
     assert SENTINEL not in logged_text(debug_logs)
 
 
+@pytest.mark.slow
 def test_key_not_in_command_line_output_files_or_logs(keyed, debug_logs, tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(HOSTILE) + "\n", encoding="utf-8")
@@ -178,6 +180,7 @@ class _Tags(HTMLParser):
         self.attributes.update(name for name, _ in attrs)
 
 
+@pytest.mark.slow
 def test_hostile_response_and_probes_stay_text_in_the_html(tmp_path: Path) -> None:
     rows = tmp_path / "rows.jsonl"
     rows.write_text(json.dumps(HOSTILE) + "\n", encoding="utf-8")
@@ -226,6 +229,7 @@ def input_section(prompt: str) -> dict[str, Any]:
     return json.loads(prompt[start + len("input: ") : -len("\nOutput: ")])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("probe_prompt", ["diverse", "stock", "sequential"])
 def test_an_injected_response_stays_inside_the_input_json(probe_prompt: str) -> None:
     with LoopbackServer() as server:
@@ -240,6 +244,7 @@ def test_an_injected_response_stays_inside_the_input_json(probe_prompt: str) -> 
     assert all(p.question != "pwned" for p in result.report.probes)
 
 
+@pytest.mark.slow
 def test_stock_mode_sends_the_injected_response_exactly_as_stock_does() -> None:
     async def prompts_of(make: Any) -> list[str]:
         with LoopbackServer() as server:
@@ -291,6 +296,7 @@ def score_against(server: LoopbackServer, base_url: str, tmp_path: Path) -> Any:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["", f"?code={QUERY_SECRET}"])
 def test_a_password_in_the_base_url_is_never_sent_nor_shown(tmp_path: Path, query: str) -> None:
     with LoopbackServer(echo_header="Authorization") as server:
@@ -311,6 +317,7 @@ def test_a_password_in_the_base_url_is_never_sent_nor_shown(tmp_path: Path, quer
         assert_no_url_secret(text)
 
 
+@pytest.mark.slow
 def test_a_query_in_the_base_url_goes_with_every_request(tmp_path: Path) -> None:
     with LoopbackServer() as server:
         result = score_against(server, server.openai_base_url + "?api-version=x", tmp_path)
@@ -324,6 +331,7 @@ def test_a_query_in_the_base_url_goes_with_every_request(tmp_path: Path) -> None
     assert "?api-version=***" in result.stdout
 
 
+@pytest.mark.slow
 def test_gemini_embeddings_send_the_query_and_not_the_password(monkeypatch) -> None:
     from ragas_relevancy_ext.cli.providers import build_embeddings
 
@@ -339,6 +347,7 @@ def test_gemini_embeddings_send_the_query_and_not_the_password(monkeypatch) -> N
     assert_no_url_secret(built.label)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("query", ["", f"?code={QUERY_SECRET}"])
 def test_the_junit_report_holds_no_url_credentials_nor_query_values(
     pytester, monkeypatch, query: str

@@ -17,13 +17,13 @@ from pathlib import Path
 import httpcore  # noqa: F401  (see below)
 import httpx  # noqa: F401
 import pytest
+from common import EXAMPLES
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.scoring.report import RelevancyReport
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 QUESTION = "How do I get a refund for a damaged blender?"
 GOOD = (
     "Refunds for damaged blenders are issued once we receive a photo of the damage. Reply "
@@ -97,6 +97,7 @@ def test_the_entry_point_is_declared_in_the_installed_metadata():
     assert dist is not None and dist.name == "ragas-relevancy-ext"
 
 
+@pytest.mark.slow
 def test_loading_the_plugin_imports_neither_ragas_nor_the_command_line(pytester):
     pytester.makeconftest(
         f"""
@@ -117,6 +118,7 @@ def test_loading_the_plugin_imports_neither_ragas_nor_the_command_line(pytester)
     result.stdout.fnmatch_lines(["*PLUGIN ragas_relevancy_ext.pytest_plugin HEAVY []*"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", ["module", "off"])
 def test_a_failing_check_shows_its_probe_table_reason_and_threshold(pytester, good, bad, batch):
     pass_at = good.score - 0.01
@@ -158,6 +160,7 @@ def test_a_failing_check_shows_its_probe_table_reason_and_threshold(pytester, go
     assert "answer relevancy: 4 check(s), 3 below threshold, 0 not measured" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", ["module", "off"])
 def test_a_check_whose_judge_failed_fails_as_not_measured_never_as_a_low_score(
     pytester, monkeypatch, batch
@@ -193,6 +196,7 @@ def test_a_check_whose_judge_failed_fails_as_not_measured_never_as_a_low_score(
         assert "RelevancyNotMeasured" in out
 
 
+@pytest.mark.slow
 def test_a_missing_key_is_one_usage_error_before_any_test_runs(pytester, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     suite(pytester, "def test_a(relevancy):\n    relevancy(QUESTION, GOOD)\n")
@@ -201,6 +205,7 @@ def test_a_missing_key_is_one_usage_error_before_any_test_runs(pytester, monkeyp
     result.stderr.fnmatch_lines(["*relevancy: openai needs an API key: set OPENAI_API_KEY*"])
 
 
+@pytest.mark.slow
 def test_a_bad_threshold_option_is_a_usage_error(pytester):
     suite(pytester, "def test_a():\n    pass\n")
     result = pytester.runpytest("--relevancy-min-score", "1.5")
@@ -210,6 +215,7 @@ def test_a_bad_threshold_option_is_a_usage_error(pytester):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["command line", "environment", "ini"])
 def test_options_come_from_the_command_line_the_environment_and_the_ini_file(
     pytester, monkeypatch, good, where
@@ -244,6 +250,7 @@ def test_options_come_from_the_command_line_the_environment_and_the_ini_file(
     result.stdout.fnmatch_lines([f"judge cache {pytester.path / 'judge-replies'}: *"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", ["module", "off"])
 def test_scores_go_into_the_junit_xml(pytester, good, bad, batch):
     suite(
@@ -300,6 +307,7 @@ def loopback_args(server: LoopbackServer, *more: str) -> list[str]:
     return [*judge, "--relevancy-base-url", server.openai_base_url, *OFFLINE[2:], *more]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("batch", "many_in_flight"), [("module", True), ("off", False)])
 def test_batched_checks_are_judged_concurrently(pytester, monkeypatch, batch, many_in_flight):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -313,6 +321,7 @@ def test_batched_checks_are_judged_concurrently(pytester, monkeypatch, batch, ma
     assert (peak > 1) is many_in_flight, peak
 
 
+@pytest.mark.slow
 def test_a_rerun_with_the_cache_makes_no_judge_call(pytester, monkeypatch, tmp_path):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     many_checks(pytester, 5)
@@ -329,6 +338,7 @@ def test_a_rerun_with_the_cache_makes_no_judge_call(pytester, monkeypatch, tmp_p
     assert [line.split()[0] for line in scores[0]] == [line.split()[0] for line in scores[1]]
 
 
+@pytest.mark.slow
 def test_the_example_suite_passes_offline(pytester):
     for name in ("test_support_bot.py", "support_qa.jsonl"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
@@ -345,6 +355,7 @@ def junit_properties(path: Path) -> dict[str, dict[str, str]]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batch", ["module", "off"])
 def test_a_check_with_no_judge_set_fails_as_not_measured_and_says_how_to_set_one(
     pytester, monkeypatch, batch
@@ -378,6 +389,7 @@ def test_a_check_with_no_judge_set_fails_as_not_measured_and_says_how_to_set_one
     assert found["test_plain"] == {}
 
 
+@pytest.mark.slow
 def test_embeddings_that_default_to_hash_fail_as_not_measured(pytester, monkeypatch):
     """Without the [local] extra the command line's auto picks hash: not without being asked."""
     from ragas_relevancy_ext.cli import providers
@@ -394,6 +406,7 @@ def test_embeddings_that_default_to_hash_fail_as_not_measured(pytester, monkeypa
     explicit.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_the_timeout_defaults_to_a_minute_per_request(pytester):
     from ragas_relevancy_ext.pytest_plugin.options import Values
 
@@ -403,6 +416,7 @@ def test_the_timeout_defaults_to_a_minute_per_request(pytester):
     assert Values.read(config, environ={}).settings()["timeout"] == 2.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["0", "soon", "nan"])
 def test_a_bad_timeout_is_a_usage_error(pytester, monkeypatch, value):
     suite(pytester, "def test_a():\n    pass\n")
@@ -414,6 +428,7 @@ def test_a_bad_timeout_is_a_usage_error(pytester, monkeypatch, value):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("batch", "hung"), [("module", "chat"), ("off", "chat"), ("module", "embeddings")]
 )

@@ -37,6 +37,8 @@ except ImportError as exc:
         f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
     ) from exc
 
+from common import ROOT
+
 from ragas_relevancy_ext.cli import app, ray_score
 from ragas_relevancy_ext.cli.datafile import BadRow, Source
 from ragas_relevancy_ext.cli.errors import UsageError
@@ -54,7 +56,6 @@ from ragas_relevancy_ext.scoring.redaction import MASK
 from ragas_relevancy_ext.scoring.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
 
-ROOT = Path(__file__).resolve().parents[1]
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
 FAIL = "[judge fails here]"  # a response holding this makes the server answer 500
 SET_ASIDE = {3: "response is empty", 17: "no user_input", 23: "response is empty",
@@ -195,6 +196,7 @@ def header_line(output: str, name: str) -> str:
 # -- Ray stays off every other path ---------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_the_package_the_cli_and_help_load_no_ray_module():
     code = (
         "import sys, ragas_relevancy_ext, ragas_relevancy_ext.cli\n"
@@ -311,6 +313,7 @@ def run(local_ray, server, tmp_path_factory):
     )
 
 
+@pytest.mark.slow
 def test_every_row_comes_back_once_with_its_columns(run):
     # score_dataset's rows as the writer got them: the input's columns, the key and four more
     scored = [row for batch in run.batches for row in batch.to_pylist()]
@@ -320,6 +323,7 @@ def test_every_row_comes_back_once_with_its_columns(run):
     assert sorted(line_id(r) for r in run.after_ray) == list(range(40))  # one line per row
 
 
+@pytest.mark.slow
 def test_scores_and_keys_equal_one_process_row_by_row(run):
     # the lines Ray wrote; `score` in one process wrote the others
     written = [line for line in run.after_ray if line_id(line) in ON_RAY]
@@ -331,6 +335,7 @@ def test_scores_and_keys_equal_one_process_row_by_row(run):
         assert line["key"] == row_key(item["user_input"], item["response"], run.tag, problem)
 
 
+@pytest.mark.slow
 def test_nan_rows_carry_their_reasons(run):
     lines = {line_id(r): r for r in run.after_ray}
     assert sorted(i for i, r in lines.items() if r["score"] is None) == sorted([*SET_ASIDE, *FAILS])
@@ -341,6 +346,7 @@ def test_nan_rows_carry_their_reasons(run):
         check_set_aside(lines[i], run.tag)
 
 
+@pytest.mark.slow
 def test_a_killed_actor_is_restarted_and_its_batch_scored_again(run):
     # an actor process (not this one) left the marker and exited on the first batch...
     assert int(run.marker.read_text()) != os.getpid()
@@ -348,6 +354,7 @@ def test_a_killed_actor_is_restarted_and_its_batch_scored_again(run):
     assert sorted(r["id"] for batch in run.batches for r in batch.to_pylist()) == ON_RAY
 
 
+@pytest.mark.slow
 def test_resume_scores_only_the_missing_rows(run):
     on_ray = run.on_ray
     assert on_ray.exit_code == 3, on_ray.output  # rows set aside or failed are NaN
@@ -362,6 +369,7 @@ def test_resume_scores_only_the_missing_rows(run):
     assert len(run.requests) > len(asked)  # rows 11 and 31 were asked, and failed again
 
 
+@pytest.mark.slow
 def test_cli_prints_the_usage_and_cost_score_prints(run):
     chat, embed = run.usage["chat"], run.usage["embeddings"]
     scored = 20  # the 22 rows written less the 2 set aside, as `score` counts them
@@ -382,6 +390,7 @@ def test_cli_prints_the_usage_and_cost_score_prints(run):
     assert f"cost: {dollars} (" in run.on_ray.stdout
 
 
+@pytest.mark.slow
 def test_cli_header_shows_the_labels_score_shows(run):
     for name in ("judge", "embeddings", "probes"):
         assert header_line(run.on_ray.stdout, name) == header_line(run.local.stdout, name)
@@ -402,6 +411,7 @@ def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
     assert fields["embeddings"] == f"openai:loop at http://127.0.0.1/v1?api-key={MASK}#{MASK}"
 
 
+@pytest.mark.slow
 def test_a_row_set_aside_has_one_key_and_neither_engine_writes_it_again(run):
     # the key `score` gives each row it sets aside, read from the file by its own reader
     bad = [e for e in Source(run.everything, {}).entries() if isinstance(e, BadRow)]
@@ -422,6 +432,7 @@ def test_a_row_set_aside_has_one_key_and_neither_engine_writes_it_again(run):
     assert [line_id(r) for r in run.final] == list(range(40))  # now in input order
 
 
+@pytest.mark.slow
 def test_the_parquet_writer_saves_the_batches_and_resumes_from_them(run):
     batches, folder = run.batches, run.tmp / "parts"
     scored = [row for batch in batches for row in batch.to_pylist()]
@@ -441,6 +452,7 @@ def test_the_parquet_writer_saves_the_batches_and_resumes_from_them(run):
         ParquetOutput(folder).done_keys()
 
 
+@pytest.mark.slow
 def test_the_command_line_reads_jsonl_and_csv_files(local_ray, tmp_path):
     items = rows(3)
     write_jsonl(tmp_path / "rows.jsonl", items[:2])

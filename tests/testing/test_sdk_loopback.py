@@ -12,7 +12,6 @@ import http.client
 import json
 import math
 import threading
-import warnings
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -76,6 +75,7 @@ def chat_probes(server: LoopbackServer) -> list[tuple[str, int]]:
 # --- the Gemini endpoint answers as gemini-embedding-2 does ---------------------------------
 
 
+@pytest.mark.slow
 def test_genai_sends_a_list_as_one_content_and_gets_one_vector(server: LoopbackServer) -> None:
     client = genai_client(server)
     texts = ["first text", "second text", "third text"]
@@ -95,6 +95,7 @@ def test_genai_sends_a_list_as_one_content_and_gets_one_vector(server: LoopbackS
     assert server.count("gemini") == 2
 
 
+@pytest.mark.slow
 def test_one_vector_per_text_when_the_knob_is_off(server: LoopbackServer) -> None:
     server.gemini_one_vector = False
     texts = ["first text", "second text", "third text"]
@@ -104,6 +105,7 @@ def test_one_vector_per_text_when_the_knob_is_off(server: LoopbackServer) -> Non
         assert [e.values for e in result.embeddings] == [server.vector(t) for t in texts]
 
 
+@pytest.mark.slow
 def test_stock_metric_with_plain_google_embeddings_breaks() -> None:
     with LoopbackServer(width=3072) as server:
         embeddings = GoogleEmbeddings(client=genai_client(server), model="gemini-embedding-2")
@@ -112,6 +114,7 @@ def test_stock_metric_with_plain_google_embeddings_breaks() -> None:
             metric.score(user_input=QUESTION, response=RESPONSE)
 
 
+@pytest.mark.slow
 def test_our_metric_with_plain_google_embeddings_names_the_fix(server: LoopbackServer) -> None:
     embeddings = GoogleEmbeddings(client=genai_client(server), model="gemini-embedding-2")
     metric = AnswerRelevancy(
@@ -121,6 +124,7 @@ def test_our_metric_with_plain_google_embeddings_names_the_fix(server: LoopbackS
         metric.score(user_input=QUESTION, response=RESPONSE)
 
 
+@pytest.mark.slow
 def test_gemini_one_text_per_call_scores_as_per_text_embedding(server: LoopbackServer) -> None:
     judge = ScriptedJudge(REPLIES)
     metric = AnswerRelevancy(
@@ -141,6 +145,7 @@ def test_gemini_one_text_per_call_scores_as_per_text_embedding(server: LoopbackS
     assert judge.calls == 3
 
 
+@pytest.mark.slow
 def test_gemini_max_concurrency_caps_requests_in_flight(server: LoopbackServer) -> None:
     server.latency = 0.05
     wrapped = gemini_embeddings(client=genai_client(server), max_concurrency=2)
@@ -153,6 +158,7 @@ def test_gemini_max_concurrency_caps_requests_in_flight(server: LoopbackServer) 
 # --- the OpenAI endpoints, through openai and instructor ------------------------------------
 
 
+@pytest.mark.slow
 def test_openai_end_to_end_through_llm_factory_and_openai_embeddings(
     server: LoopbackServer,
 ) -> None:
@@ -181,6 +187,7 @@ def test_openai_end_to_end_through_llm_factory_and_openai_embeddings(
     assert chat["response_format"] == {"type": "json_object"}  # instructor's JSON mode
 
 
+@pytest.mark.slow
 def test_instructor_wraps_no_model_per_call_for_ours_and_sends_stocks_bytes(
     server: LoopbackServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -210,6 +217,7 @@ def test_instructor_wraps_no_model_per_call_for_ours_and_sends_stocks_bytes(
     assert len(chat) == 6 and chat[:3] == chat[3:]  # the same request bodies as stock's
 
 
+@pytest.mark.slow
 def test_a_custom_reply_function_drives_the_judge(server: LoopbackServer) -> None:
     seen: list[list[dict[str, Any]]] = []
 
@@ -233,6 +241,7 @@ def test_a_custom_reply_function_drives_the_judge(server: LoopbackServer) -> Non
     assert "I am not sure." in seen[0][-1]["content"]
 
 
+@pytest.mark.slow
 def test_chat_usage_counts_characters_over_four(server: LoopbackServer) -> None:
     server.reply = lambda messages: '{"question": "Q?", "noncommittal": 0}'
     system, user = "You answer in JSON.", "input: {}\nOutput: "
@@ -247,6 +256,7 @@ def test_chat_usage_counts_characters_over_four(server: LoopbackServer) -> None:
     assert reply.usage.total_tokens == reply.usage.prompt_tokens + reply.usage.completion_tokens
 
 
+@pytest.mark.slow
 def test_openai_embeddings_match_in_base64_and_float(server: LoopbackServer) -> None:
     client = OpenAI(base_url=server.openai_base_url, api_key="test")
     texts = ["one text", "another text here"]
@@ -263,6 +273,7 @@ def test_openai_embeddings_match_in_base64_and_float(server: LoopbackServer) -> 
     assert floats.usage.prompt_tokens == sum(count_tokens(t) for t in texts)
 
 
+@pytest.mark.slow
 def test_a_synchronous_openai_client_works_one_text_per_call(server: LoopbackServer) -> None:
     client = OpenAI(base_url=server.openai_base_url, api_key="test")
     wrapped = OneTextPerCall(OpenAIEmbeddings(client=client))
@@ -288,7 +299,7 @@ def test_the_log_finds_a_header_whatever_case_the_client_writes_its_name(
 # --- ragas.evaluate with a legacy metric ----------------------------------------------------
 
 
-@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+@pytest.mark.slow
 def test_ragas_evaluate_with_the_legacy_metric_and_gemini_one_text_per_call(
     server: LoopbackServer,
 ) -> None:
@@ -297,11 +308,9 @@ def test_ragas_evaluate_with_the_legacy_metric_and_gemini_one_text_per_call(
     from ragas.llms import LangchainLLMWrapper
     from ragas.metrics import ResponseRelevancy
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        llm = LangchainLLMWrapper(
-            ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test")
-        )
+    llm = LangchainLLMWrapper(
+        ChatOpenAI(model="gpt-4o-mini", base_url=server.openai_base_url, api_key="test")
+    )
     data = EvaluationDataset.from_list([{"user_input": QUESTION, "response": RESPONSE}])
     result = evaluate(
         data,
@@ -322,6 +331,7 @@ def test_ragas_evaluate_with_the_legacy_metric_and_gemini_one_text_per_call(
 # --- faults and latency ---------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "error"),
     [
@@ -346,6 +356,7 @@ def test_openai_sdk_sees_each_transport_fault(
     assert [r.fault for r in server.log] == [kind, None]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("kind", "code"), [("rate_limit", 429), ("server_error", 500), ("malformed", None)]
 )
@@ -361,6 +372,7 @@ def test_genai_sdk_sees_each_transport_fault(
     assert client.models.embed_content(model="gemini-embedding-2", contents="text").embeddings
 
 
+@pytest.mark.slow
 def test_a_hung_gemini_request_times_out_and_stop_releases_it() -> None:
     hang = 600.0  # far longer than any run: only stop() can end it
     server = LoopbackServer(faults=[Fault("hang", at=(1,))], hang_seconds=hang).start()
@@ -376,6 +388,7 @@ def test_a_hung_gemini_request_times_out_and_stop_releases_it() -> None:
     assert not stopper.is_alive() and server.in_flight == 0
 
 
+@pytest.mark.slow
 def test_vector_faults_fail_the_checks(server: LoopbackServer) -> None:
     texts = ["alpha text", "beta text", "gamma text"]
     client = OpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
@@ -401,6 +414,7 @@ def test_vector_faults_fail_the_checks(server: LoopbackServer) -> None:
         one_by_one.embed_texts(texts)
 
 
+@pytest.mark.slow
 def test_a_provider_error_names_the_text_index(server: LoopbackServer) -> None:
     server.faults = [Fault("server_error", at=(2,), endpoint="embeddings")]
 
@@ -413,6 +427,7 @@ def test_a_provider_error_names_the_text_index(server: LoopbackServer) -> None:
         asyncio.run(embed())
 
 
+@pytest.mark.slow
 def test_fractional_faults_are_seeded() -> None:
     def outcomes(seed: int) -> list[str | None]:
         with LoopbackServer(faults=[Fault("server_error", fraction=0.5)], seed=seed) as server:
@@ -429,6 +444,7 @@ def test_fractional_faults_are_seeded() -> None:
     assert 0 < first.count("server_error") < 20
 
 
+@pytest.mark.slow
 def test_latency_delays_every_answer(server: LoopbackServer) -> None:
     server.latency = 0.2
     client = OpenAI(base_url=server.openai_base_url, api_key="test")
@@ -438,6 +454,7 @@ def test_latency_delays_every_answer(server: LoopbackServer) -> None:
     assert entry.status == 200
 
 
+@pytest.mark.slow
 def test_token_latency_waits_per_token_of_the_longest_reply(server: LoopbackServer) -> None:
     reply = '{"question": "Where is order A17 now?", "noncommittal": 0}'
     server.reply = lambda messages: reply
@@ -458,6 +475,7 @@ def test_token_latency_waits_per_token_of_the_longest_reply(server: LoopbackServ
     assert embedding.waited == 0.0
 
 
+@pytest.mark.slow
 def test_the_command_line_sets_the_token_latency(monkeypatch: pytest.MonkeyPatch) -> None:
     from ragas_relevancy_ext.testing import loopback
 
@@ -488,6 +506,7 @@ def test_fault_settings_are_checked() -> None:
         Fault("nan", endpoint="chat")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", ["stock", "diverse"])
 def test_max_concurrency_bounds_requests_at_the_server_through_one_text_per_call(
     server: LoopbackServer, mode: str
@@ -512,6 +531,7 @@ def test_max_concurrency_bounds_requests_at_the_server_through_one_text_per_call
     assert server.peak_in_flight == 4
 
 
+@pytest.mark.slow
 def test_gemini_embeddings_built_with_a_timeout_give_up_on_a_hung_request(
     server: LoopbackServer,
 ) -> None:

@@ -9,11 +9,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import py3langid  # a declared dependency: without it these tests fail, never skip
 import pytest
+from common import FIXTURES, ROOT
 from pydantic import BaseModel
 from ragas.dataset_schema import SingleTurnSample
 from ragas.llms.base import InstructorBaseRagasLLM
@@ -35,7 +35,7 @@ from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, format_re
 from ragas_relevancy_ext.store.cache import CachedJudge
 from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedJudge, prompt_input
 
-FIXTURE = Path(__file__).parent / "fixtures" / "multilingual.json"
+FIXTURE = FIXTURES / "multilingual.json"
 ROWS: list[dict[str, Any]] = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
 LANGUAGES = ["ja", "zh", "pl", "fr", "de", "ar"]
 ASKS = "in the language of the answer"
@@ -333,13 +333,14 @@ def test_cli_named_language_translates_once_and_the_cache_keeps_it(tmp_path, pro
     assert f"{rows + 1} replies reused, 0 judge calls" in again.stdout
 
 
+@pytest.mark.slow
 def test_language_identification_stays_off_the_help_path() -> None:
     import os
     import subprocess
     import sys
 
     command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "score", "--help"]
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     done = subprocess.run(
         command, capture_output=True, text=True, cwd=root, env=dict(os.environ), timeout=120
     )

@@ -10,6 +10,7 @@ import statistics
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -18,8 +19,6 @@ from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
 from ragas_relevancy_ext.error_bars import rows_needed
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def invoke(*args: str | Path):

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from test_writers import make_report
 from typer.testing import CliRunner
 
@@ -24,10 +25,9 @@ from ragas_relevancy_ext.cli.output import html
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT
 from ragas_relevancy_ext.cli.ray_score import open_output
 from ragas_relevancy_ext.cli.stats import summarise
-from ragas_relevancy_ext.store import sqlite as store
+from ragas_relevancy_ext.store import sqlite
 from ragas_relevancy_ext.testing.loopback import LoopbackServer
 
-ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ["--embeddings", "hash", "--no-progress"]
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
 
@@ -180,6 +180,7 @@ def test_out_through_a_symlink_writes_the_target_and_keeps_the_link(tmp_path):
     assert sorted(p.name for p in real.parent.iterdir()) == ["report.jsonl"]  # no lock, no temp
 
 
+@pytest.mark.slow
 def test_refusals_come_before_ragas_loads(tmp_path):
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
     before = path.read_bytes()
@@ -257,7 +258,7 @@ def test_a_refused_parquet_folder_keeps_every_file(tmp_path):
 def full_disk(monkeypatch):
     """The cache database stops growing after it is created: SQLite's own 'database or disk is
     full' once a write needs a new page."""
-    connect = store._connect
+    connect = sqlite._connect
 
     def limited(path: Path) -> sqlite3.Connection:
         db = connect(path)
@@ -265,9 +266,10 @@ def full_disk(monkeypatch):
         db.execute(f"PRAGMA max_page_count = {pages}")
         return db
 
-    monkeypatch.setattr(store, "_connect", limited)
+    monkeypatch.setattr(sqlite, "_connect", limited)
 
 
+@pytest.mark.slow
 def test_a_full_cache_disk_keeps_every_score_with_one_warning(tmp_path, full_disk):
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(30))
     out, cache = tmp_path / "report.jsonl", tmp_path / "cache"

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from common import ROOT
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
@@ -21,7 +22,6 @@ from ragas_relevancy_ext.cli.output.console import TrimmedLines
 from ragas_relevancy_ext.cli.stats import summarise
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ["--embeddings", "hash"]
 
 
@@ -123,6 +123,7 @@ def test_show_rejects_a_file_that_is_not_a_report(tmp_path):
     assert invoke("show", tmp_path / "none.jsonl").exit_code == 2
 
 
+@pytest.mark.slow
 def test_show_never_imports_ragas(saved):
     command = [sys.executable, "-X", "importtime", "-m", "ragas_relevancy_ext", "show", saved]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -143,6 +144,7 @@ def test_exit_code_rule(scored, total, code):
     assert exit_code(scored, total) == code
 
 
+@pytest.mark.slow
 def test_gemini_example_follows_the_same_rule(capsys):
     from ragas_relevancy_ext import AnswerRelevancy
 

@@ -12,6 +12,7 @@ from pathlib import Path
 import httpcore  # noqa: F401
 import httpx  # noqa: F401
 import pytest
+from common import EXAMPLES
 
 # Inner sessions run in this process and unload the modules they imported; numpy cannot load
 # twice in a process, so what the checks and the gate load is loaded here first.
@@ -19,7 +20,8 @@ import ragas_relevancy_ext.cli.diff  # noqa: F401
 import ragas_relevancy_ext.error_bars  # noqa: F401
 from ragas_relevancy_ext import AnswerRelevancy  # noqa: F401
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+pytestmark = pytest.mark.slow
+
 OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
 PLUGIN = "ragas_relevancy_ext.pytest_plugin"
 ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]

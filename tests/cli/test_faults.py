@@ -22,13 +22,12 @@ import os
 import signal
 import sys
 import time
-import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ForkedCommand
+from common import ForkedCommand
 from openai import AsyncOpenAI
 from ragas.embeddings import OpenAIEmbeddings
 from ragas.llms import llm_factory
@@ -53,7 +52,7 @@ TIMEOUT = 1.0
 KINDS = OPENAI_FAULT_KINDS
 SIZE_FAULTS = ("wrong_size", "mixed_size")
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+pytestmark = pytest.mark.slow
 
 Outcome = tuple[float, str | None]  # score (NaN when not scored), error
 
@@ -154,23 +153,21 @@ def test_evaluate_keeps_every_row_and_names_lasting_faults() -> None:
     from ragas.run_config import RunConfig
 
     rows = make_rows()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        server = fault_server()
-        try:
-            api = openai_client(server)
-            result = evaluate(
-                EvaluationDataset.from_list(rows),
-                metrics=[ResponseRelevancy(batch_embeddings=False)],
-                llm=llm_factory("loop-judge", provider="openai", client=api),
-                embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
-                run_config=RunConfig(max_workers=16),
-                raise_exceptions=False,
-                show_progress=False,
-            )
-            met = faults_by_row(server.log, rows)
-        finally:
-            server.stop()
+    server = fault_server()
+    try:
+        api = openai_client(server)
+        result = evaluate(
+            EvaluationDataset.from_list(rows),
+            metrics=[ResponseRelevancy(batch_embeddings=False)],
+            llm=llm_factory("loop-judge", provider="openai", client=api),
+            embeddings=OpenAIEmbeddings(client=api, model="loop-embed"),
+            run_config=RunConfig(max_workers=16),
+            raise_exceptions=False,
+            show_progress=False,
+        )
+        met = faults_by_row(server.log, rows)
+    finally:
+        server.stop()
     scores = list(result["answer_relevancy"])
     reports = reports_for(result)
     assert all(report is not None for report in reports)

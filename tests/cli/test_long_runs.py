@@ -19,7 +19,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import ForkedCommand
+from common import ROOT, ForkedCommand
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
@@ -33,7 +33,6 @@ from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-ROOT = Path(__file__).resolve().parents[1]
 OFFLINE = ["--embeddings", "hash"]
 SECRET = "sk-test-DO-NOT-PRINT-0123456789"
 
@@ -235,6 +234,7 @@ def test_identical_rows_are_scored_once_and_each_gets_its_line(tmp_path):
     assert final[0]["score"] == final[2]["score"] and final[0]["key"] == final[2]["key"]
 
 
+@pytest.mark.slow
 def test_a_second_process_on_the_same_out_is_stopped_with_the_holders_pid(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
     out = tmp_path / "out.jsonl"
@@ -294,6 +294,7 @@ def resume_in_process(server: LoopbackServer, data: Path, out: Path) -> int:
     return server.count("chat")
 
 
+@pytest.mark.slow
 def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_again(tmp_path):
     """Ctrl-C and a kill, each on its own run started at the same time (one wait for both);
     more rows than a run keeps in flight (4 requests and 128 rows waiting on shared ones)."""
@@ -442,6 +443,7 @@ def test_a_key_in_the_base_url_is_never_printed_or_written(tmp_path):
         assert SECRET not in text
 
 
+@pytest.mark.slow
 def test_compare_shows_the_judges_real_error(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(2))
     with LoopbackServer(faults=[Fault("unauthorized", fraction=1.0, endpoint="chat")]) as server:
@@ -457,6 +459,7 @@ def test_compare_shows_the_judges_real_error(tmp_path):
 # -- 7: true reasons ---------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_body_that_is_not_json_is_named_as_such_after_the_retries():
     from ragas.llms import llm_factory
 
@@ -515,6 +518,7 @@ PROBE = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_checks_come_before_ragas_and_a_finished_resume_never_loads_it(tmp_path):
     data = write_jsonl(tmp_path / "rows.jsonl", rows_of(3))
     out = tmp_path / "out.jsonl"
