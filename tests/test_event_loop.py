@@ -115,17 +115,17 @@ def test_cached_replies_are_written_off_the_loop(monkeypatch, tmp_path) -> None:
     again = CachedJudge(PretendJudge(), disk_store(tmp_path), "offline")
     second = AnswerRelevancy(llm=again, embeddings=HashEmbeddings())
     assert second.score(user_input=QUESTION, response=ANSWER).value == first.value
-    assert again.hits == cached.misses and again.misses == 0  # what the writer thread wrote is read back
+    assert again.hits == cached.misses and again.misses == 0  # the writer thread wrote them
 
 
 # A fresh process: the SDK's embeddings module is imported once per process, and this test
 # needs it not imported yet. A finder on sys.meta_path notes where its import starts.
-FIRST_OPENAI_SCORE = """
-import asyncio, json, sys, threading
+FIRST_SCORE = """
+import asyncio, json, sys
 from openai import AsyncOpenAI
-from ragas.embeddings import OpenAIEmbeddings
+from ragas.embeddings.base import BaseRagasEmbedding
 from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.testing.offline import PretendJudge
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 assert "openai.resources.embeddings" not in sys.modules
 seen = []
 class Note:
@@ -138,28 +138,43 @@ class Note:
                 seen.append(False)
         return None
 sys.meta_path.insert(0, Note())
-client = AsyncOpenAI(base_url=sys.argv[1], api_key="unused")
-embeddings = OpenAIEmbeddings(client=client, model="loop-embed")
+class OnClient(BaseRagasEmbedding):  # holds an SDK client whose .embeddings is not made yet
+    def __init__(self, url):
+        self.client = AsyncOpenAI(base_url=url, api_key="unused")
+    def embed_text(self, text, **kwargs):
+        raise NotImplementedError
+    async def aembed_text(self, text, **kwargs):
+        answer = await self.client.embeddings.create(input=[text], model="loop-embed")
+        return answer.data[0].embedding
+embeddings = HashEmbeddings() if sys.argv[1] == "hash" else OnClient(sys.argv[1])
 metric = AnswerRelevancy(llm=PretendJudge(), embeddings=embeddings)
 result = metric.score(user_input="Where is order 7?", response="Order 7 ships today.")
 print(json.dumps({"loop_running": seen, "tokens": result.report.usage.embedding_tokens}))
 """
 
 
+def first_score(embeddings: str) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, "-c", FIRST_SCORE, embeddings],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def test_the_openai_embeddings_module_is_imported_off_the_loop() -> None:
     with LoopbackServer() as server:
-        done = subprocess.run(
-            [sys.executable, "-c", FIRST_OPENAI_SCORE, server.openai_base_url],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        seen = first_score(server.openai_base_url)
         embedding_requests = server.count("embeddings")
-    assert done.returncode == 0, done.stderr[-2000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["loop_running"] == [False]  # imported once, in a thread with no loop running
     assert embedding_requests > 0 and seen["tokens"] > 0  # and its usage is still read
+
+
+def test_embeddings_on_no_openai_client_import_no_openai_embeddings_module() -> None:
+    assert first_score("hash")["loop_running"] == []
 
 
 def test_the_local_model_library_loads_while_ragas_loads(monkeypatch) -> None:
