@@ -213,3 +213,20 @@ def test_the_local_model_library_loads_while_ragas_loads(monkeypatch) -> None:
         "loading RAGAS and the local model (sentence-transformers)…",
         "loading the local model (sentence-transformers)…",
     ]
+
+
+def test_a_store_that_cannot_be_written_warns_once_and_keeps_every_score(tmp_path, capsys):
+    from ragas_relevancy_ext.store.sqlite import CacheError
+
+    class Full(SqliteStore):
+        def set(self, key: str, value: Any) -> None:
+            raise CacheError(f"--cache {self.path}: cannot write to it (database or disk is full)")
+
+    cached = CachedJudge(PretendJudge(), Full(tmp_path), "offline")
+    metric = AnswerRelevancy(llm=cached, embeddings=HashEmbeddings(), probe_prompt="stock")
+    rows = [{"user_input": f"{QUESTION} ({n})", "response": ANSWER} for n in range(6)]
+    results = metric.batch_score(rows)
+    assert [r.report.error for r in results] == [None] * 6  # every row scored
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and "cache is off" in warnings[0]
+    assert cached.off is not None
