@@ -69,6 +69,7 @@ def language_name(code: str | None) -> str:
 
 _DETECTOR: Future[Any] = Future()  # py3langid's classify, its model loaded (None: not installed)
 _LOADING = threading.Lock()
+_STARTING = threading.Lock()
 
 
 def _load_detector() -> Any:
@@ -96,10 +97,14 @@ def load_in_background() -> Future[Any]:
     A daemon thread, not an executor's, so neither ``asyncio.run`` nor the interpreter's exit
     waits for a load that nothing has asked for yet.
     """
-    if not _DETECTOR.done() and not _LOADING.locked():
-        name = "ragas-relevancy-languages"
-        threading.Thread(target=_quietly_load, name=name, daemon=True).start()
-    return _DETECTOR
+    detector = _DETECTOR
+    with _STARTING:  # the future's RUNNING state says a thread was started for it
+        if detector.running() or detector.done():
+            return detector
+        detector.set_running_or_notify_cancel()
+    name = "ragas-relevancy-languages"
+    threading.Thread(target=_quietly_load, name=name, daemon=True).start()
+    return detector
 
 
 def _quietly_load() -> None:
