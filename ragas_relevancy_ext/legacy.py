@@ -28,7 +28,7 @@ from .results import REPORT_TRACE
 from .run.limits import RunLimiter
 from .scoring.embeddings import embeddings_kind
 from .scoring.judges import judge_kind
-from .scoring.languages import AUTO, AdaptedPrompts
+from .scoring.languages import AUTO, AdaptedPrompts, detector_ready
 from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .scoring.report import RelevancyReport
 from .scoring.sample import (
@@ -204,9 +204,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
             failed = failed_report(
                 user_input, response, options.strictness, options.prompt_name, cause, meter.usage
             )
-            _trace_report(callbacks, failed)
+            await _trace_report(callbacks, failed, cancelled=not isinstance(exc, Exception))
             raise
-        _trace_report(callbacks, report)
+        await _trace_report(callbacks, report)
         return report.score
 
     def _calls_in_flight(self, options: ProbeOptions) -> int:
@@ -253,10 +253,18 @@ ResponseRelevancy.probe_prompt = property(  # type: ignore[assignment]
 )
 
 
-def _trace_report(callbacks: Callbacks, report: RelevancyReport) -> None:
-    """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run."""
+async def _trace_report(
+    callbacks: Callbacks, report: RelevancyReport, cancelled: bool = False
+) -> None:
+    """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run.
+
+    The trace holds the report's languages: their model is awaited, loading in its own thread,
+    rather than loaded on the event loop (a cancelled sample awaits nothing more).
+    """
     if callbacks is None:
         return
+    if not cancelled:
+        await detector_ready()
     run, _ = new_group(
         REPORT_TRACE,
         inputs={"data": {"user_input": report.user_input, "response": report.response}},

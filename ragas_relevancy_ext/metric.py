@@ -11,7 +11,7 @@ Usage:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
@@ -251,11 +251,32 @@ class AnswerRelevancy(StockAnswerRelevancy):
 
     def batch_score(self, inputs: list[dict[str, Any]]) -> list[RelevancyResult]:  # type: ignore[override]
         """Synchronous :meth:`abatch_score`."""
-        return super().batch_score(inputs)  # type: ignore[return-value]
+        return _run("batch_score", lambda: self.abatch_score(inputs))
 
     def score(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Synchronous :meth:`ascore`."""
-        return super().score(user_input=user_input, response=response)  # type: ignore[return-value]
+        return _run("score", lambda: self.ascore(user_input=user_input, response=response))
+
+
+def _run(name: str, start: Callable[[], Awaitable[Any]]) -> Any:
+    """``asyncio.run(start())`` as RAGAS's sync methods do, the result handed out beside the task:
+    ``asyncio.run`` writes its task's repr when it puts Ctrl-C's handler back, and a result's
+    repr writes its reason, whose languages need a model that takes seconds to load."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:
+        raise RuntimeError(
+            f"Cannot call sync {name}() from an async context. Use a{name}() instead."
+        )
+    kept: list[Any] = []
+
+    async def keep() -> None:
+        kept.append(await start())
+
+    asyncio.run(keep())
+    return kept[0]
 
 
 async def _stop_rows(stop: asyncio.Event, limiter: CallLimiter) -> None:

@@ -208,8 +208,8 @@ def run_score(
         cache_line = None
         if work.todo:
             try:
-                with status_line("loading RAGAS…", progress):
-                    setup = prepare(settings, store)
+                with status_line("loading RAGAS…", progress) as say:
+                    setup = prepare(settings, store, say)
             except KeyboardInterrupt:  # Ctrl-C before scoring began
                 _say_saved(work, report)
                 return INTERRUPTED
@@ -351,8 +351,10 @@ class _Runner:
             async for scored in stream_rows(self.metric, self._rows(), stop, self.early):
                 row = scored.row
                 key = row_key(row.user_input, row.response, self.tag)
-                line = report_line(
-                    row.number, key, scored.report, *self.labels, row.extra, line=row.line
+                # In a thread: the line holds the languages (their model loads in seconds once)
+                number, report, extra = row.number, scored.report, row.extra
+                line = await asyncio.to_thread(
+                    report_line, number, key, report, *self.labels, extra, line=row.line
                 )
                 self.report.write(key, line)
                 tick()

@@ -7,9 +7,13 @@ no report carries an API key.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import importlib
 import json
 import logging
+import sys
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -194,21 +198,40 @@ class Setup:
         return self.cached if self.cached is not None else self.judge.value
 
 
-def prepare(settings: Settings, store: Any = None) -> Setup:
+LOCAL_MODEL_MODULE = "sentence_transformers"
+
+
+def prepare(
+    settings: Settings, store: Any = None, say: Callable[[str], None] | None = None
+) -> Setup:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key).
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
+    ``say``: told what is being waited for, as it changes (a status line's text).
+    The local model's library (sentence-transformers, tens of seconds with torch) is imported
+    in a thread of its own while RAGAS is imported here, so the two loads overlap.
     instructor's own log lines (one per failed attempt, from 1.4 on) reach the logging set up by
     the user, if any, but not the terminal by Python's last-resort handler: each failure is
     already said once, with its cause, masked.
     """
+    say = say or (lambda text: None)
     logging.getLogger("instructor").addHandler(logging.NullHandler())
+    local = None
+    if _uses_local_model(settings) and LOCAL_MODEL_MODULE not in sys.modules:
+        local = threading.Thread(
+            target=_import_local_model, name="ragas-relevancy-local-model", daemon=True
+        )
+        local.start()
+        say("loading RAGAS and the local model (sentence-transformers)…")
     judge = build_judge(
         settings.judge,
         base_url=settings.base_url,
         max_retries=settings.max_retries,
         timeout=settings.timeout,
     )
+    if local is not None:
+        say("loading the local model (sentence-transformers)…")
+        local.join()
     embeddings = build_embeddings(
         settings.embeddings,
         base_url=_embeddings_url(settings, judge.spec.provider),
@@ -226,6 +249,20 @@ def prepare(settings: Settings, store: Any = None) -> Setup:
         if settings.base_url:
             setup.cached.model += f"@{settings.base_url}"
     return setup
+
+
+def _uses_local_model(settings: Settings) -> bool:
+    """Whether ``--embeddings`` will load the local model (``local``, or ``auto`` with the
+    [local] extra installed)."""
+    provider = settings.embeddings.partition(":")[0].strip().lower()
+    return provider in ("local", "auto") and local_extra_installed()
+
+
+def _import_local_model() -> None:
+    """Import the local model's library; a failure is left to the embeddings' build, which
+    says it with its hint (or, for ``auto``, falls back to hash embeddings)."""
+    with contextlib.suppress(Exception):
+        importlib.import_module(LOCAL_MODEL_MODULE)
 
 
 @dataclass

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import inspect
 import math
 import struct
@@ -112,7 +113,9 @@ async def metered(embeddings: Any, call: Any) -> Any:
     so their tokens are None. Requests: the answers seen (a LangChain client may split a long
     list), else 1. A call that failed counts one request and 0 tokens.
     """
-    _tap_openai(embeddings)
+    if not _tap_openai(embeddings):  # the SDK's embeddings module: imported off the loop
+        await asyncio.to_thread(importlib.import_module, _OPENAI_EMBEDDINGS)
+        _tap_openai(embeddings)
     seen: list[Any] = []
     token = _SDK_USAGE.set(seen)
     try:
@@ -128,36 +131,46 @@ async def metered(embeddings: Any, call: Any) -> Any:
     return vectors
 
 
-def _tap_openai(embeddings: Any, depth: int = 0) -> None:
+def _tap_openai(embeddings: Any, depth: int = 0) -> bool:
     """Let :func:`metered` see the ``usage`` of each answer of an OpenAI embeddings client.
 
     Finds the SDK's embeddings resource of RAGAS's ``OpenAIEmbeddings`` (``client``),
     LangChain's (``client``/``async_client``) and of wrappers holding one (``embeddings``),
     and puts a pass-through in front of its ``create``: same arguments, same answer, only its
-    ``usage`` noted. Nothing else on the client changes.
+    ``usage`` noted. Nothing else on the client changes. False when a client was found whose
+    embeddings module the SDK has not imported yet (it takes half a second: the caller imports
+    it off the event loop and calls again).
     """
     if "openai" not in sys.modules or depth > 2 or embeddings is None:
-        return
+        return True
     clients, resources = _openai_types()
+    tapped = True
     for name in ("client", "async_client"):
         held = getattr(embeddings, name, None)
         if isinstance(held, clients):
+            if not resources:
+                tapped = False
+                continue
             held = held.embeddings
         if isinstance(held, resources):
             _tap(held)
     inner = getattr(embeddings, "embeddings", None)
     if inner is not None and not isinstance(inner, resources):
-        _tap_openai(inner, depth + 1)
+        tapped = _tap_openai(inner, depth + 1) and tapped
+    return tapped
 
 
-@functools.cache
+_OPENAI_EMBEDDINGS = "openai.resources.embeddings"
+
+
 def _openai_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """The OpenAI SDK's client classes and its embeddings resource classes (once loaded)."""
+    """The OpenAI SDK's client classes and its embeddings resource classes, () while the SDK
+    has not imported those (nothing is imported here)."""
     import openai
-    from openai.resources.embeddings import AsyncEmbeddings
-    from openai.resources.embeddings import Embeddings as SyncEmbeddings
 
-    return (openai.OpenAI, openai.AsyncOpenAI), (SyncEmbeddings, AsyncEmbeddings)
+    module = sys.modules.get(_OPENAI_EMBEDDINGS)  # maybe still being imported by another thread
+    kinds = (getattr(module, "Embeddings", None), getattr(module, "AsyncEmbeddings", None))
+    return (openai.OpenAI, openai.AsyncOpenAI), (() if None in kinds else kinds)  # type: ignore[return-value]
 
 
 def _tap(resource: Any) -> None:

@@ -1,7 +1,10 @@
 """Probe languages: which language a text is in, and adapting a prompt to a named language once.
 
 Language identification uses ``py3langid`` (ISO 639-1 codes), imported on first use so neither
-``--help`` nor ``import ragas_relevancy_ext`` pays for it. A probe in another language than the
+``--help`` nor ``import ragas_relevancy_ext`` pays for it. Its model takes seconds to load, so
+a run loads it in a thread of its own (:func:`load_in_background`, started by the first
+sample) and coroutines await it (:func:`detector_ready`) instead of loading it on the event
+loop; the score never depends on it. A probe in another language than the
 question is a known cause of low cosine, so the report says so (:func:`language_clause`).
 
 ``language="auto"`` (the default) leaves the prompt as it is: ours ask the judge to write each
@@ -14,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import re
+import threading
 import weakref
 from collections import Counter
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -26,8 +31,10 @@ __all__ = [
     "AdaptedPrompts",
     "check_language",
     "detect_language",
+    "detector_ready",
     "language_clause",
     "language_name",
+    "load_in_background",
 ]
 
 AUTO = "auto"
@@ -60,18 +67,71 @@ def language_name(code: str | None) -> str:
     return _NAMES.get(code, code)
 
 
+_DETECTOR: Future[Any] = Future()  # py3langid's classify, its model loaded (None: not installed)
+_LOADING = threading.Lock()
+_STARTING = threading.Lock()
+
+
+def _load_detector() -> Any:
+    """py3langid's ``classify`` with its model loaded, once per process whichever thread asks
+    first (the others wait for it); None when py3langid is not installed."""
+    with _LOADING:
+        if not _DETECTOR.done():
+            try:
+                import py3langid
+            except ImportError:
+                _DETECTOR.set_result(None)
+            else:
+                try:
+                    py3langid.classify("loads the model")
+                except BaseException as exc:
+                    _DETECTOR.set_exception(exc)
+                    raise
+                _DETECTOR.set_result(py3langid.classify)
+    return _DETECTOR.result()
+
+
+def load_in_background() -> Future[Any]:
+    """Start loading the language model in a daemon thread (once); its future.
+
+    A daemon thread, not an executor's, so neither ``asyncio.run`` nor the interpreter's exit
+    waits for a load that nothing has asked for yet.
+    """
+    detector = _DETECTOR
+    with _STARTING:  # the future's RUNNING state says a thread was started for it
+        if detector.running() or detector.done():
+            return detector
+        detector.set_running_or_notify_cancel()
+    name = "ragas-relevancy-languages"
+    threading.Thread(target=_quietly_load, name=name, daemon=True).start()
+    return detector
+
+
+def _quietly_load() -> None:
+    try:
+        _load_detector()
+    except Exception:  # said again, with its traceback, where a language is first read
+        pass
+
+
+async def detector_ready() -> None:
+    """Wait, without blocking the event loop, until the language model is loaded."""
+    if not _DETECTOR.done():
+        await asyncio.wrap_future(load_in_background())
+
+
 def detect_language(text: str) -> str | None:
     """The ISO 639-1 code of ``text``'s language, or None when it cannot be told.
 
     None when ``py3langid`` is not installed or the text has no letters (a number, a symbol).
+    The first call loads the model (or waits for :func:`load_in_background`'s thread).
     """
     if not any(ch.isalpha() for ch in text):
         return None
-    try:
-        import py3langid
-    except ImportError:
+    detector = _load_detector()
+    if detector is None:
         return None
-    code, _ = py3langid.classify(text)
+    code, _ = detector(text)
     return str(code)
 
 

@@ -20,7 +20,7 @@ from .cosines import (
     relevancy_score,
 )
 from .embeddings import embed_question_and_probes
-from .languages import AUTO, AdaptedPrompts, check_language
+from .languages import AUTO, AdaptedPrompts, check_language, load_in_background
 from .probe_modes import (
     ProbeMode,
     collect_probes,
@@ -156,6 +156,7 @@ async def score_sample(
     """
     with metering(meter) as meter:
         check_inputs(user_input, response)
+        load_in_background()  # the report's languages: loaded off the loop by the time it is read
         prompt = options.prompt
         if options.language != AUTO:
             store = adapted if adapted is not None else AdaptedPrompts()

@@ -8,15 +8,19 @@ re-run gets back the same N.
 The store (:class:`.store.SqliteStore`, ``DIR/replies.sqlite3``) holds JSON text only, so
 nothing read from a cache directory is ever run as code (no pickle), and processes can share
 one directory. A store that cannot be written (a full disk) costs the cache, never a score: one
-warning, and the rest of the run asks the judge without it.
+warning, and the rest of the run asks the judge without it. Replies are written by one thread
+of their own, never on the event loop: a write takes milliseconds, and up to 30 s while another
+process holds the database's lock.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sys
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -53,6 +57,9 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
 
 
 _CACHED = Usage(cached=1)
+# One writer for every cache: writes wait for one another (SQLite takes one writer at a time)
+# without holding the event loop nor the threads other work borrows with asyncio.to_thread.
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
 class CachedJudge(JudgeWrapper):
@@ -92,14 +99,18 @@ class CachedJudge(JudgeWrapper):
         self.misses += 1
         reply = await super().agenerate(prompt, response_model)
         if self.off is None:
-            self._keep(key, reply)
+            await self._keep(key, reply)
         return reply
 
-    def _keep(self, key: str, reply: Reply) -> None:
-        """Store ``reply``; when the store cannot be written, warn once and switch it off."""
+    async def _keep(self, key: str, reply: Reply) -> None:
+        """Store ``reply`` in the writer thread; when the store cannot be written, warn once and
+        switch it off."""
+        loop = asyncio.get_running_loop()
         try:
-            self.store.set(key, reply.model_dump_json())
+            await loop.run_in_executor(_WRITER, self.store.set, key, reply.model_dump_json())
         except CacheError as exc:
+            if self.off is not None:  # another write failed first and said so
+                return
             self.off = str(exc)
             print(
                 f"ragas-relevancy: warning: {exc}; the judge cache is off for the rest of this "

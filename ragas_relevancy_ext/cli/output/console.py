@@ -188,14 +188,15 @@ def print_warnings(console: Console, warnings: Sequence[str]) -> None:
 
 
 @contextlib.contextmanager
-def status_line(text: str, enabled: bool = True) -> Iterator[None]:
-    """A spinner with ``text`` on stderr while a slow step runs (terminals only)."""
+def status_line(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
+    """A spinner with ``text`` on stderr while a slow step runs (terminals only); gives a
+    function that changes the text, so the line says what is being waited for now."""
     console = Console(file=sys.stderr)
     if not enabled or not console.is_terminal:
-        yield
+        yield lambda text: None
         return
-    with console.status(text):
-        yield
+    with console.status(text) as status:
+        yield lambda text: status.update(text)
 
 
 CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
