@@ -12,13 +12,11 @@ import contextlib
 import io
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
-from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -197,8 +195,8 @@ def status_line(text: str, enabled: bool = True) -> Iterator[None]:
 
 
 CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
-# A table of more rows is printed as plain text on a terminal too (no colours): rich lays out
-# every cell as objects of its own, 18 of 23 s for a 5,000-row report. Piped, it always is.
+# A table of more rows is printed as plain lines (no box, no wrapping, no colours): rich lays out
+# every cell as objects of its own, 19.5 s of CPU for a 5,000-row report against 2 s plain.
 RICH_ROWS = 200
 
 
@@ -231,16 +229,13 @@ def print_table(
     row_width: int | None = None,
     rows: int | None = None,
 ) -> None:
-    """:func:`scores_table` printed: by rich on a terminal (in colour) when the whole table has
-    at most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as the same text from
-    :func:`plain_table` (piped output has no colours anyway)."""
-    fixed = (row_width or 3) + 1 + _TEXT_OFFSET
-    plain = not console.is_terminal or (rows if rows is not None else len(items)) > RICH_ROWS
-    if not plain or console.width - fixed < _MIN_TEXT_WIDTH:
+    """:func:`scores_table` printed by rich (in colour on a terminal) when the whole table has at
+    most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as :func:`plain_lines`."""
+    if (rows if rows is not None else len(items)) <= RICH_ROWS:
         console.print(scores_table(items, probes, reasons, header=header, row_width=row_width))
         return
-    lines = plain_table(items, probes, reasons, header=header, row_width=row_width)
-    console.file.write("".join(line + "\n" for line in lines(console.width)))
+    lines = plain_lines(items, probes, reasons, header=header, row_width=row_width)
+    console.file.write("".join(line + "\n" for line in lines))
     console.file.flush()
 
 
@@ -306,115 +301,26 @@ def scores_table(
     return table
 
 
-# The plain table: the text rich prints for scores_table, laid out without rich's per-cell
-# objects. Columns: row (right, padded right), score and cosine (right, 6 wide, padded both
-# sides), the text (wrapped, padded left), one space between columns.
-_TEXT_OFFSET = 1 + 1 + 8 + 1 + 8 + 1 + 1  # from the end of the row column to the text
-_MIN_TEXT_WIDTH = 10  # narrower than that: rich decides how to squeeze the columns
-
-
-def plain_table(
+def plain_lines(
     items: Sequence[tuple[int, RelevancyReport]],
     probes: bool = True,
     reasons: bool = False,
     *,
     header: bool = True,
     row_width: int | None = None,
-) -> Callable[[int], Iterator[str]]:
-    """The lines of :func:`scores_table` as rich prints them piped (no colours, no trailing
-    spaces), for a console ``width`` columns wide: ``plain_table(...)(width)``."""
-    lines = _plain_cells(items, probes, reasons)
-    if row_width is None:  # as wide as its widest cell
-        row_width = max([cell_len("row") if header else 1])
-        row_width = max([row_width, *(cell_len(line[0]) for line in lines if line)])
-    else:  # rich gives a first column of fixed width one more cell when the edge is unpadded
-        row_width += 1
-
-    def render(width: int) -> Iterator[str]:
-        texts = [part for line in lines if line for part in line[3]]
-        widest = max([cell_len(TEXT_HEADER) if header else 0, *map(cell_len, texts)])
-        wrap = max(1, min(widest, width - row_width - _TEXT_OFFSET))
-        if header:
-            *above, last = _wrap(TEXT_HEADER, wrap)  # the other headers on its last line
-            for piece in above:
-                yield _plain_line("", "", "", piece, row_width)
-            yield _plain_line("row", "score", "cosine", last, row_width)
-            yield "─" * (row_width + _TEXT_OFFSET + wrap)
-        for line in lines:
-            if line is None:
-                yield ""
-                continue
-            row, score, cosine, parts = line
-            for part in parts:
-                for piece in _wrap(part, wrap):
-                    yield _plain_line(row, score, cosine, piece, row_width)
-                    row, score, cosine = "", "", ""
-
-    return render
-
-
-_Cells = tuple[str, str, str, list[str]]  # row, score, cosine, the text's lines
-
-
-def _plain_cells(
-    items: Sequence[tuple[int, RelevancyReport]], probes: bool, reasons: bool
-) -> list[_Cells | None]:
-    """Every table line's cells as text (None between samples), tabs expanded as rich does, and
-    control characters shown as codes: this text goes to the terminal past the console."""
-    lines: list[_Cells | None] = []
+) -> Iterator[str]:
+    """The cells of :func:`scores_table` as plain lines, one per cell line, texts unwrapped (the
+    terminal folds them), control characters shown as codes: this text bypasses the console."""
+    width = row_width or max([3, *(len(str(number)) for number, _ in items)])
+    if header:
+        yield f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
     for number, report in items:
-        if lines:
-            lines.append(None)
         for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
-            shown = neutralise_controls(text.plain)
-            parts = [part.expandtabs(8) for part in shown.split("\n")]
-            lines.append((row, score.plain, cosine, parts))
-    return lines
-
-
-def _plain_line(row: str, score: str, cosine: str, text: str, row_width: int) -> str:
-    cells = f"{_fit(row, row_width)}   {_fit(score, 6)}   {_fit(cosine, 6)}   {text}"
-    return cells.rstrip(" ")
-
-
-def _fit(text: str, width: int) -> str:
-    """``text`` right-justified in ``width`` cells, or cut with an ellipsis, as rich crops."""
-    size = cell_len(text)
-    if size <= width:
-        return " " * (width - size) + text
-    return set_cell_size(text, width - 1) + "…"
-
-
-_WORD = re.compile(r"\s*\S+\s*")
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` cut into lines of at most ``width`` cells at word starts, as rich wraps a table
-    cell: a word longer than a line gets a line of its own, cut with an ellipsis."""
-    breaks: list[int] = []
-    offset = 0
-    for match in _WORD.finditer(text):
-        start, word = match.start(), match.group(0)
-        length = cell_len(word.rstrip())
-        if width - offset >= length:
-            offset += cell_len(word)
-        elif start and (offset or length > width):
-            breaks.append(start)
-            offset = cell_len(word)
-        else:
-            offset = cell_len(word)
-    bounds = [0, *breaks, len(text)]
-    return [_cut(text[a:b], width) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
-def _cut(piece: str, width: int) -> str:
-    """One wrapped line: spaces beyond ``width`` dropped, then cut with an ellipsis."""
-    if len(piece) > width:
-        spaces = len(piece) - len(piece.rstrip())
-        piece = piece[: len(piece) - min(spaces, len(piece) - width)]
-    if cell_len(piece) > width:
-        piece = set_cell_size(piece, width - 1) + "…"
-    return piece.rstrip(" ")
+            first, *rest = neutralise_controls(text.plain).expandtabs(8).split("\n")
+            yield f"{row:>{width}}   {score.plain:>6}   {cosine:>6}   {first}".rstrip(" ")
+            indent = " " * (width + 21)
+            yield from (f"{indent}{more}".rstrip(" ") for more in rest)
+        yield ""
 
 
 def _score_style(score: float) -> str:
