@@ -49,7 +49,7 @@ from ragas_relevancy_ext.cli.ray_score import (
     header_fields,
     read_input,
 )
-from ragas_relevancy_ext.cli.setup import Settings, Setup, plan, prepare
+from ragas_relevancy_ext.cli.setup import Scorer, Settings, check_settings, prepare
 from ragas_relevancy_ext.scoring.redaction import MASK
 from ragas_relevancy_ext.scoring.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
@@ -273,7 +273,7 @@ def run(local_ray, server, tmp_path_factory):
     batches: list[Any] = []
     save = JsonlOutput.save
 
-    def keep(self: JsonlOutput, stream: Any, setup: Setup) -> Any:
+    def keep(self: JsonlOutput, stream: Any, setup: Scorer) -> Any:
         for batch in save(self, stream, setup):
             batches.append(batch)
             yield batch
@@ -306,7 +306,7 @@ def run(local_ray, server, tmp_path_factory):
         final=read_jsonl(report),
         everything=everything,
         expected=single_process(loop_settings(server), [items[i] for i in ON_RAY]),
-        tag=plan(loop_settings(server)).score_tag,
+        tag=check_settings(loop_settings(server)).score_tag,
         tmp=tmp,
     )
 
@@ -391,7 +391,7 @@ def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
     secret = "sk-ray-header-secret-7f3a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     spec = Spec("openai", "loop")
-    setup = Setup(
+    setup = Scorer(
         Settings(judge="openai:loop", embeddings="openai:loop"),
         Built(None, f"openai:loop at http://me:{secret}@127.0.0.1/v1", spec),
         Built(None, f"openai:loop at http://127.0.0.1/v1?api-key={secret}#{secret}", spec),

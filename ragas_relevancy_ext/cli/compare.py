@@ -25,7 +25,7 @@ from .output.console import (
     print_header,
     run_fields,
 )
-from .setup import DEFAULT_SETTINGS, Settings, Setup, prepare
+from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
 __all__ = ["Comparison", "compare", "compare_rows", "run_compare"]
 
@@ -88,16 +88,16 @@ class Comparison:
 
 
 async def compare_rows(
-    setup: Setup, rows: list[Row], cost_mode: str | None = None
+    scorer: Scorer, rows: list[Row], cost_mode: str | None = None
 ) -> list[Comparison]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time; with ``cost_mode``,
     also ours in that mode, for its usage."""
     from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
 
-    settings = setup.settings
-    judge = setup.judge_for_runs()
-    embeddings = setup.embeddings.value
+    settings = scorer.settings
+    judge = scorer.judge_for_runs()
+    embeddings = scorer.embeddings.value
     rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
 
     async def one(row: Row) -> Comparison:
@@ -141,9 +141,9 @@ def run_compare(
     :func:`.errors.exit_code` says. ``ours``: the probe mode set against stock's cost (None:
     no cost table)."""
     console = make_console()
-    setup = prepare(settings)
-    print_header(console, run_fields(data, setup, tolerance=f"{tol:g}"))
-    results = asyncio.run(compare_rows(setup, data.rows, ours))
+    scorer = prepare(settings)
+    print_header(console, run_fields(data, scorer, tolerance=f"{tol:g}"))
+    results = asyncio.run(compare_rows(scorer, data.rows, ours))
     console.print(
         compare_table(
             [
@@ -174,8 +174,8 @@ def run_compare(
     )
     if ours is not None:
         _print_cost(console, results, ours, settings.strictness, prices or Prices())
-    if setup.cache_line():
-        console.print(setup.cache_line())
+    if scorer.cache_line():
+        console.print(scorer.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     if failing:
         return EXIT_FAILED

@@ -30,14 +30,14 @@ from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, ReportLockError, is_report_record, report_line
-from .setup import Settings, Setup, plan, prepare
+from .setup import Scorer, Settings, check_settings, prepare
 
 if TYPE_CHECKING:
     from .stats import CostSummary
 
 __all__ = [
     "ActorsOpt",
-    "Engine",
+    "EngineChoice",
     "EngineOpt",
     "RayAddressOpt",
     "SettingsMetric",
@@ -46,11 +46,11 @@ __all__ = [
 
 RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
 
-Engine = Enum("Engine", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
-Engine.__doc__ = "Where rows are scored."
+EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
+EngineChoice.__doc__ = "Where rows are scored."
 
 EngineOpt = Annotated[
-    Engine,
+    EngineChoice,
     typer.Option(
         help="local: in this process. ray: on Ray Data actors, for big files or folders of "
         ".jsonl, .csv or .parquet; writes --out and prints a summary, not every row "
@@ -112,7 +112,7 @@ def run_ray_score(
     from .datafile import parse_map
 
     mapping = parse_map(map_specs or [])
-    tag = plan(settings).score_tag  # a bad judge spec or a missing key fails here
+    tag = check_settings(settings).score_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
         return _run(sink, file, mapping, settings, tag, address, actors, out, progress, prices)
@@ -136,7 +136,7 @@ def _run(
     from .stats import summarise_cost
 
     done = sink.done_keys()
-    setup = prepare(settings)
+    scorer = prepare(settings)
 
     try:
         import ray
@@ -166,7 +166,7 @@ def _run(
 
     console = make_console()
     count = actors or DEFAULT_ACTORS
-    print_header(console, header_fields(file, setup, count, out, len(done)))
+    print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
         SettingsMetric(settings),
@@ -176,22 +176,22 @@ def _run(
         skip_keys=done,
     )
     tally = Tally()
-    batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), setup)
+    batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), scorer)
     cost = summarise_cost(tally.usages(batches), prices)  # the stream, counted as it passes
     tally.show(console, out, cost)
     # rows already in --out were scored without an error before (or set aside, as score does)
     return exit_code(tally.scored + len(done) - sink.set_aside, tally.rows + len(done))
 
 
-def header_fields(file: Path, setup: Setup, actors: int, out: Path, done: int) -> dict[str, str]:
+def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int) -> dict[str, str]:
     """The run's header: what is read, where it is scored, then what ``score`` shows of the
     judge, embeddings and probes (:func:`.output.console.used_fields`: labels redacted)."""
     from .output.console import used_fields
 
-    engine = f"ray, {actors} actor(s) x {setup.settings.concurrency} call(s) in flight"
+    engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
     return used_fields(
         {"input": str(file), "engine": engine},
-        setup,
+        scorer,
         output=f"{out} ({done} row(s) already there, skipped)",
     )
 
@@ -293,12 +293,12 @@ class JsonlOutput:
         self.set_aside = sum(1 for key in self.report.index if status(key) == "skipped")
         return {key for key in self.report.index if status(key) in DONE}
 
-    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
+    def save(self, batches: Iterable[Any], scorer: Scorer) -> Iterator[Any]:
         """Append one report line per row of each batch (a pyarrow Table); yield the batch."""
         from ..ray.engine import KEY_COLUMN, OUTPUT_COLUMNS
 
         report = self.report
-        labels = (setup.judge_label, setup.embeddings_label)
+        labels = (scorer.judge_label, scorer.embeddings_label)
         scored = {KEY_COLUMN, *OUTPUT_COLUMNS, "user_input", "response"}
         report.begin()
         for batch in batches:
@@ -307,7 +307,7 @@ class JsonlOutput:
                 line = report_line(
                     report.lines + 1,
                     row[KEY_COLUMN],
-                    _report(row, setup),
+                    _report(row, scorer),
                     *labels,
                     extra,
                     skipped=set_aside(row["error"]),
@@ -321,7 +321,7 @@ class JsonlOutput:
         self.report.close()
 
 
-def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
+def _report(row: dict[str, Any], scorer: Scorer) -> dict[str, Any]:
     """The row's report as a dict: the actor's, or one saying why the row has none (set aside,
     or its batch failed), its texts as text as ``score`` gives them."""
     if row["report"] is not None:
@@ -330,8 +330,8 @@ def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
         user_input=as_text(row["user_input"]),
         response=as_text(row["response"]),
         score=math.nan,
-        strictness=setup.settings.strictness,
-        probe_prompt=setup.settings.probe_prompt,
+        strictness=scorer.settings.strictness,
+        probe_prompt=scorer.settings.probe_prompt,
         all_noncommittal=False,
         error=row["error"],
         reason=row["reason"],
@@ -419,7 +419,7 @@ class ParquetOutput:
             f"{self.path}: holds {name}, which this command did not write; give --out a new folder"
         )
 
-    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
+    def save(self, batches: Iterable[Any], scorer: Scorer) -> Iterator[Any]:
         """Write each batch as one more part: a hidden temp file, renamed when complete."""
         import pyarrow as pa
         import pyarrow.parquet as pq

@@ -122,37 +122,37 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
         console.print(line, soft_wrap=not console.is_terminal)  # words kept whole on a terminal
 
 
-def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
+def run_fields(data: Any, scorer: Any, **extra: str) -> dict[str, str]:
     """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
     ``caution`` when the scores do not measure the answers (the offline judge).
 
-    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``setup`` as
+    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``scorer`` as
     :func:`used_fields`. The rows counted are all of them, bad ones too, as the summary counts.
     """
     rows = data.row_count + data.bad_count
     read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
-    return used_fields(read, setup, **extra)
+    return used_fields(read, scorer, **extra)
 
 
-def used_fields(first: Mapping[str, str], setup: Any, **extra: str) -> dict[str, str]:
-    """``first``, then the judge, embeddings and probe prompt ``setup`` uses, then ``extra``,
+def used_fields(first: Mapping[str, str], scorer: Any, **extra: str) -> dict[str, str]:
+    """``first``, then the judge, embeddings and probe prompt ``scorer`` uses, then ``extra``,
     and a ``caution`` for the offline judge: the header of every engine's run.
 
-    ``setup`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
+    ``scorer`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
     through :func:`redact`.
     """
     from ...scoring.redaction import redact
 
-    settings = setup.settings
+    settings = scorer.settings
     fields = {
         **first,
-        "judge": setup.judge_label,
-        "embeddings": setup.embeddings_label,
+        "judge": scorer.judge_label,
+        "embeddings": scorer.embeddings_label,
         "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}, "
         f"language {settings.language}",
         **extra,
     }
-    if is_offline(setup):
+    if is_offline(scorer):
         fields["caution"] = OFFLINE_CAUTION
     return {name: redact(str(value)) for name, value in fields.items()}
 
@@ -163,9 +163,9 @@ OFFLINE_CAUTION = (
 )
 
 
-def is_offline(setup: Any) -> bool:
+def is_offline(scorer: Any) -> bool:
     """True when the judge is the offline stand-in (scores show mechanics, not quality)."""
-    return setup.settings.judge.strip().lower() == "offline"
+    return scorer.settings.judge.strip().lower() == "offline"
 
 
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
