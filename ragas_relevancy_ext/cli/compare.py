@@ -47,15 +47,16 @@ def compare(
         ProbePrompt,
         typer.Option(
             metavar="MODE",
-            help="Probe mode whose requests and tokens are set against stock's (ours scores "
-            "each row again with the real judge).",
+            help="Probe mode whose scores are shown next to stock's and whose requests and "
+            "tokens are set against stock's (ours scores each row again with the real judge).",
         ),
     ] = DEFAULT_OURS,
     prices: Prices | None = None,
 ) -> int:
     """Stock RAGAS and ours on the same replies; what each costs.
 
-    Stock AnswerRelevancy and ours (stock mode), side by side; then stock's requests and tokens
+    Stock AnswerRelevancy and ours in stock mode side by side (the parity check), and the
+    score ours gives in --ours mode (diverse, the default); then stock's requests and tokens
     against ours in --ours mode, row by row and in total. Exits 1 when any score differs by
     more than --tol or the prompts differ; otherwise as score does.
     """
@@ -76,6 +77,7 @@ class Comparison:
     error: str | None = None
     stock_usage: Usage | None = None
     ours_usage: Usage | None = None  # ours in the --ours mode, scored anew
+    mode_score: float | None = None  # the score ours gives in the --ours mode
 
     def differs(self, tol: float) -> bool:
         """True when this row breaks parity: a gap beyond ``tol``, other prompts, or no result."""
@@ -124,6 +126,7 @@ async def compare_rows(
             stock_error,
             stock_usage=result.stock_usage,
             ours_usage=cost.usage if cost is not None else None,
+            mode_score=cost.score if cost is not None else None,
         )
 
     return list(await asyncio.gather(*(one(row) for row in rows)))
@@ -154,9 +157,11 @@ def run_compare(
                     c.ours,
                     c.same_prompts,
                     c.error or c.stock_error,
+                    c.mode_score,
                 )
                 for c in results
-            ]
+            ],
+            ours,
         )
     )
     failing = [c for c in results if c.differs(tol)]

@@ -404,56 +404,61 @@ def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[],
         yield lambda: bar.advance(task)
 
 
-def compare_table(rows: Sequence[tuple[int, str, float | None, float, bool, str | None]]) -> Table:
-    """Rows of (row, question, stock, ours, same prompts, stock error) side by side."""
+def compare_table(
+    rows: Sequence[tuple[int, str, float | None, float, bool, str | None, float | None]],
+    mode: str | None = None,
+) -> Table:
+    """Rows of (row, question, stock, ours in stock mode, same prompts, stock error, ours in
+    ``mode``) side by side: the parity check, then the score ``mode`` gives (no column: None)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim")
     table.add_column("stock", justify="right")
-    table.add_column("ours (stock mode)", justify="right")
-    table.add_column("|difference|", justify="right")
-    table.add_column("same prompts", justify="center")
+    table.add_column("ours in\nstock mode", justify="right")
+    table.add_column("|stock\n- ours|", justify="right")
+    table.add_column("same\nprompts", justify="center")
+    if mode is not None:
+        table.add_column(f"ours in\n{mode}", justify="right")
     table.add_column("question")
-    for number, question, stock, ours, same, error in rows:
+    for number, question, stock, ours, same, error, mode_score in rows:
         diff = None if stock is None else abs(stock - ours)
-        table.add_row(
+        cells: list[str | Text] = [
             str(number),
-            fmt(stock, 6) if error is None else Text("failed", style="red"),
-            fmt(ours, 6),
+            fmt(stock) if error is None else Text("failed", style="red"),
+            fmt(ours),
             "-" if diff is None else Text(f"{diff:.2e}", style=_diff_style(diff)),
             "yes" if same else Text("no", style="red"),
-            Text(
-                clip(question, 60)
-                + (f"  (stock: {neutralise_controls(error, True)})" if error else "")
-            ),
-        )
+        ]
+        if mode is not None:
+            cells.append("-" if mode_score is None else fmt(mode_score))
+        suffix = f"  (stock: {neutralise_controls(error, True)})" if error else ""
+        table.add_row(*cells, Text(clip(question, 60) + suffix))
     return table
 
 
+_COST_HEADERS = ("judge\nreq", "prompt\ntok", "compl.\ntok", "emb\nreq", "emb\ntok")
+
+
 def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
-    """Rows of (row, stock's usage, ours' usage): requests and tokens side by side, then the
-    total; "n/r" where the provider reported no tokens (never 0)."""
+    """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
+    tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
+    tokens (never 0). Headers on two lines, so 80 columns hold them whole."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim")
-    for side in ("stock", mode):
-        for column in ("judge req", "prompt tok", "compl. tok", "emb req", "emb tok"):
-            table.add_column(
-                f"{side} {column}" if column == "judge req" else column, justify="right"
-            )
-    table.add_column("prompt ×stock", justify="right")
-    table.add_column("tokens ×stock", justify="right")
+    table.add_column("probes")
+    for column in _COST_HEADERS:
+        table.add_column(column, justify="right")
+    table.add_column("prompt\n×stock", justify="right")
+    table.add_column("tokens\n×stock", justify="right")
+
+    def add(label: str, stock: Usage | None, ours: Usage | None, style: str = "") -> None:
+        table.add_row(label, "stock", *_usage_cells(stock), "", "", style=style)
+        table.add_row(label, mode, *_usage_cells(ours), *_ratios(stock, ours), style=style)
+
     for number, stock, ours in rows:
-        table.add_row(str(number), *_usage_cells(stock), *_usage_cells(ours), *_ratios(stock, ours))
+        add(str(number), stock, ours)
     if rows:
-        stock_total = Usage.total(r[1] for r in rows)
-        ours_total = Usage.total(r[2] for r in rows)
         table.add_section()
-        table.add_row(
-            "all",
-            *_usage_cells(stock_total),
-            *_usage_cells(ours_total),
-            *_ratios(stock_total, ours_total),
-            style="bold",
-        )
+        add("all", Usage.total(r[1] for r in rows), Usage.total(r[2] for r in rows), "bold")
     return table
 
 
