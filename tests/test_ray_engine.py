@@ -514,3 +514,43 @@ def test_cli_engine_ray_without_ray_installed_says_how_to_install_it(tmp_path, m
     )
     assert result.exit_code == 2
     assert "pip install 'ragas-relevancy-ext[ray]'" in result.stderr
+
+
+@pytest.mark.parametrize(("rows", "noted"), [(3, True), (64, False)])
+def test_a_job_too_small_for_ray_says_so_in_one_line_before_ray_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, noted: bool
+) -> None:
+    data = tmp_path / "rows.jsonl"
+    lines = [{"user_input": f"Question {i}?", "response": f"Answer {i}."} for i in range(rows)]
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    started: list[dict[str, Any]] = []
+
+    def not_here(*args: Any, **kwargs: Any) -> None:
+        started.append(kwargs)
+        raise RuntimeError("Ray is not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", not_here)
+    result = invoke(
+        "score", data, "--embeddings", "hash", "--engine", "ray", "--actors", "2",
+        "--concurrency", "4", "--out", tmp_path / "out.jsonl",
+    )  # fmt: skip
+    assert len(started) == 1 and started[0]["log_to_driver"] is False  # Ray's logs stay its own
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    expected = (
+        "note: 3 row(s) to score fill fewer than 2 actor(s) x 32 rows per batch, so Ray's "
+        "start-up costs more than its actors gain; --engine local is faster here"
+    )
+    assert notes == ([expected] if noted else [])
+
+
+def test_rows_are_counted_without_ray_and_no_further_than_asked(tmp_path: Path) -> None:
+    table = tmp_path / "rows.csv"
+    table.write_text('user_input,response\nq1,"a\nb"\n\nq2,a\nq3,a\n', encoding="utf-8")
+    assert ray_score.count_rows(table, 100) == 3  # a quoted newline is one row; blanks none
+    assert ray_score.count_rows(table, 2) == 2
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"user_input": ["q"] * 5, "response": ["a"] * 5}), folder / "a.parquet")
+    (folder / "_SUCCESS").write_text("")
+    assert ray_score.count_rows(folder, 100) == 5

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import math
 import os
 import uuid
@@ -42,6 +43,7 @@ __all__ = [
     "RayAddressOpt",
     "SettingsMetric",
     "run_ray_score",
+    "small_job_note",
 ]
 
 RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
@@ -146,9 +148,23 @@ def _run(
         raise UsageError(f"--engine ray needs Ray: {RAY_EXTRA}") from None
     if settings.cache is not None:  # the actors' working folder may differ from this one
         settings = replace(settings, cache=settings.cache.resolve())
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False)
-    ray.data.DataContext.get_current().enable_progress_bars = progress
+    count = actors or DEFAULT_ACTORS
+    batch_size = ROWS_PER_CALL_IN_FLIGHT * settings.concurrency
+    note = small_job_note(file, count, batch_size, len(done))
+    if note is not None:
+        make_console(stderr=True).print(note, soft_wrap=True)
+    if not ray.is_initialized():  # Ray's own log lines stay in its log files
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = progress
+    context.enable_operator_progress_bars = False  # one bar for the run, not one per step
+    context.print_on_execution_start = False
+    context.enable_auto_log_stats = False
     ds = read_input(file)
     if mapping:
         ds = ds.rename_columns(mapping)
@@ -165,13 +181,12 @@ def _run(
         )
 
     console = make_console()
-    count = actors or DEFAULT_ACTORS
     print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
         SettingsMetric(settings),
         concurrency=count,
-        batch_size=ROWS_PER_CALL_IN_FLIGHT * settings.concurrency,
+        batch_size=batch_size,
         settings_key=tag,
         skip_keys=done,
     )
@@ -215,6 +230,51 @@ def _check_options(
     if outputs:
         names = ", ".join(f"--{name}" for name in outputs)
         raise RayOptionError(f"{names} is not available with --engine ray; read --out instead")
+
+
+def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
+    """One line when ``path`` has fewer rows to score than ``actors`` batches of ``batch_size``
+    (Ray's start-up then costs more than its actors gain), else None; counted without Ray, and
+    no further than that many rows."""
+    enough = actors * batch_size
+    rows = max(0, count_rows(path, enough + done) - done)
+    if not 0 < rows < enough:
+        return None
+    return (
+        f"note: {rows} row(s) to score fill fewer than {actors} actor(s) x {batch_size} rows per "
+        "batch, so Ray's start-up costs more than its actors gain; --engine local is faster here"
+    )
+
+
+def count_rows(path: Path, limit: int) -> int:
+    """The data rows in ``path`` (a file or a folder of .jsonl, .csv or .parquet), counted up to
+    ``limit``: Parquet from its footers, text files line by line until ``limit``."""
+    import csv
+
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    rows = 0
+    for file in files:
+        kind = INPUT_KINDS.get(file.suffix.lower())
+        if file.name.startswith((".", "_")) or kind is None:
+            continue
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            rows += pq.ParquetFile(file).metadata.num_rows
+        else:
+            with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+                lines = csv.reader(handle) if kind == "csv" else handle
+                skip_header = kind == "csv"
+                for line in lines:
+                    if skip_header:
+                        skip_header = False
+                    elif any(cell.strip() for cell in line) if kind == "csv" else line.strip():
+                        rows += 1
+                        if rows >= limit:
+                            return rows
+        if rows >= limit:
+            return rows
+    return rows
 
 
 def read_input(path: Path) -> Any:
