@@ -554,3 +554,26 @@ def test_rows_are_counted_without_ray_and_no_further_than_asked(tmp_path: Path) 
     pq.write_table(pa.table({"user_input": ["q"] * 5, "response": ["a"] * 5}), folder / "a.parquet")
     (folder / "_SUCCESS").write_text("")
     assert ray_score.count_rows(folder, 100) == 5
+
+
+def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
+    from ragas_relevancy_ext.ray.engine import score_dataset
+
+    calls: list[dict[str, Any]] = []
+
+    class Recorder:  # what score_dataset asks of a dataset, recorded; Ray is not started
+        def schema(self) -> Any:
+            return SimpleNamespace(names=["user_input", "response"])
+
+        def map_batches(self, fn: Any, **kwargs: Any) -> Recorder:
+            calls.append(kwargs)
+            return self
+
+        def repartition(self, **kwargs: Any) -> Recorder:
+            return self
+
+    score_dataset(Recorder(), dict, concurrency=3, batch_size=8)  # type: ignore[arg-type]
+    scoring = calls[-1]
+    assert "concurrency" not in scoring  # deprecated since Ray 2.51, and warned of on every run
+    assert isinstance(scoring["compute"], ray.data.ActorPoolStrategy)
+    assert (scoring["compute"].min_size, scoring["compute"].max_size) == (3, 3)

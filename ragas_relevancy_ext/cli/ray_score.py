@@ -17,6 +17,7 @@ import json
 import logging
 import math
 import os
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -158,11 +159,15 @@ def _run(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
-            logging_level=logging.WARNING,
+            logging_level=logging.ERROR,
         )
+    # one bar for the run on a terminal, not one per step, nor progress logged every 10 s when
+    # piped; and no warning that the others are off
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not "execution finished in 18 s"
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
     context = ray.data.DataContext.get_current()
-    context.enable_progress_bars = progress
-    context.enable_operator_progress_bars = False  # one bar for the run, not one per step
+    context.enable_progress_bars = progress and sys.stdout.isatty() and sys.stderr.isatty()
+    context.enable_operator_progress_bars = False
     context.print_on_execution_start = False
     context.enable_auto_log_stats = False
     ds = read_input(file)
