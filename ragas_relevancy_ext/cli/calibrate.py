@@ -99,17 +99,17 @@ def run_calibrate(
     cache_ignored = repeats > 1 and settings.cache is not None
     if repeats > 1:  # repeats measure the judge's own spread: never from the cache
         settings = replace(settings, cache=None)
-    setup = prepare(settings)
+    scorer = prepare(settings)
     extra = {"ratings": f"column {ratings!r}"}
     if repeats > 1:
         extra["repeats"] = f"{repeats} per sample, judge cache off" + (
             " (--cache ignored)" if cache_ignored else ""
         )
-    print_header(console, run_fields(data, setup, **extra))
+    print_header(console, run_fields(data, scorer, **extra))
 
     runs = []
     for _ in range(repeats):
-        scored = asyncio.run(score_rows(setup.metric(), data.rows))
+        scored = asyncio.run(score_rows(scorer.metric(), data.rows))
         runs.append([s.report.score for s in scored])
     per_sample = [list(values) for values in zip(*runs, strict=True)]
     spread = repeat_spread(per_sample)
@@ -126,9 +126,9 @@ def run_calibrate(
     if repeats > 1:
         numbers = [r.number for r in data.rows]
         questions = [r.user_input for r in data.rows]
-        print_spread(console, numbers, questions, spread, deterministic=is_offline(setup))
-    if setup.cache_line():
-        console.print(setup.cache_line())
+        print_spread(console, numbers, questions, spread, deterministic=is_offline(scorer))
+    if scorer.cache_line():
+        console.print(scorer.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     return exit_code(result.n, len(data.rows) + len(data.bad))
 

@@ -25,7 +25,7 @@ from .output.console import (
     print_header,
     run_fields,
 )
-from .setup import DEFAULT_SETTINGS, Settings, Setup, prepare
+from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
 __all__ = ["Comparison", "compare", "compare_rows", "run_compare"]
 
@@ -47,15 +47,16 @@ def compare(
         ProbePrompt,
         typer.Option(
             metavar="MODE",
-            help="Probe mode whose requests and tokens are set against stock's (ours scores "
-            "each row again with the real judge).",
+            help="Probe mode whose scores are shown next to stock's and whose requests and "
+            "tokens are set against stock's (ours scores each row again with the real judge).",
         ),
     ] = DEFAULT_OURS,
     prices: Prices | None = None,
 ) -> int:
     """Stock RAGAS and ours on the same replies; what each costs.
 
-    Stock AnswerRelevancy and ours (stock mode), side by side; then stock's requests and tokens
+    Stock AnswerRelevancy and ours in stock mode side by side (the parity check), and the
+    score ours gives in --ours mode (diverse, the default); then stock's requests and tokens
     against ours in --ours mode, row by row and in total. Exits 1 when any score differs by
     more than --tol or the prompts differ; otherwise as score does.
     """
@@ -76,6 +77,7 @@ class Comparison:
     error: str | None = None
     stock_usage: Usage | None = None
     ours_usage: Usage | None = None  # ours in the --ours mode, scored anew
+    mode_score: float | None = None  # the score ours gives in the --ours mode
 
     def differs(self, tol: float) -> bool:
         """True when this row breaks parity: a gap beyond ``tol``, other prompts, or no result."""
@@ -88,16 +90,16 @@ class Comparison:
 
 
 async def compare_rows(
-    setup: Setup, rows: list[Row], cost_mode: str | None = None
+    scorer: Scorer, rows: list[Row], cost_mode: str | None = None
 ) -> list[Comparison]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time; with ``cost_mode``,
     also ours in that mode, for its usage."""
     from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
 
-    settings = setup.settings
-    judge = setup.judge_for_runs()
-    embeddings = setup.embeddings.value
+    settings = scorer.settings
+    judge = scorer.judge_for_runs()
+    embeddings = scorer.embeddings.value
     rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
 
     async def one(row: Row) -> Comparison:
@@ -124,6 +126,7 @@ async def compare_rows(
             stock_error,
             stock_usage=result.stock_usage,
             ours_usage=cost.usage if cost is not None else None,
+            mode_score=cost.score if cost is not None else None,
         )
 
     return list(await asyncio.gather(*(one(row) for row in rows)))
@@ -141,9 +144,9 @@ def run_compare(
     :func:`.errors.exit_code` says. ``ours``: the probe mode set against stock's cost (None:
     no cost table)."""
     console = make_console()
-    setup = prepare(settings)
-    print_header(console, run_fields(data, setup, tolerance=f"{tol:g}"))
-    results = asyncio.run(compare_rows(setup, data.rows, ours))
+    scorer = prepare(settings)
+    print_header(console, run_fields(data, scorer, tolerance=f"{tol:g}"))
+    results = asyncio.run(compare_rows(scorer, data.rows, ours))
     console.print(
         compare_table(
             [
@@ -154,9 +157,11 @@ def run_compare(
                     c.ours,
                     c.same_prompts,
                     c.error or c.stock_error,
+                    c.mode_score,
                 )
                 for c in results
-            ]
+            ],
+            ours,
         )
     )
     failing = [c for c in results if c.differs(tol)]
@@ -174,8 +179,8 @@ def run_compare(
     )
     if ours is not None:
         _print_cost(console, results, ours, settings.strictness, prices or Prices())
-    if setup.cache_line():
-        console.print(setup.cache_line())
+    if scorer.cache_line():
+        console.print(scorer.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     if failing:
         return EXIT_FAILED

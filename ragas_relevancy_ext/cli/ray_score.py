@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import heapq
 import json
+import logging
 import math
 import os
+import sys
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
@@ -30,27 +32,28 @@ from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, ReportLockError, is_report_record, report_line
-from .setup import Settings, Setup, plan, prepare
+from .setup import Scorer, Settings, check_settings, prepare
 
 if TYPE_CHECKING:
     from .stats import CostSummary
 
 __all__ = [
     "ActorsOpt",
-    "Engine",
+    "EngineChoice",
     "EngineOpt",
     "RayAddressOpt",
     "SettingsMetric",
     "run_ray_score",
+    "small_job_note",
 ]
 
 RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
 
-Engine = Enum("Engine", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
-Engine.__doc__ = "Where rows are scored."
+EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
+EngineChoice.__doc__ = "Where rows are scored."
 
 EngineOpt = Annotated[
-    Engine,
+    EngineChoice,
     typer.Option(
         help="local: in this process. ray: on Ray Data actors, for big files or folders of "
         ".jsonl, .csv or .parquet; writes --out and prints a summary, not every row "
@@ -112,7 +115,7 @@ def run_ray_score(
     from .datafile import parse_map
 
     mapping = parse_map(map_specs or [])
-    tag = plan(settings).score_tag  # a bad judge spec or a missing key fails here
+    tag = check_settings(settings).score_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
         return _run(sink, file, mapping, settings, tag, address, actors, out, progress, prices)
@@ -136,7 +139,7 @@ def _run(
     from .stats import summarise_cost
 
     done = sink.done_keys()
-    setup = prepare(settings)
+    scorer = prepare(settings)
 
     try:
         import ray
@@ -146,9 +149,27 @@ def _run(
         raise UsageError(f"--engine ray needs Ray: {RAY_EXTRA}") from None
     if settings.cache is not None:  # the actors' working folder may differ from this one
         settings = replace(settings, cache=settings.cache.resolve())
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False)
-    ray.data.DataContext.get_current().enable_progress_bars = progress
+    count = actors or DEFAULT_ACTORS
+    batch_size = ROWS_PER_CALL_IN_FLIGHT * settings.concurrency
+    note = small_job_note(file, count, batch_size, len(done))
+    if note is not None:
+        make_console(stderr=True).print(note, soft_wrap=True)
+    if not ray.is_initialized():  # Ray's own log lines stay in its log files
+        ray.init(
+            address=address,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.ERROR,
+        )
+    # one bar for the run on a terminal, not one per step, nor progress logged every 10 s when
+    # piped; and no warning that the others are off
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not "execution finished in 18 s"
+    logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
+    context = ray.data.DataContext.get_current()
+    context.enable_progress_bars = progress and sys.stdout.isatty() and sys.stderr.isatty()
+    context.enable_operator_progress_bars = False
+    context.print_on_execution_start = False
+    context.enable_auto_log_stats = False
     ds = read_input(file)
     if mapping:
         ds = ds.rename_columns(mapping)
@@ -165,33 +186,32 @@ def _run(
         )
 
     console = make_console()
-    count = actors or DEFAULT_ACTORS
-    print_header(console, header_fields(file, setup, count, out, len(done)))
+    print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
         SettingsMetric(settings),
         concurrency=count,
-        batch_size=ROWS_PER_CALL_IN_FLIGHT * settings.concurrency,
+        batch_size=batch_size,
         settings_key=tag,
         skip_keys=done,
     )
     tally = Tally()
-    batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), setup)
+    batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), scorer)
     cost = summarise_cost(tally.usages(batches), prices)  # the stream, counted as it passes
     tally.show(console, out, cost)
     # rows already in --out were scored without an error before (or set aside, as score does)
     return exit_code(tally.scored + len(done) - sink.set_aside, tally.rows + len(done))
 
 
-def header_fields(file: Path, setup: Setup, actors: int, out: Path, done: int) -> dict[str, str]:
+def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int) -> dict[str, str]:
     """The run's header: what is read, where it is scored, then what ``score`` shows of the
     judge, embeddings and probes (:func:`.output.console.used_fields`: labels redacted)."""
     from .output.console import used_fields
 
-    engine = f"ray, {actors} actor(s) x {setup.settings.concurrency} call(s) in flight"
+    engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
     return used_fields(
         {"input": str(file), "engine": engine},
-        setup,
+        scorer,
         output=f"{out} ({done} row(s) already there, skipped)",
     )
 
@@ -215,6 +235,51 @@ def _check_options(
     if outputs:
         names = ", ".join(f"--{name}" for name in outputs)
         raise RayOptionError(f"{names} is not available with --engine ray; read --out instead")
+
+
+def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
+    """One line when ``path`` has fewer rows to score than ``actors`` batches of ``batch_size``
+    (Ray's start-up then costs more than its actors gain), else None; counted without Ray, and
+    no further than that many rows."""
+    enough = actors * batch_size
+    rows = max(0, count_rows(path, enough + done) - done)
+    if not 0 < rows < enough:
+        return None
+    return (
+        f"note: {rows} row(s) to score fill fewer than {actors} actor(s) x {batch_size} rows per "
+        "batch, so Ray's start-up costs more than its actors gain; --engine local is faster here"
+    )
+
+
+def count_rows(path: Path, limit: int) -> int:
+    """The data rows in ``path`` (a file or a folder of .jsonl, .csv or .parquet), counted up to
+    ``limit``: Parquet from its footers, text files line by line until ``limit``."""
+    import csv
+
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    rows = 0
+    for file in files:
+        kind = INPUT_KINDS.get(file.suffix.lower())
+        if file.name.startswith((".", "_")) or kind is None:
+            continue
+        if kind == "parquet":
+            import pyarrow.parquet as pq
+
+            rows += pq.ParquetFile(file).metadata.num_rows
+        else:
+            with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+                lines = csv.reader(handle) if kind == "csv" else handle
+                skip_header = kind == "csv"
+                for line in lines:
+                    if skip_header:
+                        skip_header = False
+                    elif any(cell.strip() for cell in line) if kind == "csv" else line.strip():
+                        rows += 1
+                        if rows >= limit:
+                            return rows
+        if rows >= limit:
+            return rows
+    return rows
 
 
 def read_input(path: Path) -> Any:
@@ -293,12 +358,12 @@ class JsonlOutput:
         self.set_aside = sum(1 for key in self.report.index if status(key) == "skipped")
         return {key for key in self.report.index if status(key) in DONE}
 
-    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
+    def save(self, batches: Iterable[Any], scorer: Scorer) -> Iterator[Any]:
         """Append one report line per row of each batch (a pyarrow Table); yield the batch."""
         from ..ray.engine import KEY_COLUMN, OUTPUT_COLUMNS
 
         report = self.report
-        labels = (setup.judge_label, setup.embeddings_label)
+        labels = (scorer.judge_label, scorer.embeddings_label)
         scored = {KEY_COLUMN, *OUTPUT_COLUMNS, "user_input", "response"}
         report.begin()
         for batch in batches:
@@ -307,7 +372,7 @@ class JsonlOutput:
                 line = report_line(
                     report.lines + 1,
                     row[KEY_COLUMN],
-                    _report(row, setup),
+                    _report(row, scorer),
                     *labels,
                     extra,
                     skipped=set_aside(row["error"]),
@@ -321,7 +386,7 @@ class JsonlOutput:
         self.report.close()
 
 
-def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
+def _report(row: dict[str, Any], scorer: Scorer) -> dict[str, Any]:
     """The row's report as a dict: the actor's, or one saying why the row has none (set aside,
     or its batch failed), its texts as text as ``score`` gives them."""
     if row["report"] is not None:
@@ -330,8 +395,8 @@ def _report(row: dict[str, Any], setup: Setup) -> dict[str, Any]:
         user_input=as_text(row["user_input"]),
         response=as_text(row["response"]),
         score=math.nan,
-        strictness=setup.settings.strictness,
-        probe_prompt=setup.settings.probe_prompt,
+        strictness=scorer.settings.strictness,
+        probe_prompt=scorer.settings.probe_prompt,
         all_noncommittal=False,
         error=row["error"],
         reason=row["reason"],
@@ -419,7 +484,7 @@ class ParquetOutput:
             f"{self.path}: holds {name}, which this command did not write; give --out a new folder"
         )
 
-    def save(self, batches: Iterable[Any], setup: Setup) -> Iterator[Any]:
+    def save(self, batches: Iterable[Any], scorer: Scorer) -> Iterator[Any]:
         """Write each batch as one more part: a hidden temp file, renamed when complete."""
         import pyarrow as pa
         import pyarrow.parquet as pq

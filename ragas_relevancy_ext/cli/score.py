@@ -56,8 +56,8 @@ from .output.console import (
     status_line,
 )
 from .output.jsonl import ReportFile, report_from_record, report_line
-from .ray_score import ActorsOpt, Engine, EngineOpt, RayAddressOpt, run_ray_score
-from .setup import DEFAULT_SETTINGS, Plan, Settings, plan, prepare, stream_rows
+from .ray_score import ActorsOpt, EngineChoice, EngineOpt, RayAddressOpt, run_ray_score
+from .setup import DEFAULT_SETTINGS, CheckedSettings, Settings, check_settings, prepare, stream_rows
 
 __all__ = [
     "INTERRUPTED",
@@ -88,7 +88,7 @@ def score(
     probes: Annotated[bool, typer.Option(help="Show each sample's probes.")] = True,
     table: TableOpt = None,
     progress: Annotated[bool, typer.Option(help="Progress bar on stderr (terminals).")] = True,
-    engine: EngineOpt = Engine.local,
+    engine: EngineOpt = EngineChoice.local,
     ray_address: RayAddressOpt = None,
     actors: ActorsOpt = None,
     cluster: ClusterOpt = None,
@@ -100,7 +100,7 @@ def score(
     4 stopped early: rows failed one after another for a cause no retry mends (bad key, unknown
     model, server not reached), 130 stopped by Ctrl-C (what finished is saved).
     """
-    if engine is not Engine.local or ray_address or actors:
+    if engine is not EngineChoice.local or ray_address or actors:
         if table:  # the Ray engine prints the summary, never the per-row table
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
         if cluster or interval is not Interval.clt:
@@ -169,7 +169,7 @@ def run_score(
     ``table``: print the per-row table (True), not (False), or up to :data:`TABLE_ROWS` rows
     (None)."""
     console = make_console()
-    the_plan = plan(settings)  # bad specs and missing keys: before anything else
+    checked = check_settings(settings)  # bad specs and missing keys: before anything else
     # each output its own file, and only ever one of ours replaced: before anything is read
     outputs = check_outputs(outputs or {}, input_path=source.path, out=out)
     with contextlib.ExitStack() as stack:
@@ -186,14 +186,14 @@ def run_score(
             store = SqliteStore(settings.cache)
         work = _Work(out=out)
         scan = source.scan()
-        tag = the_plan.score_tag
+        tag = checked.score_tag
         for entry in source.entries():
             _count(work, report, entry, _key(entry, tag))
         work.other_settings = sum(1 for key in report.index if key not in work.keys)
         if cluster and not any(cluster in e.extra for e in source.entries() if isinstance(e, Row)):
             raise UsageError(f"--cluster {cluster}: no row of {source.path} has that column")
         extra = {"output": _output_line(out, work)} if out is not None else {}
-        fields = run_fields(scan, the_plan, **extra)
+        fields = run_fields(scan, checked, **extra)
         print_header(console, fields)
         print_warnings(make_console(stderr=True), scan.warnings)
         if work.other_settings:
@@ -209,18 +209,18 @@ def run_score(
         if work.todo:
             try:
                 with status_line("loading RAGAS…", progress) as say:
-                    setup = prepare(settings, store, say)
+                    scorer = prepare(settings, store, say)
             except KeyboardInterrupt:  # Ctrl-C before scoring began
                 _say_saved(work, report)
                 return INTERRUPTED
-            if setup.embeddings_label != the_plan.embeddings_label:
-                make_console(stderr=True).print(f"embeddings: {setup.embeddings_label}")
-            labels = (setup.judge_label, setup.embeddings_label)
-            runner = _Runner(source, report, tag, labels, setup.metric(), work, settings)
+            if scorer.embeddings_label != checked.embeddings_label:
+                make_console(stderr=True).print(f"embeddings: {scorer.embeddings_label}")
+            labels = (scorer.judge_label, scorer.embeddings_label)
+            runner = _Runner(source, report, tag, labels, scorer.metric(), work, settings)
             freeze_heap_for_this_process()
             with progress_bar(work.todo, "scoring", progress) as tick:
                 stopped = runner.run(tick)
-            cache_line = setup.cache_line()
+            cache_line = scorer.cache_line()
             if stopped:
                 _say_saved(work, report)
                 return INTERRUPTED
@@ -234,7 +234,7 @@ def run_score(
                 _say_saved(work, report)
                 return EXIT_STOPPED
         else:
-            _write_skipped(source, report, tag, the_plan)
+            _write_skipped(source, report, tag, checked)
 
         order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
@@ -269,14 +269,14 @@ def _output_line(out: Path | None, work: _Work) -> str:
     return f"{out} ({work.resumed} row(s) already there, {work.todo} to score{again})"
 
 
-def _write_skipped(source: Source, report: ReportFile, tag: str, the_plan: Plan) -> None:
+def _write_skipped(source: Source, report: ReportFile, tag: str, checked: CheckedSettings) -> None:
     """Lines for skipped rows not yet in the report (a run with nothing to score)."""
-    labels = (the_plan.judge_label, the_plan.embeddings_label)
+    labels = (checked.judge_label, checked.embeddings_label)
     for entry in source.entries():
         if isinstance(entry, BadRow):
             key = _key(entry, tag)
             if report.status(key) is None:
-                report.write(key, _skipped_line(entry, key, labels, the_plan.settings))
+                report.write(key, _skipped_line(entry, key, labels, checked.settings))
 
 
 def _skipped_line(entry: BadRow, key: str, labels: tuple[str, str], settings: Settings) -> str:

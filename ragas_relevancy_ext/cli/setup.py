@@ -40,11 +40,11 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_SETTINGS",
-    "Plan",
+    "CheckedSettings",
     "Scored",
     "Settings",
-    "Setup",
-    "plan",
+    "Scorer",
+    "check_settings",
     "prepare",
     "score_rows",
     "stream_rows",
@@ -75,10 +75,11 @@ DEFAULT_SETTINGS = Settings()
 
 
 @dataclass(frozen=True)
-class Plan:
-    """What a run will use, known before anything heavy loads: labels and the score's settings.
+class CheckedSettings:
+    """The user's :class:`Settings`, checked, with what they will use: labels and the settings
+    that change a score, known before anything heavy loads.
 
-    :func:`plan` checks the specs and the API keys, so a missing key is reported at once.
+    :func:`check_settings` checks the specs and the API keys, so a missing key is reported at once.
     """
 
     settings: Settings
@@ -108,7 +109,7 @@ class Plan:
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
-def plan(settings: Settings) -> Plan:
+def check_settings(settings: Settings) -> CheckedSettings:
     """Check the judge and embeddings specs and their keys, and say what they will be.
 
     Cheap: nothing is built and no provider SDK, RAGAS or numpy is imported. Raises
@@ -131,7 +132,7 @@ def plan(settings: Settings) -> Plan:
     label = judge.label(judge_req)
     if settings.cache is not None:
         label += f", replies cached in {settings.cache}"
-    return Plan(
+    return CheckedSettings(
         settings,
         judge_label=label,
         embeddings_label=embeddings_label(embeddings, embeddings_req, settings.one_text_per_call),
@@ -150,8 +151,9 @@ def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
 
 
 @dataclass
-class Setup:
-    """The built judge (cached or not) and embeddings, with labels for people."""
+class Scorer:
+    """The built judge (cached or not) and embeddings, with labels for people: what
+    :func:`prepare` makes from :class:`Settings`, and where :meth:`metric` comes from."""
 
     settings: Settings
     judge: Built
@@ -203,7 +205,7 @@ LOCAL_MODEL_MODULE = "sentence_transformers"
 
 def prepare(
     settings: Settings, store: Any = None, say: Callable[[str], None] | None = None
-) -> Setup:
+) -> Scorer:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key).
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
@@ -240,15 +242,15 @@ def prepare(
         max_retries=settings.max_retries,
         timeout=settings.timeout,
     )
-    setup = Setup(settings, judge, embeddings)
+    scorer = Scorer(settings, judge, embeddings)
     if settings.cache is not None:
         from ..store.cache import CachedJudge, disk_store
 
         store = store if store is not None else disk_store(settings.cache)
-        setup.cached = CachedJudge(judge.value, store, str(judge.spec))
+        scorer.cached = CachedJudge(judge.value, store, str(judge.spec))
         if settings.base_url:
-            setup.cached.model += f"@{settings.base_url}"
-    return setup
+            scorer.cached.model += f"@{settings.base_url}"
+    return scorer
 
 
 def _uses_local_model(settings: Settings) -> bool:

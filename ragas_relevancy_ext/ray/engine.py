@@ -112,8 +112,8 @@ def score_dataset(
     metric_factory: builds the metric in each actor (e.g. a function that makes an
         :class:`~ragas_relevancy_ext.AnswerRelevancy` with its judge and embeddings). It is
         pickled, so it must not hold a live client; the metric it returns is never pickled.
-    concurrency: the actor pool size (Ray's ``concurrency``): how many batches are scored at
-        once, each by its own metric, on any node of the cluster.
+    concurrency: the actor pool size (Ray's ``ActorPoolStrategy(size=...)``): how many batches
+        are scored at once, each by its own metric, on any node of the cluster.
     max_concurrency: judge and embedding calls in flight inside one actor (the metric's
         ``max_concurrency``; None keeps the factory's). Calls in flight over the whole run are at
         most ``concurrency * max_concurrency``: keep that under the provider's rate limit.
@@ -151,7 +151,7 @@ def score_dataset(
         },
         batch_size=batch_size,
         batch_format="pyarrow",
-        concurrency=concurrency,
+        compute=ray.data.ActorPoolStrategy(size=concurrency),
         num_cpus=num_cpus,
         **dict(ray_remote_args or {}),
     )

@@ -357,8 +357,48 @@ def test_openai_judge_and_embeddings_against_a_local_server(tmp_path, batching):
 def test_compare_matches_stock_offline():
     result = invoke("compare", EXAMPLE, *OFFLINE)
     assert result.exit_code == 0, result.output
-    assert "ours (stock mode)" in result.stdout
     assert "0 beyond tolerance" in result.stdout
+
+
+def compare_rows_of(stdout: str) -> dict[int, list[str]]:
+    """The compare table's first line of each row, by row number, as its cells."""
+    cells: dict[int, list[str]] = {}
+    for line in stdout.splitlines():
+        words = line.split()
+        if words and words[0].isdigit() and len(words) > 6 and words[4] in ("yes", "no"):
+            cells[int(words[0])] = words
+    return cells
+
+
+@pytest.mark.parametrize("mode", ["diverse", "angles"])
+def test_compare_shows_the_parity_check_and_the_scores_of_the_mode_asked(tmp_path, mode):
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(3))
+    options = () if mode == "diverse" else ("--ours", mode)
+    result = invoke("compare", path, *OFFLINE, *options, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    head = result.stdout.split("─")[0].splitlines()[-2:]  # the two header lines, whole
+    assert head[0].split() == ["ours", "in", "|stock", "same", "ours", "in"]
+    assert head[1].split() == ["row", "stock", "stock", "mode", "-", "ours|", "prompts", mode,
+                               "question"]  # fmt: skip
+    out = tmp_path / "scored.jsonl"
+    scored = invoke("score", path, *OFFLINE, "--probe-prompt", mode, "--out", out)
+    assert scored.exit_code == 0, scored.output
+    scores = {r["row"]: r["score"] for r in map(json.loads, out.read_text().splitlines())}
+    table = compare_rows_of(result.stdout)
+    assert sorted(table) == [1, 2, 3]
+    for number, words in table.items():
+        stock, parity, mode_score = words[1], words[2], words[5]
+        assert stock == parity  # stock mode: the parity check
+        assert mode_score == f"{scores[number]:.4f}"  # what score gives in that mode
+
+
+def test_compare_s_cost_table_headers_are_whole_at_80_columns(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    result = invoke("compare", path, *OFFLINE, env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    cost = result.stdout.split("what each costs")[1]
+    assert "…" not in cost.split("stock usage")[0]
+    assert "all   diverse" in cost and "all   stock" in cost
 
 
 def test_compare_exits_1_when_ours_differs(monkeypatch, tmp_path):

@@ -186,3 +186,13 @@ def test_the_nan_figure_names_its_causes():
     page = render_html(items, summary, {})
     assert "<li><b>3</b><span>NaN: TimeoutError 2, no usable probe 1</span></li>" in page
     assert "<li><b>0</b><span>NaN, not scored</span></li>" in page_for(make_report(0.8))
+
+
+def test_on_a_phone_the_probe_table_s_long_header_wraps_and_the_bar_column_goes():
+    page = page_for(make_report())
+    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1).replace("\n", "")
+    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", style)
+    assert (".probes th:first-child", "white-space:normal") in rules  # not nowrap as every th
+    phone = style.split("@media (max-width:600px){", 1)[1]
+    assert ".probes td:nth-child(2),.probes th:nth-child(2){display:none}" in phone
+    assert '<table class="probes"><tr><th>probe (a question' in page  # the cells the rules pick

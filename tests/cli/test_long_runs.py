@@ -223,6 +223,23 @@ def test_resume_is_keyed_on_content_and_a_rerun_replaces_failed_rows(tmp_path):
     assert len(records(out)) == 6 and all(r["error"] is None for r in records(out))
 
 
+def test_a_resume_after_a_kill_mid_line_scores_that_row_again_and_keeps_input_order(tmp_path):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(4))
+    out = tmp_path / "out.jsonl"
+    assert invoke("score", data, *OFFLINE, "--out", out).exit_code == 0
+    whole = out.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = [whole[2], whole[0], whole[1][:50]]  # completion order, the last write cut off
+    out.write_text("".join(lines), encoding="utf-8")
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "2 row(s) already there, 2 to score" in result.stdout
+    def without_usage(lines: list[str]) -> list[dict]:  # batched embeddings: shared requests
+        return [{k: v for k, v in json.loads(line).items() if k != "usage"} for line in lines]
+
+    assert without_usage(out.read_text(encoding="utf-8").splitlines()) == without_usage(whole)
+    assert not out.with_name("out.jsonl.lock").exists()
+
+
 def test_identical_rows_are_scored_once_and_each_gets_its_line(tmp_path):
     a, b = rows_of(2)
     data = write_jsonl(tmp_path / "rows.jsonl", [a, b, a])

@@ -256,21 +256,18 @@ def rich_text(table, width: int) -> str:
     return sink.getvalue()
 
 
-@pytest.mark.parametrize("width", [50, 80, 120, 200])
-def test_the_plain_table_is_the_text_rich_prints_byte_for_byte(width):
-    from ragas_relevancy_ext.cli.output.console import plain_table, scores_table
+def test_plain_lines_hold_every_cell_whole_in_the_table_s_columns():
+    from ragas_relevancy_ext.cli.output.console import plain_lines
 
     items = odd_reports()
-    compared = 0
-    for header in (True, False):
-        for row_width in (None, 4, 6):
-            for reasons in (False, True):
-                options = {"header": header, "row_width": row_width}
-                expected = rich_text(scores_table(items, True, reasons, **options), width)
-                lines = plain_table(items, True, reasons, **options)(width)
-                assert "".join(line + "\n" for line in lines) == expected, options
-                compared += 1
-    assert compared == 12
+    lines = list(plain_lines(items, True, True, row_width=4))
+    assert lines[0] == f" row    score   cosine   {TABLE_HEAD}"
+    assert lines[1] == "   1   0.5500            Where is A17?"
+    url = "https://example.com/" + "very-long-path-segment-" * 6
+    assert f"{' ' * 25}> {url}" in lines  # never cut: the terminal folds it
+    assert f"{' ' * 25}Second line of the probe" in lines  # a newline in a cell
+    assert f"{' ' * 17}-0.05   Return  policy?" in lines  # tabs expanded
+    assert " 333      NaN            Is it <U+202E>waterproof?" in lines  # controls as codes
 
 
 def count_rich_tables(monkeypatch) -> list[int]:
@@ -300,7 +297,22 @@ def test_a_terminal_gets_rich_colours_up_to_the_limit_and_plain_text_beyond(monk
     assert rendered == [1] and "\x1b[" in small.getvalue()  # colours
     output.print_table(Console(file=big, **terminal), items, rows=output.RICH_ROWS + 1)
     assert rendered == [1] and "\x1b[" not in big.getvalue()
-    assert big.getvalue() == rich_text(output.scores_table(items), 120)
+    assert big.getvalue().splitlines() == list(output.plain_lines(items))
+
+
+def test_a_piped_table_up_to_the_limit_is_rich_s_own_text(monkeypatch):
+    from rich.console import Console
+
+    from ragas_relevancy_ext.cli.output import console as output
+
+    rendered = count_rich_tables(monkeypatch)
+    items = odd_reports()
+    sink = io.StringIO()
+    piped = Console(file=TrimmedLines(sink), width=80, highlight=False, markup=False)
+    output.print_table(piped, items, reasons=True, rows=output.RICH_ROWS)
+    piped.file.flush()
+    assert rendered == [1] and "\x1b[" not in sink.getvalue()
+    assert sink.getvalue() == rich_text(output.scores_table(items, reasons=True), 80)
 
 
 def test_show_prints_a_big_report_without_rich_tables_and_no_table_on_request(

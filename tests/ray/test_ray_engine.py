@@ -51,7 +51,7 @@ from ragas_relevancy_ext.cli.ray_score import (
     header_fields,
     read_input,
 )
-from ragas_relevancy_ext.cli.setup import Settings, Setup, plan, prepare
+from ragas_relevancy_ext.cli.setup import Scorer, Settings, check_settings, prepare
 from ragas_relevancy_ext.scoring.redaction import MASK
 from ragas_relevancy_ext.scoring.report import input_problem, row_key
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
@@ -275,7 +275,7 @@ def run(local_ray, server, tmp_path_factory):
     batches: list[Any] = []
     save = JsonlOutput.save
 
-    def keep(self: JsonlOutput, stream: Any, setup: Setup) -> Any:
+    def keep(self: JsonlOutput, stream: Any, setup: Scorer) -> Any:
         for batch in save(self, stream, setup):
             batches.append(batch)
             yield batch
@@ -308,7 +308,7 @@ def run(local_ray, server, tmp_path_factory):
         final=read_jsonl(report),
         everything=everything,
         expected=single_process(loop_settings(server), [items[i] for i in ON_RAY]),
-        tag=plan(loop_settings(server)).score_tag,
+        tag=check_settings(loop_settings(server)).score_tag,
         tmp=tmp,
     )
 
@@ -400,7 +400,7 @@ def test_the_ray_header_redacts_secrets_in_labels(monkeypatch):
     secret = "sk-ray-header-secret-7f3a"
     monkeypatch.setenv("OPENAI_API_KEY", secret)
     spec = Spec("openai", "loop")
-    setup = Setup(
+    setup = Scorer(
         Settings(judge="openai:loop", embeddings="openai:loop"),
         Built(None, f"openai:loop at http://me:{secret}@127.0.0.1/v1", spec),
         Built(None, f"openai:loop at http://127.0.0.1/v1?api-key={secret}#{secret}", spec),
@@ -526,3 +526,66 @@ def test_cli_engine_ray_without_ray_installed_says_how_to_install_it(tmp_path, m
     )
     assert result.exit_code == 2
     assert "pip install 'ragas-relevancy-ext[ray]'" in result.stderr
+
+
+@pytest.mark.parametrize(("rows", "noted"), [(3, True), (64, False)])
+def test_a_job_too_small_for_ray_says_so_in_one_line_before_ray_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rows: int, noted: bool
+) -> None:
+    data = tmp_path / "rows.jsonl"
+    lines = [{"user_input": f"Question {i}?", "response": f"Answer {i}."} for i in range(rows)]
+    data.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    started: list[dict[str, Any]] = []
+
+    def not_here(*args: Any, **kwargs: Any) -> None:
+        started.append(kwargs)
+        raise RuntimeError("Ray is not started in this test")
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", not_here)
+    result = invoke(
+        "score", data, "--embeddings", "hash", "--engine", "ray", "--actors", "2",
+        "--concurrency", "4", "--out", tmp_path / "out.jsonl",
+    )  # fmt: skip
+    assert len(started) == 1 and started[0]["log_to_driver"] is False  # Ray's logs stay its own
+    notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    expected = (
+        "note: 3 row(s) to score fill fewer than 2 actor(s) x 32 rows per batch, so Ray's "
+        "start-up costs more than its actors gain; --engine local is faster here"
+    )
+    assert notes == ([expected] if noted else [])
+
+
+def test_rows_are_counted_without_ray_and_no_further_than_asked(tmp_path: Path) -> None:
+    table = tmp_path / "rows.csv"
+    table.write_text('user_input,response\nq1,"a\nb"\n\nq2,a\nq3,a\n', encoding="utf-8")
+    assert ray_score.count_rows(table, 100) == 3  # a quoted newline is one row; blanks none
+    assert ray_score.count_rows(table, 2) == 2
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    pq.write_table(pa.table({"user_input": ["q"] * 5, "response": ["a"] * 5}), folder / "a.parquet")
+    (folder / "_SUCCESS").write_text("")
+    assert ray_score.count_rows(folder, 100) == 5
+
+
+def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
+    from ragas_relevancy_ext.ray.engine import score_dataset
+
+    calls: list[dict[str, Any]] = []
+
+    class Recorder:  # what score_dataset asks of a dataset, recorded; Ray is not started
+        def schema(self) -> Any:
+            return SimpleNamespace(names=["user_input", "response"])
+
+        def map_batches(self, fn: Any, **kwargs: Any) -> Recorder:
+            calls.append(kwargs)
+            return self
+
+        def repartition(self, **kwargs: Any) -> Recorder:
+            return self
+
+    score_dataset(Recorder(), dict, concurrency=3, batch_size=8)  # type: ignore[arg-type]
+    scoring = calls[-1]
+    assert "concurrency" not in scoring  # deprecated since Ray 2.51, and warned of on every run
+    assert isinstance(scoring["compute"], ray.data.ActorPoolStrategy)
+    assert (scoring["compute"].min_size, scoring["compute"].max_size) == (3, 3)

@@ -9,18 +9,14 @@ from the data reaches the terminal.
 from __future__ import annotations
 
 import contextlib
-import functools
 import io
 import math
 import os
-import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from importlib.metadata import version
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
-from rich.cells import cell_len, set_cell_size
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -126,37 +122,37 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
         console.print(line, soft_wrap=not console.is_terminal)  # words kept whole on a terminal
 
 
-def run_fields(data: Any, setup: Any, **extra: str) -> dict[str, str]:
+def run_fields(data: Any, scorer: Any, **extra: str) -> dict[str, str]:
     """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
     ``caution`` when the scores do not measure the answers (the offline judge).
 
-    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``setup`` as
+    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``scorer`` as
     :func:`used_fields`. The rows counted are all of them, bad ones too, as the summary counts.
     """
     rows = data.row_count + data.bad_count
     read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
-    return used_fields(read, setup, **extra)
+    return used_fields(read, scorer, **extra)
 
 
-def used_fields(first: Mapping[str, str], setup: Any, **extra: str) -> dict[str, str]:
-    """``first``, then the judge, embeddings and probe prompt ``setup`` uses, then ``extra``,
+def used_fields(first: Mapping[str, str], scorer: Any, **extra: str) -> dict[str, str]:
+    """``first``, then the judge, embeddings and probe prompt ``scorer`` uses, then ``extra``,
     and a ``caution`` for the offline judge: the header of every engine's run.
 
-    ``setup`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
+    ``scorer`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
     through :func:`redact`.
     """
     from ...scoring.redaction import redact
 
-    settings = setup.settings
+    settings = scorer.settings
     fields = {
         **first,
-        "judge": setup.judge_label,
-        "embeddings": setup.embeddings_label,
+        "judge": scorer.judge_label,
+        "embeddings": scorer.embeddings_label,
         "probes": f"{settings.probe_prompt} prompt, strictness {settings.strictness}, "
         f"language {settings.language}",
         **extra,
     }
-    if is_offline(setup):
+    if is_offline(scorer):
         fields["caution"] = OFFLINE_CAUTION
     return {name: redact(str(value)) for name, value in fields.items()}
 
@@ -167,9 +163,9 @@ OFFLINE_CAUTION = (
 )
 
 
-def is_offline(setup: Any) -> bool:
+def is_offline(scorer: Any) -> bool:
     """True when the judge is the offline stand-in (scores show mechanics, not quality)."""
-    return setup.settings.judge.strip().lower() == "offline"
+    return scorer.settings.judge.strip().lower() == "offline"
 
 
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
@@ -200,8 +196,8 @@ def status_line(text: str, enabled: bool = True) -> Iterator[Callable[[str], Non
 
 
 CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
-# A table of more rows is printed as plain text on a terminal too (no colours): rich lays out
-# every cell as objects of its own, 18 of 23 s for a 5,000-row report. Piped, it always is.
+# A table of more rows is printed as plain lines (no box, no wrapping, no colours): rich lays out
+# every cell as objects of its own, 19.5 s of CPU for a 5,000-row report against 2 s plain.
 RICH_ROWS = 200
 
 
@@ -234,16 +230,13 @@ def print_table(
     row_width: int | None = None,
     rows: int | None = None,
 ) -> None:
-    """:func:`scores_table` printed: by rich on a terminal (in colour) when the whole table has
-    at most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as the same text from
-    :func:`plain_table` (piped output has no colours anyway)."""
-    fixed = (row_width or 3) + 1 + _TEXT_OFFSET
-    plain = not console.is_terminal or (rows if rows is not None else len(items)) > RICH_ROWS
-    if not plain or console.width - fixed < _MIN_TEXT_WIDTH:
+    """:func:`scores_table` printed by rich (in colour on a terminal) when the whole table has at
+    most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as :func:`plain_lines`."""
+    if (rows if rows is not None else len(items)) <= RICH_ROWS:
         console.print(scores_table(items, probes, reasons, header=header, row_width=row_width))
         return
-    lines = plain_table(items, probes, reasons, header=header, row_width=row_width)
-    console.file.write("".join(line + "\n" for line in lines(console.width)))
+    lines = plain_lines(items, probes, reasons, header=header, row_width=row_width)
+    console.file.write("".join(line + "\n" for line in lines))
     console.file.flush()
 
 
@@ -309,123 +302,26 @@ def scores_table(
     return table
 
 
-# The plain table: the text rich prints for scores_table, laid out without rich's per-cell
-# objects. Columns: row (right, padded right), score and cosine (right, 6 wide, padded both
-# sides), the text (wrapped, padded left), one space between columns.
-_TEXT_OFFSET = 1 + 1 + 8 + 1 + 8 + 1 + 1  # from the end of the row column to the text
-_MIN_TEXT_WIDTH = 10  # narrower than that: rich decides how to squeeze the columns
-
-
-def plain_table(
+def plain_lines(
     items: Sequence[tuple[int, RelevancyReport]],
     probes: bool = True,
     reasons: bool = False,
     *,
     header: bool = True,
     row_width: int | None = None,
-) -> Callable[[int], Iterator[str]]:
-    """The lines of :func:`scores_table` as rich prints them piped (no colours, no trailing
-    spaces), for a console ``width`` columns wide: ``plain_table(...)(width)``."""
-    lines = _plain_cells(items, probes, reasons)
-    if row_width is None:  # as wide as its widest cell
-        row_width = max([cell_len("row") if header else 1])
-        row_width = max([row_width, *(cell_len(line[0]) for line in lines if line)])
-    else:  # before 14.3 rich gives a fixed-width first column one more cell (unpadded edge)
-        row_width += _fixed_first_column_extra()
-
-    def render(width: int) -> Iterator[str]:
-        texts = [part for line in lines if line for part in line[3]]
-        widest = max([cell_len(TEXT_HEADER) if header else 0, *map(cell_len, texts)])
-        wrap = max(1, min(widest, width - row_width - _TEXT_OFFSET))
-        if header:
-            *above, last = _wrap(TEXT_HEADER, wrap)  # the other headers on its last line
-            for piece in above:
-                yield _plain_line("", "", "", piece, row_width)
-            yield _plain_line("row", "score", "cosine", last, row_width)
-            yield "─" * (row_width + _TEXT_OFFSET + wrap)
-        for line in lines:
-            if line is None:
-                yield ""
-                continue
-            row, score, cosine, parts = line
-            for part in parts:
-                for piece in _wrap(part, wrap):
-                    yield _plain_line(row, score, cosine, piece, row_width)
-                    row, score, cosine = "", "", ""
-
-    return render
-
-
-@functools.cache
-def _fixed_first_column_extra() -> int:
-    """The cells the installed rich adds to a fixed-width first column of a table with an
-    unpadded edge: 1 before rich 14.3 (it counted the edge's padding), 0 from 14.3 on."""
-    major, minor = (int(part) for part in version("rich").split(".")[:2])
-    return int((major, minor) < (14, 3))
-
-
-_Cells = tuple[str, str, str, list[str]]  # row, score, cosine, the text's lines
-
-
-def _plain_cells(
-    items: Sequence[tuple[int, RelevancyReport]], probes: bool, reasons: bool
-) -> list[_Cells | None]:
-    """Every table line's cells as text (None between samples), tabs expanded as rich does, and
-    control characters shown as codes: this text goes to the terminal past the console."""
-    lines: list[_Cells | None] = []
+) -> Iterator[str]:
+    """The cells of :func:`scores_table` as plain lines, one per cell line, texts unwrapped (the
+    terminal folds them), control characters shown as codes: this text bypasses the console."""
+    width = row_width or max([3, *(len(str(number)) for number, _ in items)])
+    if header:
+        yield f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
     for number, report in items:
-        if lines:
-            lines.append(None)
         for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
-            shown = neutralise_controls(text.plain)
-            parts = [part.expandtabs(8) for part in shown.split("\n")]
-            lines.append((row, score.plain, cosine, parts))
-    return lines
-
-
-def _plain_line(row: str, score: str, cosine: str, text: str, row_width: int) -> str:
-    cells = f"{_fit(row, row_width)}   {_fit(score, 6)}   {_fit(cosine, 6)}   {text}"
-    return cells.rstrip(" ")
-
-
-def _fit(text: str, width: int) -> str:
-    """``text`` right-justified in ``width`` cells, or cut with an ellipsis, as rich crops."""
-    size = cell_len(text)
-    if size <= width:
-        return " " * (width - size) + text
-    return set_cell_size(text, width - 1) + "…"
-
-
-_WORD = re.compile(r"\s*\S+\s*")
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    """``text`` cut into lines of at most ``width`` cells at word starts, as rich wraps a table
-    cell: a word longer than a line gets a line of its own, cut with an ellipsis."""
-    breaks: list[int] = []
-    offset = 0
-    for match in _WORD.finditer(text):
-        start, word = match.start(), match.group(0)
-        length = cell_len(word.rstrip())
-        if width - offset >= length:
-            offset += cell_len(word)
-        elif start and (offset or length > width):
-            breaks.append(start)
-            offset = cell_len(word)
-        else:
-            offset = cell_len(word)
-    bounds = [0, *breaks, len(text)]
-    return [_cut(text[a:b], width) for a, b in zip(bounds, bounds[1:], strict=False)]
-
-
-def _cut(piece: str, width: int) -> str:
-    """One wrapped line: spaces beyond ``width`` dropped, then cut with an ellipsis."""
-    if len(piece) > width:
-        spaces = len(piece) - len(piece.rstrip())
-        piece = piece[: len(piece) - min(spaces, len(piece) - width)]
-    if cell_len(piece) > width:
-        piece = set_cell_size(piece, width - 1) + "…"
-    return piece.rstrip(" ")
+            first, *rest = neutralise_controls(text.plain).expandtabs(8).split("\n")
+            yield f"{row:>{width}}   {score.plain:>6}   {cosine:>6}   {first}".rstrip(" ")
+            indent = " " * (width + 21)
+            yield from (f"{indent}{more}".rstrip(" ") for more in rest)
+        yield ""
 
 
 def _score_style(score: float) -> str:
@@ -509,56 +405,61 @@ def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[],
         yield lambda: bar.advance(task)
 
 
-def compare_table(rows: Sequence[tuple[int, str, float | None, float, bool, str | None]]) -> Table:
-    """Rows of (row, question, stock, ours, same prompts, stock error) side by side."""
+def compare_table(
+    rows: Sequence[tuple[int, str, float | None, float, bool, str | None, float | None]],
+    mode: str | None = None,
+) -> Table:
+    """Rows of (row, question, stock, ours in stock mode, same prompts, stock error, ours in
+    ``mode``) side by side: the parity check, then the score ``mode`` gives (no column: None)."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim")
     table.add_column("stock", justify="right")
-    table.add_column("ours (stock mode)", justify="right")
-    table.add_column("|difference|", justify="right")
-    table.add_column("same prompts", justify="center")
+    table.add_column("ours in\nstock mode", justify="right")
+    table.add_column("|stock\n- ours|", justify="right")
+    table.add_column("same\nprompts", justify="center")
+    if mode is not None:
+        table.add_column(f"ours in\n{mode}", justify="right")
     table.add_column("question")
-    for number, question, stock, ours, same, error in rows:
+    for number, question, stock, ours, same, error, mode_score in rows:
         diff = None if stock is None else abs(stock - ours)
-        table.add_row(
+        cells: list[str | Text] = [
             str(number),
-            fmt(stock, 6) if error is None else Text("failed", style="red"),
-            fmt(ours, 6),
+            fmt(stock) if error is None else Text("failed", style="red"),
+            fmt(ours),
             "-" if diff is None else Text(f"{diff:.2e}", style=_diff_style(diff)),
             "yes" if same else Text("no", style="red"),
-            Text(
-                clip(question, 60)
-                + (f"  (stock: {neutralise_controls(error, True)})" if error else "")
-            ),
-        )
+        ]
+        if mode is not None:
+            cells.append("-" if mode_score is None else fmt(mode_score))
+        suffix = f"  (stock: {neutralise_controls(error, True)})" if error else ""
+        table.add_row(*cells, Text(clip(question, 60) + suffix))
     return table
 
 
+_COST_HEADERS = ("judge\nreq", "prompt\ntok", "compl.\ntok", "emb\nreq", "emb\ntok")
+
+
 def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
-    """Rows of (row, stock's usage, ours' usage): requests and tokens side by side, then the
-    total; "n/r" where the provider reported no tokens (never 0)."""
+    """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
+    tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
+    tokens (never 0). Headers on two lines, so 80 columns hold them whole."""
     table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
     table.add_column("row", justify="right", style="dim")
-    for side in ("stock", mode):
-        for column in ("judge req", "prompt tok", "compl. tok", "emb req", "emb tok"):
-            table.add_column(
-                f"{side} {column}" if column == "judge req" else column, justify="right"
-            )
-    table.add_column("prompt ×stock", justify="right")
-    table.add_column("tokens ×stock", justify="right")
+    table.add_column("probes")
+    for column in _COST_HEADERS:
+        table.add_column(column, justify="right")
+    table.add_column("prompt\n×stock", justify="right")
+    table.add_column("tokens\n×stock", justify="right")
+
+    def add(label: str, stock: Usage | None, ours: Usage | None, style: str = "") -> None:
+        table.add_row(label, "stock", *_usage_cells(stock), "", "", style=style)
+        table.add_row(label, mode, *_usage_cells(ours), *_ratios(stock, ours), style=style)
+
     for number, stock, ours in rows:
-        table.add_row(str(number), *_usage_cells(stock), *_usage_cells(ours), *_ratios(stock, ours))
+        add(str(number), stock, ours)
     if rows:
-        stock_total = Usage.total(r[1] for r in rows)
-        ours_total = Usage.total(r[2] for r in rows)
         table.add_section()
-        table.add_row(
-            "all",
-            *_usage_cells(stock_total),
-            *_usage_cells(ours_total),
-            *_ratios(stock_total, ours_total),
-            style="bold",
-        )
+        add("all", Usage.total(r[1] for r in rows), Usage.total(r[2] for r in rows), "bold")
     return table
 
 

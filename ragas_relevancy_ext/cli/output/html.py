@@ -114,7 +114,9 @@ margin:.5rem 0 0}
 background:#fdecea;color:#8a1c12;white-space:nowrap}
 .flag.pull{background:#f3e8fd;color:#5b1a8a}
 th{white-space:nowrap}.why-m{display:none}
+.probes th:first-child{white-space:normal}
 @media (max-width:600px){body{padding:.6rem;font-size:14px}.bar{display:none}
+.probes td:nth-child(2),.probes th:nth-child(2){display:none}
 .worst .why{display:none}.why-m{display:block;color:#5b1a8a;font-size:.85rem}
 .stats{display:grid;grid-template-columns:repeat(4,1fr);gap:.35rem}
 .stats li{padding:.25rem .45rem}.stats b{font-size:1rem}.stats span{font-size:.72rem}}

@@ -110,14 +110,6 @@ class Saved(NamedTuple):
     length: int
     status: str  # "scored", "failed" or "skipped"
 
-    def packed(self) -> int:
-        """One int (a long run keeps one per row): offset, length and status together."""
-        return (self.offset << 34) | (self.length << 2) | _RANK[self.status]
-
-    @classmethod
-    def unpack(cls, value: int) -> Saved:
-        return cls(value >> 34, (value >> 2) & _LENGTH_MASK, _STATUS[value & 3])
-
 
 def _status(record: dict[str, Any]) -> str:
     if "skipped" in record:
@@ -127,14 +119,6 @@ def _status(record: dict[str, Any]) -> str:
 
 # A later line for a key wins, unless it would replace a scored row with a failed one.
 _RANK = {"skipped": 0, "failed": 1, "scored": 2}
-_STATUS = {rank: status for status, rank in _RANK.items()}
-_LENGTH_MASK = (1 << 32) - 1
-
-
-def _order_digest() -> Any:
-    import hashlib
-
-    return hashlib.sha256()
 
 
 class ReportFile:
@@ -148,62 +132,57 @@ class ReportFile:
     def __init__(self, path: str | Path, input_path: str | Path | None = None):
         self.path = through_link(path)
         self.lock_path = self.path.with_name(self.path.name + ".lock")
-        self.index: dict[str, int] = {}  # key -> Saved.packed()
-        self.lines = 0
+        self.index: dict[str, Saved] = {}  # key -> the line that counts for it
+        self.order: list[tuple[str, int]] = []  # (key, row) of every line, in file order
         self.appended = 0
         self._torn = 0  # bytes of a cut-off last line of ours
         self._end = 0
-        self._order = _order_digest()  # of (key, row) in file order: one number, not a list
         self._handle: IO[bytes] | None = None
         self._lock = PidLock(self.lock_path)
         if input_path is not None and same_file(self.path, input_path):
             raise ReportFileError(f"--out {self.path} is the input file; give --out a new file")
         self._load()
 
-    # -- reading ----------------------------------------------------------------------------
-
     def _load(self) -> None:
         if not self.path.exists():
             return
         if not self.path.is_file():
             raise ReportFileError(f"--out {self.path} is not a regular file")
-        offset = 0
         with self.path.open("rb") as handle:
             for number, raw in enumerate(handle, 1):
-                if not raw.endswith(b"\n"):
-                    if not raw.startswith(_MARK):
-                        if raw.strip() or number == 1:
-                            self._refuse(number)
-                    self._torn = len(raw)
-                    break
-                record = _record(raw)
-                if record is None:
-                    if not raw.strip():
-                        offset += len(raw)
-                        continue
-                    self._refuse(number)
-                key = str(record["key"])
-                self._keep(key, Saved(offset, len(raw), _status(record)))
-                self._order.update(f"{key}:{record['row']}\n".encode())
-                offset += len(raw)
-                self.lines += 1
-        self._end = offset
+                whole = raw.endswith(b"\n")
+                record = _record(raw) if whole else None
+                if record is not None:
+                    self._keep(str(record["key"]), record, len(raw))
+                elif not whole and (raw.startswith(_MARK) or (number > 1 and not raw.strip())):
+                    self._torn = len(raw)  # a write cut off by a stop: dropped by begin()
+                elif whole and not raw.strip():
+                    self._end += len(raw)  # a blank line
+                else:
+                    raise ReportFileError(
+                        f"--out {self.path} exists and is not a report of ragas-relevancy (line "
+                        f"{number} is not a report line); it was left as it is: give --out a "
+                        "new file"
+                    )
 
-    def _refuse(self, number: int) -> None:
-        raise ReportFileError(
-            f"--out {self.path} exists and is not a report of ragas-relevancy (line {number} "
-            "is not a report line); it was left as it is: give --out a new file"
-        )
-
-    def _keep(self, key: str, saved: Saved) -> None:
+    def _keep(self, key: str, record: dict[str, Any], length: int) -> None:
+        """Index the line of ``length`` bytes at the end of the file, and count it."""
+        saved = Saved(self._end, length, _status(record))
         old = self.index.get(key)
-        if old is None or _RANK[saved.status] >= old & 3:
-            self.index[key] = saved.packed()
+        if old is None or _RANK[saved.status] >= _RANK[old.status]:
+            self.index[key] = saved
+        self.order.append((key, record["row"]))
+        self._end += length
+
+    @property
+    def lines(self) -> int:
+        """Report lines in the file (a torn last line left out)."""
+        return len(self.order)
 
     def status(self, key: str) -> str | None:
         """``"scored"``, ``"failed"``, ``"skipped"`` or None (not in the file)."""
-        packed = self.index.get(key)
-        return None if packed is None else _STATUS[packed & 3]
+        saved = self.index.get(key)
+        return None if saved is None else saved.status
 
     def records(self) -> Iterator[dict[str, Any]]:
         """Every line's record, in file order (a torn last line left out)."""
@@ -216,16 +195,8 @@ class ReportFile:
                     yield record
 
     def in_order(self, keys: Iterable[tuple[str, int]]) -> bool:
-        """True when the file as read holds exactly these (key, row) lines in this order,
-        and nothing was appended since."""
-        if self.appended or self._torn:
-            return False
-        expected = _order_digest()
-        for key, row in keys:
-            expected.update(f"{key}:{row}\n".encode())
-        return expected.digest() == self._order.digest()
-
-    # -- lock ------------------------------------------------------------------------------
+        """True when the file holds exactly these (key, row) lines in this order."""
+        return not self._torn and list(keys) == self.order
 
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
@@ -241,28 +212,22 @@ class ReportFile:
         """Release and remove the lock file (safe to call twice)."""
         self._lock.release()
 
-    # -- writing ---------------------------------------------------------------------------
-
     def begin(self) -> None:
         """Open for appending, after dropping a torn last line of ours (a stopped write)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        handle = self.path.open("ab")
+        self._handle = self.path.open("ab")
         if self._torn:
-            handle.truncate(self._end)
+            self._handle.truncate(self._end)
             self._torn = 0
-        self._handle = handle
 
     def write(self, key: str, line: str) -> None:
         """Append one line and flush it to the operating system at once."""
         if self._handle is None:
             raise RuntimeError("ReportFile.begin() was not called")
         data = line.encode("utf-8")
-        record = json.loads(line)  # the line as it will be read back
-        self._keep(key, Saved(self._end, len(data), _status(record)))
         self._handle.write(data)
         self._handle.flush()
-        self._end += len(data)
-        self.lines += 1
+        self._keep(key, json.loads(line), len(data))  # the line as it will be read back
         self.appended += 1
 
     def close(self) -> None:
@@ -301,10 +266,9 @@ class ReportFile:
         try:
             with self.path.open("rb") as old, temp.open("wb") as new:
                 for key, numbers in rows:
-                    packed = self.index.get(key)
-                    if packed is None:
+                    saved = self.index.get(key)
+                    if saved is None:
                         continue
-                    saved = Saved.unpack(packed)
                     old.seek(saved.offset)
                     raw = old.read(saved.length)
                     if numbers is not None:
