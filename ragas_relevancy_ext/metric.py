@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Mapping
+from functools import cached_property
 from typing import Any
 
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
@@ -23,7 +24,7 @@ from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
 from .scoring.languages import AUTO, AdaptedPrompts
 from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .scoring.report import PENDING, RelevancyReport
+from .scoring.report import RelevancyReport
 from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
     ProbeOptions,
@@ -43,16 +44,13 @@ class RelevancyResult(MetricResult):
 
     def __init__(self, report: RelevancyReport):
         self.report = report
-        super().__init__(value=report.score, reason=PENDING)  # type: ignore[arg-type]
+        super().__init__(value=report.score)
+        del self.reason  # read from the report when first read
 
-    @property
-    def reason(self) -> str | None:
+    @cached_property
+    def reason(self) -> str | None:  # type: ignore[override]
         """Why the score is what it is (the report's reason sentence)."""
-        return self.report.reason if self._reason is PENDING else self._reason
-
-    @reason.setter
-    def reason(self, value: str | None) -> None:
-        self._reason = value
+        return self.report.reason
 
 
 class AnswerRelevancy(StockAnswerRelevancy):

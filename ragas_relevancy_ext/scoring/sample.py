@@ -28,7 +28,7 @@ from .probe_modes import (
     resolve_probe_prompt,
 )
 from .redaction import redact
-from .report import PENDING, Probe, RelevancyReport, not_scored_reason
+from .report import Probe, RelevancyReport, not_scored_reason
 from .usage import Usage, UsageMeter, metering
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ async def score_sample(
             judge_calls=probes.judge_calls,
             duplicates_dropped=probes.duplicates_dropped,
             notes=probes.notes,
-            question_language=PENDING,  # detected when first read
+            question_language="",  # detected when first read
         )
         if not probes.questions:
             report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
@@ -204,7 +204,7 @@ async def score_sample(
             score=relevancy_score(cosines, probes.noncommittal),
             all_noncommittal=all_noncommittal(probes.noncommittal),
             probes=[
-                Probe(q, f, c, PENDING)  # language detected when first read
+                Probe(q, f, c, "")  # language detected when first read
                 for q, f, c in zip(
                     probes.questions, probes.noncommittal, cosines.tolist(), strict=True
                 )
