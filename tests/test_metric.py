@@ -17,6 +17,7 @@ from ragas_relevancy_ext import (
     Probe,
     RelevancyReport,
     RelevancyResult,
+    ResponseRelevancy,
 )
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
@@ -352,11 +353,17 @@ def test_ascore_each_yields_every_sample_as_it_finishes():
     assert math.isnan(by_index[2].value) and by_index[1].value > 0
 
 
-def test_options_changed_on_the_instance_are_checked_when_scoring():
+def test_options_changed_on_the_instance_are_checked_where_they_are_set():
     metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
-    metric.strictness = 0
     with pytest.raises(ValueError, match="strictness must be a whole number >= 1, got 0"):
-        metric.score(user_input=QUESTION, response="It shipped.")
-    metric.strictness, metric.max_concurrency = 2, 0
+        metric.strictness = 0
     with pytest.raises(ValueError, match="max_concurrency must be a whole number >= 1, got 0"):
-        metric.score(user_input=QUESTION, response="It shipped.")
+        metric.max_concurrency = 0
+    with pytest.raises(ValueError, match="batch_embeddings must be True or False, got 'no'"):
+        metric.batch_embeddings = "no"
+    assert (metric.strictness, metric.max_concurrency, metric.batch_embeddings) == (3, 16, True)
+    legacy = ResponseRelevancy()
+    with pytest.raises(ValueError, match="strictness must be a whole number >= 1, got True"):
+        legacy.strictness = True
+    legacy.language = " Japanese "
+    assert legacy.language == "japanese" and legacy.strictness == 3
