@@ -1,8 +1,13 @@
 """The vector checks on replies numpy cannot read as one array (ragged, or vectors given as
-iterators): the same errors, naming the same problems, as the whole-array path."""
+iterators): the same errors, naming the same problems, as the whole-array path; and lists of
+numbers, packed row by row, read bit for bit as numpy reads them."""
 
 from __future__ import annotations
 
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
 import pytest
 
 from ragas_relevancy_ext import EmbeddingShapeError
@@ -27,6 +32,45 @@ def test_empty_vectors_given_as_iterators_are_named_as_empty():
 def test_vectors_given_as_iterators_are_read_like_lists():
     vectors = check_vectors([iter([1.0, 0.0]), iter([0.0, 2.0])], 2, "Lazy")
     assert vectors.tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
+def _numbers():
+    rng = np.random.default_rng(19)
+    yield rng.normal(size=(3, 1536)).tolist()
+    yield (rng.normal(size=(2, 8)) * 1e300).tolist() + [[1e-320] * 8]
+    yield [[1, 2**60 + 1, True, 3], [np.float32(0.1), np.int64(7), Decimal("0.1"), Fraction(1, 3)]]
+    yield [[0.5, -0.0, 2.0]]
+
+
+@pytest.mark.parametrize("vectors", list(_numbers()))
+def test_lists_of_numbers_are_read_bit_for_bit_as_numpy_reads_them(vectors):
+    from ragas_relevancy_ext.scoring.embeddings import _packed
+
+    packed = _packed(vectors)
+    assert packed is not None  # packed by the fast path, not handed to np.asarray
+    expected = np.asarray(vectors, dtype=float)
+    assert packed.dtype == expected.dtype and packed.shape == expected.shape
+    assert packed.tobytes() == expected.tobytes()
+    assert check_vectors(vectors, len(vectors), "Lists").tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    "vectors",
+    [
+        [[1.0, "2.5"]],  # numpy reads number strings
+        [[1.0, None], [1.0, 2.0]],
+        [[1.0, 2.0], (3.0, 4.0)],
+        [np.array([1.0, 2.0])],
+        [[1.0, 2.0], [3.0]],
+        [[]],
+        [],
+        np.ones((2, 3)),
+    ],
+)
+def test_anything_else_is_left_to_numpy_as_before(vectors):
+    from ragas_relevancy_ext.scoring.embeddings import _packed
+
+    assert _packed(vectors) is None
 
 
 def test_number_strings_and_none_are_read_as_numpy_reads_them():

@@ -65,7 +65,7 @@ def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> fl
         raise ValueError(f"{len(cosines)} cosines but {len(noncommittal)} noncommittal flags")
     if len(cosines) == 0:
         return float("nan")
-    mean = float(np.mean(np.asarray(cosines, dtype=float)))
+    mean = float(np.asarray(cosines, dtype=float).sum() / len(cosines))
     return mean * int(not all_noncommittal(noncommittal))
 
 
@@ -86,8 +86,8 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 def _mean_pairwise(unit: np.ndarray) -> float | None:
     """Mean cosine over all pairs of rows of ``unit`` (unit rows, at least two); None if not
     finite."""
-    sims = np.clip(unit @ unit.T, -1.0, 1.0)
-    value = float(np.mean(sims[np.triu_indices(len(unit), k=1)]))
+    sims, n = np.clip(unit @ unit.T, -1.0, 1.0), len(unit)
+    value = float((sims.sum() - sims.trace()) / (n * (n - 1)))  # the pairs off the diagonal
     return value if math.isfinite(value) else None
 
 

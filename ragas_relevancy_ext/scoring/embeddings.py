@@ -14,8 +14,9 @@ import contextlib
 import functools
 import inspect
 import math
+import struct
 import sys
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -266,10 +267,12 @@ def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
     One conversion and whole-array checks; only a reply numpy cannot read as a (texts, width)
     array of numbers takes the element-wise path, which words the error.
     """
-    try:
-        array = np.asarray(vectors, dtype=float)
-    except (TypeError, ValueError):
-        array = None
+    array = _packed(vectors)
+    if array is None:
+        try:
+            array = np.asarray(vectors, dtype=float)
+        except (TypeError, ValueError):
+            array = None
     if array is None or array.ndim != 2:
         return _check_slowly(vectors, n_texts, source)
     rows, width = array.shape
@@ -282,6 +285,33 @@ def check_vectors(vectors: Any, n_texts: int, source: str) -> np.ndarray:
         index = int(np.argmax(bad))
         _raise_bad_row(source, array[index].tolist(), index, n_texts)
     return array
+
+
+def _packed(vectors: Any) -> np.ndarray | None:
+    """A list of equally long lists of numbers (what SDKs return) as a (rows, width) array,
+    each row packed straight into the array's memory: two to three times faster than
+    ``np.asarray`` at real widths, with the same values (each number read as ``float()`` reads
+    it). None for any other reply, or a number ``struct`` does not take: ``np.asarray`` reads it.
+    """
+    if type(vectors) is not list or not vectors or type(vectors[0]) is not list:
+        return None
+    width = len(vectors[0])
+    if not width or any(type(row) is not list or len(row) != width for row in vectors):
+        return None
+    array = np.empty((len(vectors), width))
+    pack, step = _row_packer(width), array.strides[0]
+    try:
+        for index, row in enumerate(vectors):
+            pack(array, index * step, *row)
+    except (struct.error, TypeError, ValueError, OverflowError):
+        return None
+    return array
+
+
+@functools.lru_cache(maxsize=16)
+def _row_packer(width: int) -> Callable[..., None]:
+    """``pack_into`` of ``width`` native doubles (the layout of a float64 array's row)."""
+    return struct.Struct(f"{width}d").pack_into
 
 
 def _check_slowly(vectors: Any, n_texts: int, source: str) -> np.ndarray:
