@@ -112,7 +112,7 @@ def run_ray_score(
     from .datafile import parse_map
 
     mapping = parse_map(map_specs or [])
-    tag = plan(settings).score_tag  # a bad judge spec or a missing key fails here
+    tag = plan(settings).settings_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
         return _run(sink, file, mapping, settings, tag, address, actors, out, progress, prices)
@@ -172,7 +172,7 @@ def _run(
         SettingsMetric(settings),
         concurrency=count,
         batch_size=ROWS_PER_CALL_IN_FLIGHT * settings.concurrency,
-        settings_key=tag,
+        settings_tag=tag,
         skip_keys=done,
     )
     tally = Tally()

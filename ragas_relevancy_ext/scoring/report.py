@@ -25,7 +25,6 @@ __all__ = [
     "as_text",
     "clean_text",
     "clip",
-    "content_key",
     "explain",
     "fmt",
     "format_report",
@@ -51,22 +50,6 @@ LOW_SCORE = 0.5
 QUOTE_WIDTH = 80
 
 
-def content_key(user_input: Any, response: Any, settings: str = "") -> str:
-    """A row's key in a report: sha256 of a tag of the settings that change a score and the two
-    texts, 20 hex digits. Same texts and settings, same key: a re-run skips rows already scored.
-
-    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
-    A value that is not text (None, a number) is hashed through its JSON form, marked as such.
-    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike.
-    """
-    texts = [
-        clean_text(v) if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
-        for v in (user_input, response)
-    ]
-    digest = hashlib.sha256(f"{settings}\x00{texts[0]}\x00{texts[1]}".encode())
-    return digest.hexdigest()[:20]
-
-
 # The error of a row set aside unscored starts so; its NaN cause reads "skipped".
 SKIPPED = "skipped: "
 TEXT_FIELDS = ("user_input", "response")
@@ -89,13 +72,28 @@ def input_problem(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def row_key(user_input: Any, response: Any, settings: str = "", problem: str | None = None) -> str:
-    """A row's key in a report: :func:`content_key`, or for a row set aside for ``problem``
-    the key of its texts (as text, "" when not) and the problem. Both engines key a row so,
-    so a re-run on either finds the rows the other set aside and does not write them again."""
-    if problem is None:
-        return content_key(user_input, response, settings)
-    return content_key(as_text(user_input), as_text(response), f"{settings}|skipped|{problem}")
+def row_key(
+    user_input: Any, response: Any, settings_tag: str = "", problem: str | None = None
+) -> str:
+    """The row's content key: what identifies a row in a report, so a re-run skips the rows
+    already scored. 20 hex digits of sha256 over ``settings_tag`` (a tag naming the settings
+    that change a score, e.g. the command line's :attr:`Plan.settings_tag`) and the two texts.
+
+    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
+    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike; a
+    value that is not text (None, a number) is hashed through its JSON form, marked as such.
+    A row set aside for ``problem`` is keyed by its texts (as text, "" when not) and the
+    problem, so a re-run finds the rows set aside and does not write them again.
+    """
+    if problem is not None:
+        user_input, response = as_text(user_input), as_text(response)
+        settings_tag = f"{settings_tag}|skipped|{problem}"
+    texts = [
+        clean_text(v) if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
+        for v in (user_input, response)
+    ]
+    digest = hashlib.sha256(f"{settings_tag}\x00{texts[0]}\x00{texts[1]}".encode())
+    return digest.hexdigest()[:20]
 
 
 def _kind(value: Any) -> str:
