@@ -227,7 +227,7 @@ def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackS
 
 def test_a_failed_shared_request_is_counted_and_split(server: LoopbackServer) -> None:
     server.faults = [Fault("server_error", at=(1,), endpoint="embeddings")]
-    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    client = server.openai_client(max_retries=0)
     reports = score_sharing(server, OpenAIEmbeddings(client=client, model="loop-embed"))
 
     assert all(r.error is None for r in reports)  # each sample's texts sent again, alone
@@ -259,6 +259,44 @@ def test_one_text_per_call_counts_each_request(server: LoopbackServer) -> None:
     usage = total(reports)
     assert_embeddings_match(usage, server)
     assert usage.embedding_requests == sum(1 + len(r.probes) for r in reports) - 1  # A17 reused
+
+
+def test_embeddings_the_command_line_builds_report_the_servers_tokens(
+    server: LoopbackServer,
+) -> None:
+    from ragas_relevancy_ext.cli.providers import build_embeddings
+
+    built = build_embeddings(
+        "openai:loop-embed", base_url=server.openai_base_url, environ={"OPENAI_API_KEY": "test"}
+    )
+    metric = AnswerRelevancy(llm=judge_of("instructor", server), embeddings=built.value)
+    usage = total(run(metric))
+    assert usage.embedding_tokens is not None and usage.embedding_tokens > 0
+    assert_embeddings_match(usage, server)
+
+
+def test_a_synchronous_client_reports_the_servers_tokens(server: LoopbackServer) -> None:
+    embeddings = OpenAIEmbeddings(client=server.openai_client(is_async=False), model="loop-embed")
+    metric = AnswerRelevancy(llm=judge_of("instructor", server), embeddings=embeddings)
+    usage = total(run(metric))
+    assert usage.embedding_tokens is not None and usage.embedding_tokens > 0
+    assert_embeddings_match(usage, server)
+
+
+def test_a_users_own_client_reports_requests_and_no_embedding_tokens(
+    server: LoopbackServer,
+) -> None:
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")  # not ours
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
+    )
+    reports = run(metric)
+    usage = total(reports)
+    assert_judge_matches(usage, server)
+    assert usage.embedding_requests == server.usage("embeddings")["requests"] > 0
+    assert usage.embedding_tokens is None  # not reported, never 0
+    assert "tokens not reported" in format_report(reports[0])
 
 
 def test_gemini_embeddings_report_requests_and_no_tokens(server: LoopbackServer) -> None:
