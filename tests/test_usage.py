@@ -558,3 +558,71 @@ def test_stock_is_counted_as_ours_and_sends_exactly_what_it_sends_unwrapped(
     assert [(r.endpoint, r.body) for r in [*stock_chat, *stock_embed]] == sorted(
         unwrapped, key=lambda item: item[0]
     )
+
+
+# --- each place a provider puts its usage -------------------------------------------------
+
+
+def test_judge_usage_is_read_where_each_provider_puts_it() -> None:
+    from types import SimpleNamespace
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
+
+    from ragas_relevancy_ext.scoring.usage import (
+        judge_request_usage,
+        judge_usage_from_result,
+        judge_usage_of_reply,
+    )
+
+    def counted(prompt: int | None, completion: int | None) -> Usage:
+        return Usage(
+            judge_requests=1, judge_prompt_tokens=prompt, judge_completion_tokens=completion
+        )
+
+    openai_style = SimpleNamespace(prompt_tokens=11, completion_tokens=3)
+    assert judge_request_usage(openai_style) == counted(11, 3)
+    assert judge_request_usage({"input_tokens": 12, "output_tokens": 4}) == counted(12, 4)
+    assert judge_request_usage(None) == counted(None, None)
+    reply = SimpleNamespace(_raw_response=SimpleNamespace(usage=openai_style))
+    assert judge_usage_of_reply(reply) == counted(11, 3)
+    assert judge_usage_of_reply(SimpleNamespace()) == counted(None, None)
+
+    def generations(*metas: dict[str, int] | None) -> list[list[ChatGeneration]]:
+        return [[ChatGeneration(message=AIMessage("q", usage_metadata=m)) for m in metas]]
+
+    meta = {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25}
+    token_usage = {"prompt_tokens": 7, "completion_tokens": 2}
+    both = LLMResult(generations=generations(meta), llm_output={"token_usage": token_usage})
+    assert judge_usage_from_result(both) == counted(7, 2)  # llm_output first, as RAGAS reads it
+    two = LLMResult(generations=generations(meta, meta), llm_output={})
+    assert judge_usage_from_result(two) == counted(40, 10)  # every generation's metadata
+    assert judge_usage_from_result(LLMResult(generations=generations(None))) == counted(None, None)
+
+
+@pytest.mark.parametrize(
+    ("answers", "tokens"),
+    [
+        ([{"prompt_tokens": 5, "total_tokens": 9}], 5),
+        ([{"total_tokens": 9}], 9),  # a provider that sends only the total
+        ([{"prompt_tokens": 5}, {"prompt_tokens": 6}], 11),  # one call split in two answers
+        ([{"prompt_tokens": 5}, None], None),  # one answer without usage: not reported
+        ([], None),  # a client that reads no usage
+    ],
+)
+def test_embedding_tokens_are_read_from_each_answers_usage(answers: list[Any], tokens: Any) -> None:
+    from ragas_relevancy_ext.scoring import embeddings as module
+    from ragas_relevancy_ext.scoring.usage import metering
+
+    async def call() -> list[list[float]]:
+        module._SDK_USAGE.get().extend(answers)  # as the HTTP client's hook notes them
+        return [[1.0, 0.0]]
+
+    async def measure() -> Usage:
+        with metering(None) as meter:
+            await module.metered(object(), call())
+        return meter.usage
+
+    usage = asyncio.run(measure())
+    assert usage.embedding_tokens == tokens
+    assert usage.embedding_requests == max(1, len(answers))
