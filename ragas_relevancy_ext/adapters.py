@@ -31,7 +31,7 @@ from .scoring.embeddings import (
     embeddings_kind,
 )
 from .scoring.redaction import KEY_VARIABLES
-from .scoring.sample import check_max_concurrency
+from .scoring.sample import check_option
 
 __all__ = ["LocalEmbeddings", "OneTextPerCall", "gemini_embeddings", "local_embeddings"]
 
@@ -66,7 +66,7 @@ class OneTextPerCall(BaseRagasEmbedding):
                 f"or a LangChain Embeddings, got {type(inner).__name__}"
             ) from None
         self.inner = inner
-        self.max_concurrency = check_max_concurrency(max_concurrency)
+        self.max_concurrency = check_option("max_concurrency", max_concurrency)
 
     @property
     def source(self) -> str:

@@ -33,6 +33,7 @@ from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
 from .scoring.report import RelevancyReport
 from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
+    CheckedOptions,
     ProbeOptions,
     failed_report,
     score_sample,
@@ -55,7 +56,7 @@ PROMPT_NAME = "response_relevance_prompt"
 
 
 @dataclass
-class ResponseRelevancy(StockAnswerRelevancy):
+class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy for ``ragas.evaluate``: ``strictness`` probes per row, reports kept.
 
     An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
@@ -66,8 +67,9 @@ class ResponseRelevancy(StockAnswerRelevancy):
         legacy's ``ResponseRelevancePrompt``, byte for byte, one call per probe) or a prompt
         object (``PydanticPrompt`` or collections ``BasePrompt``) whose input/output models fit
         a mode. ``question_generation`` (stock's attribute) holds the prompt object sent;
-        setting either replaces it, and reading ``probe_prompt`` gives the name reports use.
-        Like ``strictness``, read at scoring time.
+        setting either replaces it, and ``probe_prompt`` reads back as last set (a name or the
+        prompt object; reports give the prompt's label). Like ``strictness``, read at scoring
+        time; every option is checked where it is set (ValueError naming it).
     max_concurrency: judge and embedding calls in flight at once, an extra cap on top of
         ``evaluate``'s ``RunConfig.max_workers``; both bound the calls across every row of a
         run, as stock's ``max_workers`` does.
@@ -97,10 +99,15 @@ class ResponseRelevancy(StockAnswerRelevancy):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if "_prompt" not in self.__dict__:
+        if self.question_generation is None:
             self._use_prompt("diverse")
-        self.__dict__["_ready"] = True
-        self._options()
+        self._ready = True
+
+    def __setattr__(self, name: str, value: t.Any) -> None:
+        if name in ("question_generation", "probe_prompt"):  # __init__'s arguments too
+            self._use_prompt(value)
+        else:
+            super().__setattr__(name, value)
 
     def init(self, run_config: RunConfig) -> None:
         """Check what ``evaluate`` set: a judge and embeddings of a kind the shared path speaks."""
@@ -109,25 +116,25 @@ class ResponseRelevancy(StockAnswerRelevancy):
         judge_kind(self.llm)
         embeddings_kind(self.embeddings)
         self._max_workers = run_config.max_workers
-        self._options()
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
-        """Make ``value`` the prompt sent (None: the dataclass default, nothing given).
+        """Make ``value`` (a mode's name or a prompt object) the prompt sent, as
+        ``question_generation``, and what ``probe_prompt`` reads back (None: nothing given).
 
         At construction both ``question_generation`` and ``probe_prompt`` may be given only
         when they agree (as ``dataclasses.replace`` passes them); otherwise ValueError.
         """
         if value is None:
             return
-        held = self.__dict__.get("_prompt")
-        if not self.__dict__.get("_ready") and held is not None:
-            if value is held or value == _probe_prompt(self):
-                return
+        held = self.__dict__.get("question_generation")
+        if self.__dict__.get("_ready") or held is None:
+            held = resolve_probe_prompt(value, legacy=True)[1]
+        elif value is not held and value != prompt_label(*resolve_probe_prompt(held, True)):
             raise ValueError(
                 f"question_generation={type(held).__name__} and probe_prompt={value!r} disagree: "
                 "give the prompt once, as probe_prompt or as question_generation"
             )
-        self.__dict__["_prompt"] = resolve_probe_prompt(value, legacy=True)[1]
+        self.__dict__.update(question_generation=held, probe_prompt=value)
 
     # --- RAGAS's PromptMixin, on the prompt that is sent ----------------------------------------
 
@@ -226,31 +233,6 @@ class ResponseRelevancy(StockAnswerRelevancy):
             language=self.language,
             batch_embeddings=self.batch_embeddings,
         )
-
-
-def _question_generation(self: ResponseRelevancy) -> t.Any:
-    return self.__dict__["_prompt"]
-
-
-def _set_question_generation(self: ResponseRelevancy, value: PromptSpec | None) -> None:
-    self._use_prompt(value)
-
-
-def _probe_prompt(self: ResponseRelevancy) -> str:
-    return prompt_label(*resolve_probe_prompt(self.question_generation, legacy=True))
-
-
-def _set_probe_prompt(self: ResponseRelevancy, value: PromptSpec | None) -> None:
-    self._use_prompt(value)
-
-
-# Installed after the dataclass is built, so its __init__ arguments go through the setters.
-ResponseRelevancy.question_generation = property(  # type: ignore[assignment]
-    _question_generation, _set_question_generation, doc="The prompt object sent to the judge."
-)
-ResponseRelevancy.probe_prompt = property(  # type: ignore[assignment]
-    _probe_prompt, _set_probe_prompt, doc="The name reports give the prompt in use."
-)
 
 
 async def _trace_report(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from functools import cached_property
 from typing import Any
 
 from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockAnswerRelevancy
@@ -22,10 +23,11 @@ from .run.streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
 from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
 from .scoring.languages import AUTO, AdaptedPrompts
-from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .scoring.report import PENDING, RelevancyReport
+from .scoring.probe_modes import PromptSpec, resolve_probe_prompt
+from .scoring.report import RelevancyReport
 from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
+    CheckedOptions,
     ProbeOptions,
     failed_report,
     score_sample,
@@ -43,19 +45,16 @@ class RelevancyResult(MetricResult):
 
     def __init__(self, report: RelevancyReport):
         self.report = report
-        super().__init__(value=report.score, reason=PENDING)  # type: ignore[arg-type]
+        super().__init__(value=report.score)
+        del self.reason  # read from the report when first read
 
-    @property
-    def reason(self) -> str | None:
+    @cached_property
+    def reason(self) -> str | None:  # type: ignore[override]
         """Why the score is what it is (the report's reason sentence)."""
-        return self.report.reason if self._reason is PENDING else self._reason
-
-    @reason.setter
-    def reason(self, value: str | None) -> None:
-        self._reason = value
+        return self.report.reason
 
 
-class AnswerRelevancy(StockAnswerRelevancy):
+class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy as RAGAS computes it, with concurrent judge calls and per-probe reports.
 
     Same constructor and calls as ``ragas.metrics.collections.AnswerRelevancy``, plus:
@@ -75,7 +74,8 @@ class AnswerRelevancy(StockAnswerRelevancy):
     ``prompt`` (stock's attribute) holds the prompt object that is sent; setting ``prompt`` or
     ``probe_prompt`` replaces it, and the probe mode follows the object at scoring time, so
     ``metric.prompt = MyAnswerRelevancePrompt()`` scores in stock mode. ``probe_prompt`` reads
-    as the name reports give the prompt in use.
+    back as last set (a name or the prompt object); reports give the prompt's label. Every
+    option is checked where it is set (ValueError naming it).
     """
 
     def __init__(
@@ -91,21 +91,12 @@ class AnswerRelevancy(StockAnswerRelevancy):
         batch_embeddings: bool = True,
         **kwargs: Any,
     ):
-        options = ProbeOptions.resolve(
-            strictness,
-            probe_prompt,
-            max_concurrency,
-            language=language,
-            batch_embeddings=batch_embeddings,
-        )
-        super().__init__(
-            llm=llm, embeddings=embeddings, name=name, strictness=options.strictness, **kwargs
-        )
-        self.max_concurrency = options.max_concurrency
-        self.language = options.language
+        self.max_concurrency = max_concurrency
+        self.language = language
+        self.batch_embeddings = batch_embeddings
         self.adapted = AdaptedPrompts()
-        self.batch_embeddings = options.batch_embeddings
-        self.prompt = options.prompt
+        super().__init__(llm=llm, embeddings=embeddings, name=name, strictness=strictness, **kwargs)
+        self.probe_prompt = probe_prompt
 
     @property
     def prompt(self) -> Any:
@@ -115,11 +106,13 @@ class AnswerRelevancy(StockAnswerRelevancy):
     @prompt.setter
     def prompt(self, value: PromptSpec) -> None:
         self._prompt = resolve_probe_prompt(value)[1]  # TypeError/ValueError when it fits no mode
+        self._probe_prompt = value
 
     @property
-    def probe_prompt(self) -> str:
-        """The name reports give the prompt in use (a mode's name, or the prompt's class)."""
-        return prompt_label(*resolve_probe_prompt(self.prompt))
+    def probe_prompt(self) -> PromptSpec:
+        """The prompt in use as last set: a mode's name or the prompt object (reports give its
+        label, see :attr:`RelevancyReport.probe_prompt`)."""
+        return self._probe_prompt
 
     @probe_prompt.setter
     def probe_prompt(self, value: PromptSpec) -> None:

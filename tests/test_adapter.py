@@ -277,6 +277,48 @@ def test_run_config_reaches_a_legacy_inner() -> None:
     OneTextPerCall(CollapsingEmbeddings()).set_run_config(config)  # no such method: ignored
 
 
+class OptionsEmbeddings(BaseRagasEmbedding):
+    """Modern embeddings that note the options of each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.options: list[dict[str, Any]] = []
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
+        self.options.append(kwargs)
+        return HASH.embed_text(text)
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return self.embed_text(text, **kwargs)
+
+    def embed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        return [self.embed_text(t, **kwargs) for t in texts]
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        return self.embed_texts(texts, **kwargs)
+
+
+def test_options_reach_the_inner_embeddings_with_every_text() -> None:
+    inner = OptionsEmbeddings()
+    wrapped = OneTextPerCall(inner)
+    assert wrapped.embed_texts(TEXTS[:3], dimensions=8) == per_text(TEXTS[:3])
+    assert asyncio.run(wrapped.aembed_text(TEXTS[4], dimensions=16)) == HASH.embed_text(TEXTS[4])
+    assert inner.options == [{"dimensions": 8}] * 3 + [{"dimensions": 16}]
+
+
+def test_gemini_config_reaches_the_request() -> None:
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer
+
+    with LoopbackServer(width=32) as server:
+        wrapped = gemini_embeddings(
+            client=server.genai_client(), config={"output_dimensionality": 8}
+        )
+        wrapped.embed_texts(TEXTS[:2])
+        bodies = [r.body for r in server.requests("gemini")]
+    assert len(bodies) == 2
+    assert all(part["outputDimensionality"] == 8 for b in bodies for part in b["requests"])
+
+
 # --- gemini_embeddings and local_embeddings set-up ------------------------------------------
 
 

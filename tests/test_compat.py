@@ -367,12 +367,25 @@ def test_modern_docs_pattern_prompt_subclass_on_a_ready_instance() -> None:
 
 def test_legacy_question_generation_set_on_a_ready_instance() -> None:
     metric = ResponseRelevancy()
-    metric.question_generation = TerseLegacy()  # stock's attribute for its prompt
+    metric.question_generation = prompt = TerseLegacy()  # stock's attribute for its prompt
     chat = chat_for("stock")
     result = run_evaluate(metric, chat)
     terse = TerseLegacy().to_string(ResponseRelevanceInput(response=RESPONSE))
     assert chat.prompts == [terse] * 3
-    assert report_for(result, 0).probe_prompt == "TerseLegacy" == metric.probe_prompt
+    assert report_for(result, 0).probe_prompt == "TerseLegacy"
+    assert metric.probe_prompt is prompt is metric.question_generation
+
+
+def test_a_prompt_object_set_as_probe_prompt_reads_back_as_that_object() -> None:
+    modern_prompt, legacy_prompt = TerseModern(), TerseLegacy()
+    metric = modern(ScriptedJudge(PROBES), probe_prompt=modern_prompt)
+    assert metric.probe_prompt is modern_prompt is metric.prompt
+    assert metric.score(user_input=QUESTION, response=RESPONSE).report.probe_prompt == "TerseModern"
+    legacy = ResponseRelevancy(probe_prompt=legacy_prompt)
+    assert legacy.probe_prompt is legacy_prompt is legacy.question_generation
+    assert dataclasses.replace(legacy).probe_prompt is legacy_prompt
+    metric.probe_prompt = "stock"
+    assert metric.probe_prompt == "stock" and type(metric.prompt) is AnswerRelevancePrompt
 
 
 def test_strictness_set_on_a_ready_instance_takes_effect_in_both_flavours() -> None:

@@ -154,3 +154,28 @@ def test_async_encodes_run_one_at_a_time_in_one_thread(local_model: Any, monkeyp
         vectors[1][0], abs=1e-6
     )
     assert copied.__dict__["_encode_pool"] is not local_model.__dict__["_encode_pool"]
+
+
+def test_device_and_batch_size_reach_the_model(monkeypatch) -> None:
+    local = local_embeddings(device="cpu", batch_size=4)
+    assert local.device == "cpu" and str(local.model_instance.device) == "cpu"
+    seen: list[Any] = []
+    real_encode = local.model_instance.encode
+
+    def encode(*args: Any, **kwargs: Any) -> Any:
+        seen.append(kwargs.get("batch_size"))
+        return real_encode(*args, **kwargs)
+
+    monkeypatch.setattr(local.model_instance, "encode", encode)
+    local.embed_texts(["Where is order A17?", "When does it ship?"])
+    assert seen == [4]
+
+
+def test_a_copy_made_before_first_use_encodes_in_a_thread_of_its_own(local_model: Any) -> None:
+    import copy
+
+    fresh = local_embeddings(device="cpu")
+    twin = copy.deepcopy(fresh)  # before any encode: no worker thread to leave behind yet
+    vectors = asyncio.run(twin.aembed_texts(["Where is order A17?"]))
+    assert np.allclose(vectors, local_model.embed_texts(["Where is order A17?"]), atol=1e-6)
+    assert "_encode_pool" in vars(twin) and "_encode_pool" not in vars(fresh)

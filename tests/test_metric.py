@@ -17,6 +17,7 @@ from ragas_relevancy_ext import (
     Probe,
     RelevancyReport,
     RelevancyResult,
+    ResponseRelevancy,
 )
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
@@ -365,11 +366,48 @@ def test_ascore_each_yields_every_sample_as_it_finishes():
     assert math.isnan(by_index[2].value) and by_index[1].value > 0 and by_index[0].value > 0
 
 
-def test_options_changed_on_the_instance_are_checked_when_scoring():
+def test_options_changed_on_the_instance_are_checked_where_they_are_set():
     metric = AnswerRelevancy(PretendJudge(), HashEmbeddings())
-    metric.strictness = 0
     with pytest.raises(ValueError, match="strictness must be a whole number >= 1, got 0"):
-        metric.score(user_input=QUESTION, response="It shipped.")
-    metric.strictness, metric.max_concurrency = 2, 0
+        metric.strictness = 0
     with pytest.raises(ValueError, match="max_concurrency must be a whole number >= 1, got 0"):
-        metric.score(user_input=QUESTION, response="It shipped.")
+        metric.max_concurrency = 0
+    with pytest.raises(ValueError, match="batch_embeddings must be True or False, got 'no'"):
+        metric.batch_embeddings = "no"
+    assert (metric.strictness, metric.max_concurrency, metric.batch_embeddings) == (3, 16, True)
+    legacy = ResponseRelevancy()
+    with pytest.raises(ValueError, match="strictness must be a whole number >= 1, got True"):
+        legacy.strictness = True
+    legacy.language = " Japanese "
+    assert legacy.language == "japanese" and legacy.strictness == 3
+
+
+def test_a_failed_rows_report_keeps_every_field_of_the_row_and_the_failure():
+    judge = ScriptedJudge([RuntimeError("judge down")])
+    metric = AnswerRelevancy(judge, HashEmbeddings(), strictness=2)
+    rows = [{"user_input": QUESTION, "response": "It shipped."}, {"user_input": 7, "response": "x"}]
+    failed, bad = (r.report.to_dict() for r in metric.batch_score(rows))
+    nothing = {"judge_prompt_tokens": 0, "judge_completion_tokens": 0, "embedding_requests": 0}
+    assert failed == {
+        "user_input": QUESTION,
+        "response": "It shipped.",
+        "score": None,
+        "strictness": 2,
+        "probe_prompt": "diverse",
+        "all_noncommittal": False,
+        "probes": [],
+        "judge_calls": 0,
+        "duplicates_dropped": 0,
+        "distinct_probes": 0,
+        "probe_similarity": None,
+        "notes": [],
+        "error": "RuntimeError: judge down",
+        "reason": "Not scored (other): an unexpected error: RuntimeError: judge down",
+        "question_language": None,
+        "usage": {"judge_requests": 1, **nothing, "embedding_tokens": 0, "cached": 0},
+        "cause": "other",
+        "score_stderr": None,
+    }
+    assert (bad["user_input"], bad["response"], bad["cause"]) == ("7", "x", "bad_input")
+    assert bad["error"] == "TypeError: user_input must be a string, got int"
+    assert bad["usage"]["judge_requests"] == 0 and bad["strictness"] == 2

@@ -306,8 +306,11 @@ def build_embeddings(
 
 def _openai_client(provider: str, request: Request, base_url: str | None) -> Any:
     """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's.
-    A query in ``base_url`` goes with every request (:func:`client_url`)."""
+    A query in ``base_url`` goes with every request (:func:`client_url`); its HTTP client
+    notes each embeddings answer's usage (:func:`usage_http_client`)."""
     from openai import AsyncOpenAI
+
+    from ..scoring.embeddings import usage_http_client
 
     key = api_key(provider, base_url, request.environ)
     options: dict[str, Any] = {} if request.timeout is None else {"timeout": request.timeout}
@@ -315,7 +318,13 @@ def _openai_client(provider: str, request: Request, base_url: str | None) -> Any
         base_url, query = client_url(base_url)
         if query:
             options["default_query"] = query
-    return AsyncOpenAI(base_url=base_url, api_key=key, max_retries=request.max_retries, **options)
+    return AsyncOpenAI(
+        base_url=base_url,
+        api_key=key,
+        max_retries=request.max_retries,
+        http_client=usage_http_client(),
+        **options,
+    )
 
 
 def _label(request: Request) -> str:

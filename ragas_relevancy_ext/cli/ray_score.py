@@ -115,7 +115,7 @@ def run_ray_score(
     from .datafile import parse_map
 
     mapping = parse_map(map_specs or [])
-    tag = check_settings(settings).score_tag  # a bad judge spec or a missing key fails here
+    tag = check_settings(settings).settings_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
         return _run(sink, file, mapping, settings, tag, address, actors, out, progress, prices)
@@ -192,7 +192,7 @@ def _run(
         SettingsMetric(settings),
         concurrency=count,
         batch_size=batch_size,
-        settings_key=tag,
+        settings_tag=tag,
         skip_keys=done,
     )
     tally = Tally()

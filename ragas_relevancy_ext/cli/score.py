@@ -186,7 +186,7 @@ def run_score(
             store = SqliteStore(settings.cache)
         work = _Work(out=out)
         scan = source.scan()
-        tag = checked.score_tag
+        tag = checked.settings_tag
         for entry in source.entries():
             _count(work, report, entry, _key(entry, tag))
         work.other_settings = sum(1 for key in report.index if key not in work.keys)

@@ -103,8 +103,9 @@ class CheckedSettings:
         }
 
     @property
-    def score_tag(self) -> str:
-        """A short hash of :attr:`score_settings`."""
+    def settings_tag(self) -> str:
+        """The settings' tag: a short hash of :attr:`score_settings`, what identifies the
+        settings that change a score (part of each row's key, see ``row_key``)."""
         text = json.dumps(self.score_settings, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 

@@ -36,12 +36,11 @@ except ImportError as exc:  # pragma: no cover - the message is the point
         f" ({exc})"
     ) from exc
 
-from ..scoring.report import SKIPPED, TEXT_FIELDS, content_key, input_problem, row_key
+from ..scoring.report import SKIPPED, TEXT_FIELDS, input_problem, row_key
 
 __all__ = [
     "KEY_COLUMN",
     "OUTPUT_COLUMNS",
-    "content_key",
     "row_key",
     "score_dataset",
     "with_keys",
@@ -58,7 +57,7 @@ Output = tuple[float, str, str | None, str | None]
 
 def with_keys(
     ds: ray.data.Dataset,
-    settings_key: str = "",
+    settings_tag: str = "",
     *,
     skip_keys: Iterable[str] | None = None,
     user_input: str = "user_input",
@@ -67,10 +66,10 @@ def with_keys(
     """``ds`` with a ``key`` column, less the rows whose key is in ``skip_keys`` (rows already
     scored, for resuming).
 
-    The key is :func:`~row_key` of the two texts and ``settings_key``
-    (any text naming the settings that change a score: judge, embeddings, strictness, probe
-    prompt), the key the command line's reports use too; a row with nothing to score
-    (:func:`~input_problem`) is keyed with its problem, as there.
+    The key is :func:`~row_key` of the two texts and ``settings_tag`` (any text naming the
+    settings that change a score: judge, embeddings, strictness, probe prompt), the key the
+    command line's reports use too; a row with nothing to score (:func:`~input_problem`) is
+    keyed with its problem, as there.
     """
     skip = sorted(set(skip_keys or ()))
     skip_ref = ray.put(pa.array(skip, type=pa.string())) if skip else None
@@ -81,7 +80,7 @@ def with_keys(
             batch[user_input].to_pylist(), batch[response].to_pylist(), problems, strict=True
         )
         keys = pa.array(
-            [row_key(u, r, settings_key, problem) for u, r, problem in texts], type=pa.string()
+            [row_key(u, r, settings_tag, problem) for u, r, problem in texts], type=pa.string()
         )
         batch = batch.append_column(KEY_COLUMN, keys)
         if skip_ref is None:
@@ -99,7 +98,7 @@ def score_dataset(
     concurrency: int = 2,
     batch_size: int = 64,
     max_concurrency: int | None = None,
-    settings_key: str = "",
+    settings_tag: str = "",
     skip_keys: Iterable[str] | None = None,
     user_input: str = "user_input",
     response: str = "response",
@@ -119,7 +118,7 @@ def score_dataset(
         most ``concurrency * max_concurrency``: keep that under the provider's rate limit.
     batch_size: rows per ``abatch_score`` call. Give it several times ``max_concurrency`` rows,
         so an actor keeps its calls in flight while a batch's last rows finish.
-    settings_key, skip_keys: see :func:`with_keys`; rows whose key is in ``skip_keys`` are
+    settings_tag, skip_keys: see :func:`with_keys`; rows whose key is in ``skip_keys`` are
         dropped before scoring, so a re-run after a crash scores only what is missing.
     num_cpus, ray_remote_args: what each actor asks Ray for (a quarter of a CPU by default:
         actors wait on the network).
@@ -137,7 +136,7 @@ def score_dataset(
         raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
     check_columns(ds.schema().names, user_input, response)
     keyed = with_keys(
-        ds, settings_key, skip_keys=skip_keys, user_input=user_input, response=response
+        ds, settings_tag, skip_keys=skip_keys, user_input=user_input, response=response
     )
     # One batch per block (a streaming split, no shuffle), so even one big file feeds every actor.
     batches = keyed.repartition(target_num_rows_per_block=batch_size)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Sequence
 
@@ -26,10 +25,9 @@ def probe_cosines(
     pairwise cosine (:func:`mean_pairwise_cosine`), each vector scaled to unit length once."""
     question = np.asarray(question_vector, dtype=float).reshape(1, -1)
     probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        units = _unit(np.concatenate((question, probes)))  # row by row: as two calls, bit for bit
+    units = unit_rows(np.concatenate((question, probes)))
     question, probes = units[:1], units[1:]
-    cosines = _clip((probes @ question.T).reshape(-1))
+    cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)  # against rounding past 1
     return cosines, _mean_pairwise(probes) if len(probes) >= 2 else None
 
 
@@ -45,23 +43,11 @@ def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) 
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN).
-
-    The norm is ``np.linalg.norm(axis=1)``'s own arithmetic, without its argument handling.
-    """
+    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN):
+    by its largest value first, then by its norm."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        return _unit(matrix)
-
-
-def _unit(matrix: np.ndarray) -> np.ndarray:
-    """:func:`unit_rows` without its floating-point error state (the caller sets it)."""
-    scaled = matrix / np.maximum.reduce(np.abs(matrix), axis=1, keepdims=True)
-    return scaled / np.sqrt(np.add.reduce(scaled * scaled, axis=1, keepdims=True))
-
-
-def _clip(values: np.ndarray) -> np.ndarray:
-    """``np.clip(values, -1, 1)``, NaN kept, without ``np.clip``'s argument handling."""
-    return np.minimum(np.maximum(values, -1.0), 1.0)
+        scaled = matrix / np.max(np.abs(matrix), axis=1, keepdims=True)
+        return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
 
 
 def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
@@ -79,9 +65,7 @@ def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> fl
         raise ValueError(f"{len(cosines)} cosines but {len(noncommittal)} noncommittal flags")
     if len(cosines) == 0:
         return float("nan")
-    values = np.asarray(cosines, dtype=float)
-    # np.mean's own arithmetic, without its wrapper
-    mean = float(np.add.reduce(values) / len(values))
+    mean = float(np.asarray(cosines, dtype=float).sum() / len(cosines))
     return mean * int(not all_noncommittal(noncommittal))
 
 
@@ -102,19 +86,9 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 def _mean_pairwise(unit: np.ndarray) -> float | None:
     """Mean cosine over all pairs of rows of ``unit`` (unit rows, at least two); None if not
     finite."""
-    sims = _clip(unit @ unit.T)
-    pairs = sims[_upper_triangle(unit.shape[0])]
-    value = float(np.add.reduce(pairs) / len(pairs))  # np.mean's arithmetic
+    sims, n = np.clip(unit @ unit.T, -1.0, 1.0), len(unit)
+    value = float((sims.sum() - sims.trace()) / (n * (n - 1)))  # the pairs off the diagonal
     return value if math.isfinite(value) else None
-
-
-@functools.lru_cache(maxsize=64)
-def _upper_triangle(size: int) -> tuple[np.ndarray, np.ndarray]:
-    """The upper triangle's indices without the diagonal, made once per size (read-only)."""
-    rows, columns = np.triu_indices(size, k=1)
-    rows.setflags(write=False)
-    columns.setflags(write=False)
-    return rows, columns
 
 
 def score_stderr(cosines: Sequence[float], score: float | None, all_noncommittal: bool) -> float:

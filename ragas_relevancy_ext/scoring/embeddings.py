@@ -12,11 +12,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import importlib
-import inspect
+import json
 import math
 import struct
-import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
@@ -47,6 +45,7 @@ __all__ = [
     "metered_call",
     "request_slot",
     "sends_one_request",
+    "usage_http_client",
 ]
 
 # The limit on requests in flight of the scoring call under way, lent to embeddings that send
@@ -100,22 +99,49 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
 
 # -- usage: what the provider reported for each request -------------------------------------
 
-# The usage objects the OpenAI SDK returned during the embeddings call under way.
+# The usage of each embeddings answer received during the embeddings call under way.
 _SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage", default=None)
-_TAPPED = "_ragas_relevancy_usage_tap"
+
+
+def usage_http_client(is_async: bool = True) -> Any:
+    """The OpenAI SDK's default HTTP client, with an httpx response hook that notes the
+    ``usage`` of each embeddings answer for :func:`metered`. The package builds its OpenAI
+    clients on it; a client built without it reports no embedding tokens (None)."""
+    import openai
+
+    if is_async:
+        return openai.DefaultAsyncHttpxClient(event_hooks={"response": [_note_async]})
+    return openai.DefaultHttpxClient(event_hooks={"response": [_note]})
+
+
+async def _note_async(response: Any) -> None:
+    if _SDK_USAGE.get() is not None and _is_embeddings_answer(response):
+        await response.aread()
+        _note(response)
+
+
+def _note(response: Any) -> None:
+    seen = _SDK_USAGE.get()
+    if seen is not None and _is_embeddings_answer(response):
+        try:
+            body = json.loads(response.read())
+        except ValueError:
+            body = None
+        seen.append(body.get("usage") if isinstance(body, dict) else None)
+
+
+def _is_embeddings_answer(response: Any) -> bool:
+    return response.is_success and response.request.url.path.endswith("/embeddings")
 
 
 async def metered(embeddings: Any, call: Any) -> Any:
     """Await one embeddings call of ``embeddings`` and record its requests and tokens.
 
-    Tokens are the ``usage`` of the OpenAI SDK's answers (read by :func:`_tap`); embeddings
-    that are not on an OpenAI SDK client (Gemini's embedContent, local models) report none,
-    so their tokens are None. Requests: the answers seen (a LangChain client may split a long
-    list), else 1. A call that failed counts one request and 0 tokens.
+    Tokens are the ``usage`` of each answer, noted on clients built on
+    :func:`usage_http_client`; any other client (a user's own, Gemini's embedContent, a local
+    model) reports none, so its tokens are None. Requests: the answers seen (a LangChain
+    client may split a long list), else 1. A call that failed counts one request and 0 tokens.
     """
-    if not _tap_openai(embeddings):  # the SDK's embeddings module: imported off the loop
-        await asyncio.to_thread(importlib.import_module, _OPENAI_EMBEDDINGS)
-        _tap_openai(embeddings)
     seen: list[Any] = []
     token = _SDK_USAGE.set(seen)
     try:
@@ -129,75 +155,6 @@ async def metered(embeddings: Any, call: Any) -> Any:
     tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
     record(Usage(embedding_requests=max(1, len(seen)), embedding_tokens=tokens))
     return vectors
-
-
-def _tap_openai(embeddings: Any, depth: int = 0) -> bool:
-    """Let :func:`metered` see the ``usage`` of each answer of an OpenAI embeddings client.
-
-    Finds the SDK's embeddings resource of RAGAS's ``OpenAIEmbeddings`` (``client``),
-    LangChain's (``client``/``async_client``) and of wrappers holding one (``embeddings``),
-    and puts a pass-through in front of its ``create``: same arguments, same answer, only its
-    ``usage`` noted. Nothing else on the client changes. False when a client was found whose
-    embeddings module the SDK has not imported yet (it takes half a second: the caller imports
-    it off the event loop and calls again).
-    """
-    if "openai" not in sys.modules or depth > 2 or embeddings is None:
-        return True
-    clients, resources = _openai_types()
-    tapped = True
-    for name in ("client", "async_client"):
-        held = getattr(embeddings, name, None)
-        if isinstance(held, clients):
-            if not resources:
-                tapped = False
-                continue
-            held = held.embeddings
-        if isinstance(held, resources):
-            _tap(held)
-    inner = getattr(embeddings, "embeddings", None)
-    if inner is not None and not isinstance(inner, resources):
-        tapped = _tap_openai(inner, depth + 1) and tapped
-    return tapped
-
-
-_OPENAI_EMBEDDINGS = "openai.resources.embeddings"
-
-
-def _openai_types() -> tuple[tuple[type, ...], tuple[type, ...]]:
-    """The OpenAI SDK's client classes and its embeddings resource classes, () while the SDK
-    has not imported those (nothing is imported here)."""
-    import openai
-
-    module = sys.modules.get(_OPENAI_EMBEDDINGS)  # maybe still being imported by another thread
-    kinds = (getattr(module, "Embeddings", None), getattr(module, "AsyncEmbeddings", None))
-    return (openai.OpenAI, openai.AsyncOpenAI), (() if None in kinds else kinds)  # type: ignore[return-value]
-
-
-def _tap(resource: Any) -> None:
-    if getattr(resource, _TAPPED, False):
-        return
-    create = resource.create
-
-    def note(answer: Any) -> Any:
-        seen = _SDK_USAGE.get()
-        if seen is not None:
-            seen.append(getattr(answer, "usage", None))
-        return answer
-
-    if inspect.iscoroutinefunction(create):
-
-        @functools.wraps(create)
-        async def tapped(*args: Any, **kwargs: Any) -> Any:
-            return note(await create(*args, **kwargs))
-
-    else:
-
-        @functools.wraps(create)
-        def tapped(*args: Any, **kwargs: Any) -> Any:
-            return note(create(*args, **kwargs))
-
-    resource.create = tapped
-    setattr(resource, _TAPPED, True)
 
 
 async def metered_call(embeddings: Any, call: Any) -> Any:

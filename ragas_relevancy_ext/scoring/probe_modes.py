@@ -59,20 +59,9 @@ PromptSpec = "str | BasePrompt"
 _FOLD = str.maketrans({**dict.fromkeys(string.punctuation + "¿¡“”", " "), **dict.fromkeys("'‘’")})
 
 
-# The same folding for ASCII text, as a bytes table (one C pass, no dict look-up per character).
-_ASCII_FOLD = bytes(
-    ord(" ") if chr(i) in string.punctuation else ord(chr(i).lower()) for i in range(128)
-) + bytes(range(128, 256))
-_ASCII_DROP = b"'"
-
-
 def normalise_question(question: str) -> str:
     """Fold case, punctuation and white space, so near-identical probes compare equal."""
-    if question.isascii():
-        folded = question.encode().translate(_ASCII_FOLD, _ASCII_DROP).decode()
-    else:
-        folded = question.casefold().translate(_FOLD)
-    return " ".join(folded.split())
+    return " ".join(question.casefold().translate(_FOLD).split())
 
 
 @dataclass

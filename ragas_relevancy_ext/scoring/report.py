@@ -6,8 +6,9 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from typing import Any
 
 from ..errors import Cause, cause_phrase
@@ -17,7 +18,6 @@ from .usage import Usage, format_usage
 __all__ = [
     "DRIFT_GAP",
     "LOW_SCORE",
-    "PENDING",
     "Probe",
     "RelevancyReport",
     "SKIPPED",
@@ -25,7 +25,6 @@ __all__ = [
     "as_text",
     "clean_text",
     "clip",
-    "content_key",
     "explain",
     "fmt",
     "format_report",
@@ -51,22 +50,6 @@ LOW_SCORE = 0.5
 QUOTE_WIDTH = 80
 
 
-def content_key(user_input: Any, response: Any, settings: str = "") -> str:
-    """A row's key in a report: sha256 of a tag of the settings that change a score and the two
-    texts, 20 hex digits. Same texts and settings, same key: a re-run skips rows already scored.
-
-    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
-    A value that is not text (None, a number) is hashed through its JSON form, marked as such.
-    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike.
-    """
-    texts = [
-        clean_text(v) if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
-        for v in (user_input, response)
-    ]
-    digest = hashlib.sha256(f"{settings}\x00{texts[0]}\x00{texts[1]}".encode())
-    return digest.hexdigest()[:20]
-
-
 # The error of a row set aside unscored starts so; its NaN cause reads "skipped".
 SKIPPED = "skipped: "
 TEXT_FIELDS = ("user_input", "response")
@@ -89,13 +72,28 @@ def input_problem(record: Mapping[str, Any]) -> str | None:
     return None
 
 
-def row_key(user_input: Any, response: Any, settings: str = "", problem: str | None = None) -> str:
-    """A row's key in a report: :func:`content_key`, or for a row set aside for ``problem``
-    the key of its texts (as text, "" when not) and the problem. Both engines key a row so,
-    so a re-run on either finds the rows the other set aside and does not write them again."""
-    if problem is None:
-        return content_key(user_input, response, settings)
-    return content_key(as_text(user_input), as_text(response), f"{settings}|skipped|{problem}")
+def row_key(
+    user_input: Any, response: Any, settings_tag: str = "", problem: str | None = None
+) -> str:
+    """The row's content key: what identifies a row in a report, so a re-run skips the rows
+    already scored. 20 hex digits of sha256 over ``settings_tag`` (a tag naming the settings
+    that change a score, e.g. the command line's :attr:`Plan.settings_tag`) and the two texts.
+
+    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
+    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike; a
+    value that is not text (None, a number) is hashed through its JSON form, marked as such.
+    A row set aside for ``problem`` is keyed by its texts (as text, "" when not) and the
+    problem, so a re-run finds the rows set aside and does not write them again.
+    """
+    if problem is not None:
+        user_input, response = as_text(user_input), as_text(response)
+        settings_tag = f"{settings_tag}|skipped|{problem}"
+    texts = [
+        clean_text(v) if isinstance(v, str) else "\x01" + json.dumps(v, default=str)
+        for v in (user_input, response)
+    ]
+    digest = hashlib.sha256(f"{settings_tag}\x00{texts[0]}\x00{texts[1]}".encode())
+    return digest.hexdigest()[:20]
 
 
 def _kind(value: Any) -> str:
@@ -144,62 +142,56 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-class _Pending:
-    """The value of a field given as "work it out when first read" (:data:`PENDING`)."""
+class _ProbeReadings:
+    """What a :class:`Probe` works out when first read, unless given: its question's language."""
 
-    def __reduce__(self) -> str:  # copies and pickles stay this one object
-        return "PENDING"
-
-    def __repr__(self) -> str:
-        return "PENDING"
+    @cached_property
+    def language(self) -> str | None:
+        return detect_language(self.question)  # type: ignore[attr-defined]
 
 
-# Given as a field's value: the field is worked out when first read, then kept. Language
-# detection and the reason sentence cost more than the rest of a sample's own work, and a run
-# that never reads them (scores only) should not pay for them.
-PENDING = _Pending()
+class _ReportReadings:
+    """What a :class:`RelevancyReport` works out when first read, unless given. Language
+    detection and the reason sentence cost more than the rest of a sample's own work, and a run
+    that never reads them (scores only) should not pay for them."""
 
+    @cached_property
+    def reason(self) -> str:
+        return explain(self) + language_clause(self)  # type: ignore[arg-type]
 
-class _OnFirstRead:
-    """A dataclass field worked out by ``compute(instance)`` when first read, if it was given as
-    :data:`PENDING`; any other value is kept as given. Read the same way by attribute access,
-    ``asdict``, ``==`` and ``repr``, so the field is the same whether worked out early or late.
-    """
+    @cached_property
+    def question_language(self) -> str | None:
+        return detect_language(self.user_input)  # type: ignore[attr-defined]
 
-    def __init__(self, default: Any, compute: Callable[[Any], Any]):
-        self.default, self.compute = default, compute
+    @cached_property
+    def score_stderr(self) -> float:
+        from .cosines import score_stderr
 
-    def __set_name__(self, owner: type, name: str) -> None:
-        self.key = f"_{name}"
-
-    def __get__(self, instance: Any, owner: type | None = None) -> Any:
-        if instance is None:  # what dataclass reads as the field's default
-            return self.default
-        value = instance.__dict__[self.key]
-        if value is PENDING:
-            value = instance.__dict__[self.key] = self.compute(instance)
-        return value
-
-    def __set__(self, instance: Any, value: Any) -> None:
-        instance.__dict__[self.key] = value
+        cosines = [probe.cosine for probe in self.probes]  # type: ignore[attr-defined]
+        return score_stderr(cosines, self.score, self.all_noncommittal)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
-class Probe:
+class Probe(_ProbeReadings):
     """One question the judge wrote from the response, its noncommittal flag and its raw cosine.
 
-    ``language`` given as :data:`PENDING` is detected from the question when first read.
+    ``language`` given as ``""`` is detected from the question when first read.
     """
 
     question: str
     noncommittal: int
     cosine: float
-    # ISO 639-1 code; None: not detected
-    language: str | None = _OnFirstRead(None, lambda p: detect_language(p.question))  # type: ignore[assignment]
+    # ISO 639-1 code; None: not detected. (A default_factory puts no class attribute in front
+    # of the cached_property that detects it.)
+    language: str | None = field(default_factory=lambda: None)
+
+    def __post_init__(self) -> None:
+        if self.language == "":
+            del vars(self)["language"]
 
 
 @dataclass
-class RelevancyReport:
+class RelevancyReport(_ReportReadings):
     """Everything behind one score: inputs, probes, judge calls and a one-line reason.
 
     ``probe_similarity`` is the mean cosine between pairs of probes: 1.0 when the judge wrote
@@ -207,7 +199,7 @@ class RelevancyReport:
     ``usage`` is what the sample cost (requests and tokens as the provider reported them, see
     :mod:`.usage`); None when not measured (a report from before usage was kept).
     ``reason`` given empty is written when first read (from the fields as they are then);
-    ``question_language`` given as :data:`PENDING` is detected when first read.
+    ``question_language`` given as ``""`` is detected when first read.
     ``cause`` says why the score is NaN (:class:`.errors.Cause`); None for a measured score.
     """
 
@@ -224,27 +216,27 @@ class RelevancyReport:
     probe_similarity: float | None = None
     notes: list[str] = field(default_factory=list)
     error: str | None = None
-    reason: str = _OnFirstRead("", lambda r: explain(r) + language_clause(r))  # type: ignore[assignment]
+    reason: str = field(default_factory=str)
     # ISO 639-1 code; None: not detected
-    question_language: str | None = _OnFirstRead(  # type: ignore[assignment]
-        None, lambda r: detect_language(r.user_input)
-    )
+    question_language: str | None = field(default_factory=lambda: None)
     usage: Usage | None = None
     cause: Cause | None = None
     # the score's standard error from its probes' cosines (see cosines.score_stderr); NaN:
     # not measured. Given as None or NaN (or left out), it is worked out when first read.
-    score_stderr: float = _OnFirstRead(math.nan, lambda r: _score_stderr(r))  # type: ignore[assignment]
+    score_stderr: float = field(default_factory=lambda: math.nan)
 
     def __post_init__(self) -> None:
-        if not self.__dict__["_reason"]:
-            self.__dict__["_reason"] = PENDING
+        given = vars(self)  # a field left out of it is worked out when first read
+        if not self.reason:
+            del given["reason"]
+        if self.question_language == "":
+            del given["question_language"]
+        if self.score_stderr is None or math.isnan(self.score_stderr):
+            del given["score_stderr"]
         if self.cause is not None:
             self.cause = _as_cause(self.cause)
         elif not self.error and not math.isfinite(self.score) and not self.probes:
             self.cause = Cause.NO_USABLE_PROBE
-        stderr = self.__dict__["_score_stderr"]
-        if stderr is None or (isinstance(stderr, float) and math.isnan(stderr)):
-            self.__dict__["_score_stderr"] = PENDING
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (NaN becomes None)."""
@@ -258,14 +250,9 @@ class RelevancyReport:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RelevancyReport:
-        """Rebuild a report written by :meth:`to_dict`; keys it does not know are left out.
-
-        Files written before the rename carry the same figure as ``probe_diversity``.
-        """
+        """Rebuild a report written by :meth:`to_dict`; keys it does not know are left out."""
         known = {f.name for f in fields(cls)}
         values = {k: v for k, v in data.items() if k in known}
-        if "probe_similarity" not in data and "probe_diversity" in data:
-            values["probe_similarity"] = data["probe_diversity"]
         values["probes"] = [
             Probe(
                 p["question"], int(p["noncommittal"]), _nan_if_none(p["cosine"]), p.get("language")
@@ -286,11 +273,6 @@ def _as_cause(value: Any) -> Any:
         return Cause(value)
     except ValueError:
         return str(value)
-def _score_stderr(report: RelevancyReport) -> float:
-    from .cosines import score_stderr
-
-    cosines = [probe.cosine for probe in report.probes]
-    return score_stderr(cosines, report.score, report.all_noncommittal)
 
 
 def _finite_or_none(value: float | None) -> float | None:

@@ -28,7 +28,7 @@ from .probe_modes import (
     resolve_probe_prompt,
 )
 from .redaction import redact
-from .report import PENDING, Probe, RelevancyReport, not_scored_reason
+from .report import Probe, RelevancyReport, not_scored_reason
 from .usage import Usage, UsageMeter, metering
 
 if TYPE_CHECKING:
@@ -41,10 +41,9 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_CONCURRENCY",
     "ProbeOptions",
-    "check_flag",
+    "CheckedOptions",
     "check_inputs",
-    "check_max_concurrency",
-    "check_strictness",
+    "check_option",
     "failed_report",
     "score_sample",
 ]
@@ -59,34 +58,39 @@ def check_inputs(user_input: Any, response: Any) -> None:
             raise ValueError(f"{name} cannot be empty")
 
 
-def check_strictness(strictness: Any) -> int:
-    """Strictness is the number of probes: a whole number from 1 up."""
-    if isinstance(strictness, bool) or not isinstance(strictness, int) or strictness < 1:
-        raise ValueError(f"strictness must be a whole number >= 1, got {strictness!r}")
-    return strictness
+def check_option(name: str, value: Any) -> Any:
+    """``value`` checked when ``name`` is a metric option (ValueError naming it), else as given.
 
-
-def check_flag(name: str, value: Any) -> bool:
-    """A switch is True or False, nothing else (a string "false" would read as on)."""
-    if not isinstance(value, bool):
+    ``strictness`` (probes per sample) and ``max_concurrency`` (requests in flight) are whole
+    numbers from 1 up; ``batch_embeddings`` is True or False (a string "false" would read as
+    on); ``language`` is ``"auto"`` or a language's name, read in lower case.
+    """
+    if name in ("strictness", "max_concurrency"):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    elif name == "batch_embeddings" and not isinstance(value, bool):
         raise ValueError(f"{name} must be True or False, got {value!r}")
+    elif name == "language":
+        return check_language(value)
     return value
 
 
-def check_max_concurrency(limit: Any) -> int:
-    """Calls in flight at once: a whole number from 1 up."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"max_concurrency must be a whole number >= 1, got {limit!r}")
-    return limit
+class CheckedOptions:
+    """Checks each metric option where it is set, at construction or later on the instance
+    (see :func:`check_option`), so a scoring call reads options already checked."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(name, check_option(name, value))
 
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """What both flavours score with, checked: probes per sample, mode, prompt, its label, and
-    the probes' language (``"auto"``: the prompt as it is; a name: the prompt adapted to it).
+    """What both flavours score with: probes per sample, mode, prompt, its label, and the
+    probes' language (``"auto"``: the prompt as it is; a name: the prompt adapted to it).
 
-    Resolved from the metric's attributes at each scoring call, so a prompt, ``probe_prompt`` or
-    ``strictness`` set on a ready instance takes effect, and the mode follows the prompt object.
+    Resolved from the metric's attributes (checked where set) at each scoring call, so a
+    prompt, ``probe_prompt`` or ``strictness`` set on a ready instance takes effect, and the
+    mode follows the prompt object.
     """
 
     strictness: int
@@ -107,26 +111,17 @@ class ProbeOptions:
         language: Any = AUTO,
         batch_embeddings: Any = True,
     ) -> ProbeOptions:
-        """Check and resolve a metric's settings (ValueError/TypeError naming the bad one).
+        """Resolve a metric's settings (ValueError/TypeError naming a bad one).
 
         ``probe_prompt`` is a mode's name (its default prompt for the modern metric, or for the
         legacy one with ``legacy=True``) or a prompt object, whose models pick the mode.
         ``language`` is ``"auto"`` or a language's name (the label then names it).
         """
         mode, prompt = resolve_probe_prompt(probe_prompt, legacy)
-        language = check_language(language)
         name = prompt_label(mode, prompt)
         if language not in (AUTO, getattr(prompt, "language", "english")):
             name += f" ({language})"
-        return cls(
-            strictness=check_strictness(strictness),
-            mode=mode,
-            prompt=prompt,
-            prompt_name=name,
-            max_concurrency=check_max_concurrency(max_concurrency),
-            language=language,
-            batch_embeddings=check_flag("batch_embeddings", batch_embeddings),
-        )
+        return cls(strictness, mode, prompt, name, max_concurrency, language, batch_embeddings)
 
 
 async def score_sample(
@@ -179,7 +174,7 @@ async def score_sample(
             judge_calls=probes.judge_calls,
             duplicates_dropped=probes.duplicates_dropped,
             notes=probes.notes,
-            question_language=PENDING,  # detected when first read
+            question_language="",  # detected when first read
         )
         if not probes.questions:
             report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
@@ -205,7 +200,7 @@ async def score_sample(
             score=relevancy_score(cosines, probes.noncommittal),
             all_noncommittal=all_noncommittal(probes.noncommittal),
             probes=[
-                Probe(q, f, c, PENDING)  # language detected when first read
+                Probe(q, f, c, "")  # language detected when first read
                 for q, f, c in zip(
                     probes.questions, probes.noncommittal, cosines.tolist(), strict=True
                 )

@@ -49,7 +49,9 @@ def disk_store(directory: str | Path) -> ReplyStore:
 
 
 def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence: int) -> str:
-    """A stable key for the ``occurrence``-th (0-based) asking of ``prompt`` of ``model``."""
+    """The reply cache's key: what identifies one asking of a judge, the same on every run:
+    ``model``, the ``prompt`` text, the reply's model and which asking of that prompt in one
+    sample it is (``occurrence``, from 0: stock mode asks the same prompt N times)."""
     payload = json.dumps(
         [KEY_VERSION, model, output_model.__name__, prompt, occurrence], ensure_ascii=False
     )

@@ -268,10 +268,15 @@ class LoopbackServer:
         return genai.Client(api_key=api_key, http_options=options)
 
     def openai_client(self, *, is_async: bool = True, api_key: str = "test", **kwargs: Any) -> Any:
-        """An ``AsyncOpenAI`` (or ``OpenAI``) aimed at this server."""
+        """An ``AsyncOpenAI`` (or ``OpenAI``) aimed at this server, built as the package builds
+        its clients (:func:`usage_http_client`: embeddings usage read) unless ``http_client``
+        is given."""
         from openai import AsyncOpenAI, OpenAI
 
+        from ..scoring.embeddings import usage_http_client
+
         cls = AsyncOpenAI if is_async else OpenAI
+        kwargs.setdefault("http_client", usage_http_client(is_async))
         return cls(base_url=self.openai_base_url, api_key=api_key, **kwargs)
 
     # -- what was asked ---------------------------------------------------------------------

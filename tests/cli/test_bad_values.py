@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.datafile import DataFileError, read_rows
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, content_key
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 OFFLINE = ["--embeddings", "hash"]
 LONE = "\ud83d"  # half of a surrogate pair: JSON's "\ud83d" escape reads as this
@@ -81,10 +81,10 @@ def test_nan_infinity_and_surrogates_are_written_safely_and_a_rerun_scores_nothi
     assert records(out) == saved
 
 
-def test_the_content_key_of_a_text_with_a_lone_surrogate_is_that_of_its_cleaned_text():
-    raw = content_key(f"Why {LONE}?", "Because.", "tag")
-    assert raw == content_key("Why \ufffd?", "Because.", "tag")
-    assert raw != content_key("Why ?", "Because.", "tag")
+def test_the_row_key_of_a_text_with_a_lone_surrogate_is_that_of_its_cleaned_text():
+    raw = row_key(f"Why {LONE}?", "Because.", "tag")
+    assert raw == row_key("Why \ufffd?", "Because.", "tag")
+    assert raw != row_key("Why ?", "Because.", "tag")
 
 
 def test_a_nan_question_or_response_is_set_aside_by_row_and_line_with_its_columns(tmp_path):

@@ -14,7 +14,7 @@ from ragas_relevancy_ext.cli.output.jsonl import (
     report_line,
 )
 from ragas_relevancy_ext.cli.stats import summarise
-from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, content_key
+from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 
 def make_report(score: float = 0.8, **changes) -> RelevancyReport:
@@ -144,11 +144,11 @@ def test_a_report_dict_writes_the_same_line_as_its_report():
     assert report_line(1, "k", report.to_dict(), "j", "e") == report_line(1, "k", report, "j", "e")
 
 
-def test_the_content_key_tells_missing_values_from_their_text():
-    assert content_key("Q", "A") == content_key("Q", "A") != content_key("Q", "A", "tag")
-    assert len({content_key(None, "A"), content_key("None", "A"), content_key("null", "A")}) == 3
-    assert len({content_key(1, "A"), content_key("1", "A")}) == 2
-    assert len(content_key("Q", "A")) == 20
+def test_the_row_key_tells_missing_values_from_their_text():
+    assert row_key("Q", "A") == row_key("Q", "A") != row_key("Q", "A", "tag")
+    assert len({row_key(None, "A"), row_key("None", "A"), row_key("null", "A")}) == 3
+    assert len({row_key(1, "A"), row_key("1", "A")}) == 2
+    assert len(row_key("Q", "A")) == 20
 
 
 def test_summary_counts_zeros_and_nans_and_lists_the_lowest():

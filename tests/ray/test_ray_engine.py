@@ -308,7 +308,7 @@ def run(local_ray, server, tmp_path_factory):
         final=read_jsonl(report),
         everything=everything,
         expected=single_process(loop_settings(server), [items[i] for i in ON_RAY]),
-        tag=check_settings(loop_settings(server)).score_tag,
+        tag=check_settings(loop_settings(server)).settings_tag,
         tmp=tmp,
     )
 

@@ -112,11 +112,16 @@ def test_abatch_score_without_a_tight_limit_runs_samples_together():
     assert judge.flight.peak == 15 and embeddings.flight.peak > 1
 
 
-def _evaluate(limit: int, workers: int) -> tuple[CountingJudge, CountingEmbeddings]:
+def _evaluate(
+    limit: int, workers: int, shared: bool = True
+) -> tuple[CountingJudge, CountingEmbeddings]:
     judge, embeddings = CountingJudge(), CountingEmbeddings()
+    scored = ResponseRelevancy(
+        strictness=4, probe_prompt="stock", max_concurrency=limit, batch_embeddings=shared
+    )
     result = evaluate(
         EvaluationDataset.from_list(ROWS[:3]),
-        metrics=[ResponseRelevancy(strictness=4, probe_prompt="stock", max_concurrency=limit)],
+        metrics=[scored],
         llm=judge,
         embeddings=embeddings,
         run_config=RunConfig(max_workers=workers),
@@ -127,7 +132,7 @@ def _evaluate(limit: int, workers: int) -> tuple[CountingJudge, CountingEmbeddin
     return judge, embeddings
 
 
-@pytest.mark.parametrize(("limit", "workers"), [(1, 16), (2, 16), (3, 16), (16, 2)])
+@pytest.mark.parametrize(("limit", "workers"), [(1, 16), (2, 16), (3, 16), (16, 2), (16, 1)])
 def test_evaluate_bounds_calls_across_rows(limit, workers):
     # the run's rows share one bound: max_concurrency, or max_workers when it is lower
     judge, embeddings = _evaluate(limit, workers)
@@ -138,6 +143,13 @@ def test_evaluate_bounds_calls_across_rows(limit, workers):
 def test_evaluate_without_a_tight_limit_runs_rows_together():
     judge, embeddings = _evaluate(16, 16)
     assert judge.flight.peak > 4  # more than one row's judge calls at once
+
+
+def test_evaluate_shares_embedding_requests_across_rows_unless_told_not_to():
+    _, shared = _evaluate(16, 16)
+    _, alone = _evaluate(16, 16, shared=False)
+    assert alone.flight.calls == 2 * 3  # the question, then the probes, per row
+    assert shared.flight.calls < alone.flight.calls
 
 
 # --- ascore_each: a caller that stops early leaves nothing running -----------------------------

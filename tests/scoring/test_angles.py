@@ -189,3 +189,27 @@ def test_a_users_prompt_object_brings_its_own_angles():
         "as a lawyer asks",
         "as a child asks (wording 2)",
     ]
+
+
+def test_the_text_sent_for_an_angle_is_the_whole_prompt_byte_for_byte():
+    judge = ScriptedJudge([(P1, 0)])
+    score(judge, strictness=1)
+    (sent,) = judge.prompts
+    assert sent == (
+        "Guess the WHOLE question the given answer replies to, not one detail of it, and word "
+        "it from the given angle: the angle changes the wording only. Never write a question "
+        "listed in avoid. Write it in the language of the answer.\n"
+        'noncommittal is 1 if the answer is evasive, vague or ambiguous ("I don\'t know", '
+        '"I\'m not sure", "It depends"), else 0.\n'
+        'Reply with one JSON object only: {"question": string, "noncommittal": 0 or 1}.\n'
+        "\n"
+        'Example input: {"response":"Paris is the capital of France, known for its museums.",'
+        '"angle":"short: the fewest words that still ask all of it"}\n'
+        'Example output: {"question":"France\'s capital?","noncommittal":0}\n'
+        'Example input: {"response":"I\'m not sure when the store opens.","angle":"formal: as '
+        'written to customer support","avoid":["When does the store open?"]}\n'
+        'Example output: {"question":"Could you tell me your opening hours?","noncommittal":1}\n'
+        "\n"
+        f'input: {{"response":"{A}","angle":"plain: as the asker most likely typed it"}}\n'
+        "Output: "
+    )

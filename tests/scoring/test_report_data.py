@@ -198,7 +198,7 @@ def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
     asyncio.run(score())
     assert detected == []  # scoring alone detects nothing and writes no reason
     first = results[0].report
-    assert "_reason" in vars(first) and vars(first)["_reason"] is report_module.PENDING
+    assert "reason" not in vars(first) and "question_language" not in vars(first)
     data = first.to_dict()
     assert sorted(detected) == sorted([QUESTION, *(p["question"] for p in data["probes"])])
     assert data["question_language"] == "en" and data["reason"].startswith("Score ")
@@ -222,12 +222,12 @@ def test_languages_and_reason_are_worked_out_once_when_first_read(monkeypatch):
 
 def test_a_pending_field_survives_a_copy_and_stays_frozen_on_probes():
     import copy
+    import pickle
 
-    from ragas_relevancy_ext.scoring.report import PENDING
-
-    probe = Probe("Where is order A17?", 0, 0.5, PENDING)
+    probe = Probe("Where is order A17?", 0, 0.5, "")
     copied = copy.deepcopy(probe)
-    assert vars(copied)["_language"] is PENDING
+    assert "language" not in vars(copied)  # still to be detected
+    assert pickle.loads(pickle.dumps(probe)) == probe and "language" in vars(probe)
     assert copied.language == probe.language == "en"
     with pytest.raises(AttributeError):
         probe.language = "fr"  # type: ignore[misc]

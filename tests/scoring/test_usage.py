@@ -227,7 +227,7 @@ def test_shared_embedding_requests_add_up_to_the_servers_count(server: LoopbackS
 
 def test_a_failed_shared_request_is_counted_and_split(server: LoopbackServer) -> None:
     server.faults = [Fault("server_error", at=(1,), endpoint="embeddings")]
-    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test", max_retries=0)
+    client = server.openai_client(max_retries=0)
     reports = score_sharing(server, OpenAIEmbeddings(client=client, model="loop-embed"))
 
     assert all(r.error is None for r in reports)  # each sample's texts sent again, alone
@@ -259,6 +259,44 @@ def test_one_text_per_call_counts_each_request(server: LoopbackServer) -> None:
     usage = total(reports)
     assert_embeddings_match(usage, server)
     assert usage.embedding_requests == sum(1 + len(r.probes) for r in reports) - 1  # A17 reused
+
+
+def test_embeddings_the_command_line_builds_report_the_servers_tokens(
+    server: LoopbackServer,
+) -> None:
+    from ragas_relevancy_ext.cli.providers import build_embeddings
+
+    built = build_embeddings(
+        "openai:loop-embed", base_url=server.openai_base_url, environ={"OPENAI_API_KEY": "test"}
+    )
+    metric = AnswerRelevancy(llm=judge_of("instructor", server), embeddings=built.value)
+    usage = total(run(metric))
+    assert usage.embedding_tokens is not None and usage.embedding_tokens > 0
+    assert_embeddings_match(usage, server)
+
+
+def test_a_synchronous_client_reports_the_servers_tokens(server: LoopbackServer) -> None:
+    embeddings = OpenAIEmbeddings(client=server.openai_client(is_async=False), model="loop-embed")
+    metric = AnswerRelevancy(llm=judge_of("instructor", server), embeddings=embeddings)
+    usage = total(run(metric))
+    assert usage.embedding_tokens is not None and usage.embedding_tokens > 0
+    assert_embeddings_match(usage, server)
+
+
+def test_a_users_own_client_reports_requests_and_no_embedding_tokens(
+    server: LoopbackServer,
+) -> None:
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")  # not ours
+    metric = AnswerRelevancy(
+        llm=judge_of("instructor", server),
+        embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
+    )
+    reports = run(metric)
+    usage = total(reports)
+    assert_judge_matches(usage, server)
+    assert usage.embedding_requests == server.usage("embeddings")["requests"] > 0
+    assert usage.embedding_tokens is None  # not reported, never 0
+    assert "tokens not reported" in format_report(reports[0])
 
 
 def test_gemini_embeddings_report_requests_and_no_tokens(server: LoopbackServer) -> None:
@@ -520,3 +558,71 @@ def test_stock_is_counted_as_ours_and_sends_exactly_what_it_sends_unwrapped(
     assert [(r.endpoint, r.body) for r in [*stock_chat, *stock_embed]] == sorted(
         unwrapped, key=lambda item: item[0]
     )
+
+
+# --- each place a provider puts its usage -------------------------------------------------
+
+
+def test_judge_usage_is_read_where_each_provider_puts_it() -> None:
+    from types import SimpleNamespace
+
+    from langchain_core.messages import AIMessage
+    from langchain_core.outputs import ChatGeneration, LLMResult
+
+    from ragas_relevancy_ext.scoring.usage import (
+        judge_request_usage,
+        judge_usage_from_result,
+        judge_usage_of_reply,
+    )
+
+    def counted(prompt: int | None, completion: int | None) -> Usage:
+        return Usage(
+            judge_requests=1, judge_prompt_tokens=prompt, judge_completion_tokens=completion
+        )
+
+    openai_style = SimpleNamespace(prompt_tokens=11, completion_tokens=3)
+    assert judge_request_usage(openai_style) == counted(11, 3)
+    assert judge_request_usage({"input_tokens": 12, "output_tokens": 4}) == counted(12, 4)
+    assert judge_request_usage(None) == counted(None, None)
+    reply = SimpleNamespace(_raw_response=SimpleNamespace(usage=openai_style))
+    assert judge_usage_of_reply(reply) == counted(11, 3)
+    assert judge_usage_of_reply(SimpleNamespace()) == counted(None, None)
+
+    def generations(*metas: dict[str, int] | None) -> list[list[ChatGeneration]]:
+        return [[ChatGeneration(message=AIMessage("q", usage_metadata=m)) for m in metas]]
+
+    meta = {"input_tokens": 20, "output_tokens": 5, "total_tokens": 25}
+    token_usage = {"prompt_tokens": 7, "completion_tokens": 2}
+    both = LLMResult(generations=generations(meta), llm_output={"token_usage": token_usage})
+    assert judge_usage_from_result(both) == counted(7, 2)  # llm_output first, as RAGAS reads it
+    two = LLMResult(generations=generations(meta, meta), llm_output={})
+    assert judge_usage_from_result(two) == counted(40, 10)  # every generation's metadata
+    assert judge_usage_from_result(LLMResult(generations=generations(None))) == counted(None, None)
+
+
+@pytest.mark.parametrize(
+    ("answers", "tokens"),
+    [
+        ([{"prompt_tokens": 5, "total_tokens": 9}], 5),
+        ([{"total_tokens": 9}], 9),  # a provider that sends only the total
+        ([{"prompt_tokens": 5}, {"prompt_tokens": 6}], 11),  # one call split in two answers
+        ([{"prompt_tokens": 5}, None], None),  # one answer without usage: not reported
+        ([], None),  # a client that reads no usage
+    ],
+)
+def test_embedding_tokens_are_read_from_each_answers_usage(answers: list[Any], tokens: Any) -> None:
+    from ragas_relevancy_ext.scoring import embeddings as module
+    from ragas_relevancy_ext.scoring.usage import metering
+
+    async def call() -> list[list[float]]:
+        module._SDK_USAGE.get().extend(answers)  # as the HTTP client's hook notes them
+        return [[1.0, 0.0]]
+
+    async def measure() -> Usage:
+        with metering(None) as meter:
+            await module.metered(object(), call())
+        return meter.usage
+
+    usage = asyncio.run(measure())
+    assert usage.embedding_tokens == tokens
+    assert usage.embedding_requests == max(1, len(answers))

@@ -135,3 +135,12 @@ def test_a_stale_reply_is_asked_again_and_replaced(tmp_path):
     again = CachedJudge(ScriptedJudge([]), disk_store(tmp_path), "m")
     assert asyncio.run(again.agenerate("prompt", Current)) == reply
     assert (again.hits, again.misses) == (1, 0)
+
+
+def test_the_key_of_a_reply_stays_the_same_from_version_to_version():
+    # a disk cache written now must be found by the next version: this is today's key, from
+    # [KEY_VERSION, model, output model's name, prompt, occurrence] as JSON, non-ASCII as is
+    key = reply_key("openai:gpt-4o-mini", "Où est la commande A17 ?", AnswerRelevanceOutput, 2)
+    assert key == (
+        "ragas-relevancy-ext:05b0f0588452b9b4253fd663c3229cec7708bac9c391d956d3459d8ce01cf73c"
+    )

@@ -3,7 +3,7 @@
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
 recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
 not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
-(:func:`~content_key`: user_input, response and the settings that
+(:func:`~row_key`: user_input, response and the settings that
 change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
 at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
