@@ -125,6 +125,7 @@ import asyncio, json, sys
 from openai import AsyncOpenAI
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas_relevancy_ext import AnswerRelevancy
+from ragas_relevancy_ext.scoring.embeddings import usage_http_client
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 assert "openai.resources.embeddings" not in sys.modules
 seen = []
@@ -140,7 +141,7 @@ class Note:
 sys.meta_path.insert(0, Note())
 class OnClient(BaseRagasEmbedding):  # holds an SDK client whose .embeddings is not made yet
     def __init__(self, url):
-        self.client = AsyncOpenAI(base_url=url, api_key="unused")
+        self.client = AsyncOpenAI(base_url=url, api_key="unused", http_client=usage_http_client())
     def embed_text(self, text, **kwargs):
         raise NotImplementedError
     async def aembed_text(self, text, **kwargs):

@@ -12,9 +12,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import importlib
 import json
 import math
 import struct
+import sys
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
@@ -142,6 +144,8 @@ async def metered(embeddings: Any, call: Any) -> Any:
     model) reports none, so its tokens are None. Requests: the answers seen (a LangChain
     client may split a long list), else 1. A call that failed counts one request and 0 tokens.
     """
+    if _needs_sdk_embeddings(embeddings):  # the SDK imports it on first use: half a second
+        await asyncio.to_thread(importlib.import_module, _OPENAI_EMBEDDINGS)
     seen: list[Any] = []
     token = _SDK_USAGE.set(seen)
     try:
@@ -155,6 +159,23 @@ async def metered(embeddings: Any, call: Any) -> Any:
     tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
     record(Usage(embedding_requests=max(1, len(seen)), embedding_tokens=tokens))
     return vectors
+
+
+_OPENAI_EMBEDDINGS = "openai.resources.embeddings"
+
+
+def _needs_sdk_embeddings(embeddings: Any, depth: int = 0) -> bool:
+    """True when ``embeddings`` (or a wrapper's inner embeddings) holds an OpenAI client whose
+    SDK has not yet imported its embeddings module; nothing is imported here."""
+    if "openai" not in sys.modules or _OPENAI_EMBEDDINGS in sys.modules or depth > 2:
+        return False
+    import openai
+
+    clients = (openai.OpenAI, openai.AsyncOpenAI)
+    if any(isinstance(getattr(embeddings, n, None), clients) for n in ("client", "async_client")):
+        return True
+    inner = getattr(embeddings, "embeddings", None)
+    return inner is not None and _needs_sdk_embeddings(inner, depth + 1)
 
 
 async def metered_call(embeddings: Any, call: Any) -> Any:
