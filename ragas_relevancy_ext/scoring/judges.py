@@ -17,6 +17,7 @@ from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, InstructorLLM
 
 from ..errors import JudgeHTTPError, JudgeReplyError
 from . import aio
+from .redaction import mask_third_party_logs
 from .usage import (
     Usage,
     judge_request_usage,
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from langchain_core.language_models import BaseLanguageModel
+
+mask_third_party_logs()  # instructor logs each failed attempt with the provider's words
 
 __all__ = [
     "Judge",

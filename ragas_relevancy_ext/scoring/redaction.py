@@ -8,11 +8,19 @@ secret-looking parameters outside a URL (``api-key=...``, ``token=...``).
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 from collections.abc import Mapping
 
-__all__ = ["ALL_KEY_VARIABLES", "KEY_VARIABLES", "MASK", "redact"]
+__all__ = [
+    "ALL_KEY_VARIABLES",
+    "KEY_VARIABLES",
+    "MASK",
+    "RedactingFilter",
+    "mask_third_party_logs",
+    "redact",
+]
 
 MASK = "***"
 
@@ -62,3 +70,28 @@ def _mask_query(match: re.Match[str]) -> str:
         for part in query.split("&")
     )
     return f"{head}?{masked}{hash_mark}{fragment}{tail}"
+
+
+class RedactingFilter(logging.Filter):
+    """Masks secrets in the records of a third party's logger (instructor logs each failed
+    attempt with the provider's message, which a server may fill with the key it was sent)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
+# Where instructor creates its records: before 1.4 and from 1.4 on. A filter acts on the logger
+# that makes a record, not on its parents, so each is named.
+_LOGGERS = ("instructor", "instructor.retry", "instructor.v2.retry", "instructor.v2.core.retry")
+
+
+def mask_third_party_logs() -> None:
+    """Install :class:`RedactingFilter` on instructor's loggers, once."""
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+            logger.addFilter(RedactingFilter())

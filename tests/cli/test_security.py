@@ -15,7 +15,6 @@ from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from openai import AsyncOpenAI
 from ragas.embeddings import OpenAIEmbeddings
@@ -23,7 +22,7 @@ from ragas.llms import llm_factory
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy
 from typer.testing import CliRunner
 
-from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, reports_for
+from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, cause_of, reports_for
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
@@ -116,14 +115,16 @@ def test_key_not_in_evaluate_logs_or_raised_errors(keyed, debug_logs) -> None:
         )
         data = EvaluationDataset.from_list([HOSTILE])
         result = evaluate(data, raise_exceptions=False, **options)
-        with pytest.raises(openai.AuthenticationError) as raised:
+        # the judge's own error, as stock raises it: from instructor 1.4 inside its retry wrapper
+        with pytest.raises(Exception) as raised:
             evaluate(data, raise_exceptions=True, **options)
+        assert cause_of(raised.value) == "auth"
         assert bearer_seen(server)
     [report] = reports_for(result)
     assert report is not None and "401" in (report.error or "")
     assert SENTINEL not in json.dumps(report.to_dict())
     assert SENTINEL not in "".join(traceback.format_exception(raised.value))
-    assert "AuthenticationError" in logged_text(debug_logs)  # evaluate logged the failure
+    assert "401" in logged_text(debug_logs)  # evaluate logged the failure
     assert SENTINEL not in logged_text(debug_logs)
 
 
@@ -305,7 +306,7 @@ def test_a_password_in_the_base_url_is_never_sent_nor_shown(tmp_path: Path, quer
     assert result.exit_code == 0, result.output
     assert {r.endpoint for r in log} == {"chat", "embeddings"}
     for request in log:
-        assert request.headers.get("Authorization") == "Bearer unused"  # the key, not Basic
+        assert request.headers.get("authorization") == "Bearer unused"  # the key, not Basic
         assert BASIC not in json.dumps(request.headers)
     assert result.stderr.count("user name and password in http://127.0.0.1:") == 1
     assert "Authorization: Bearer unused" in result.stdout  # the server echoed what it got
@@ -343,7 +344,7 @@ def test_gemini_embeddings_send_the_query_and_not_the_password(monkeypatch) -> N
         log = server.log
     assert vector == pytest.approx(server.vector("Where is my order?"))
     assert [r.query for r in log] == [f"code={QUERY_SECRET}"]
-    assert "Authorization" not in log[0].headers and BASIC not in json.dumps(log[0].headers)
+    assert "authorization" not in log[0].headers and BASIC not in json.dumps(log[0].headers)
     assert_no_url_secret(built.label)
 
 
@@ -380,7 +381,7 @@ def test_the_junit_report_holds_no_url_credentials_nor_query_values(
         )
         log = server.log
     result.assert_outcomes(failed=1)
-    assert log and all(r.headers.get("Authorization") == "Bearer unused" for r in log)
+    assert log and all(r.headers.get("authorization") == "Bearer unused" for r in log)
     junit = (pytester.path / "junit.xml").read_text(encoding="utf-8")
     assert "Authorization: Bearer unused" in junit  # the echoed probe is in the failure
     assert_no_url_secret(junit)

@@ -18,6 +18,8 @@ import httpcore  # noqa: F401  (see below)
 import httpx  # noqa: F401
 import pytest
 from common import EXAMPLES
+from openai import AsyncOpenAI
+from ragas.llms import llm_factory
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.scoring.report import RelevancyReport
@@ -35,7 +37,10 @@ OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
 
 # Inner sessions run in this process and unload the modules they imported. httpx and httpcore
 # stay loaded together, so httpx's map of httpcore's exceptions (a timeout among them) is never
-# left pointing at an unloaded httpcore's classes by an earlier session.
+# left pointing at an unloaded httpcore's classes by an earlier session. Likewise instructor's
+# provider registry (filled as its modules load, from 1.4 on): one judge is built here, so every
+# module it needs is loaded before the first inner session.
+llm_factory("m", provider="openai", client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"))
 
 PLUGIN = "ragas_relevancy_ext.pytest_plugin"
 ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]
@@ -464,8 +469,8 @@ def test_a_server_that_never_answers_ends_the_check_as_not_measured_timeout(
     # a status), then asked again: each call is tried 1 + 2 times by the openai client
     held = [r for r in log if r.endpoint == hung]
     assert all(r.fault == "hang" and r.status is None for r in held)
-    if hung == "chat":  # one judge call: instructor's 3 attempts of the client's 3
-        assert len(held) == 9 and len(log) == 9
+    if hung == "chat":  # one judge call: the client's 3 tries, each of instructor's 3 attempts
+        assert len(held) == len(log) and len(held) in (3, 9)  # from 1.4 it retries no timeout
     else:  # the judge answered; the question's and the probes' embeddings calls hung
         assert [r.status for r in log if r.endpoint == "chat"] == [200]
         assert len(held) == 6
