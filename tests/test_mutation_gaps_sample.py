@@ -1,0 +1,47 @@
+"""Every field of a failed sample's report, not only its reason's first words: mutation testing
+found the fields of ``failed_report`` unchecked."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from ragas_relevancy_ext.errors import Cause
+from ragas_relevancy_ext.scoring.sample import failed_report
+from ragas_relevancy_ext.scoring.usage import Usage
+
+
+def test_a_failed_report_keeps_the_sample_and_its_settings_and_is_nan() -> None:
+    usage = Usage(judge_requests=2, judge_prompt_tokens=30, judge_completion_tokens=5)
+    report = failed_report("Why?", "Because.", 4, "angles", ConnectionError("line dropped"), usage)
+    assert report.user_input == "Why?" and report.response == "Because."
+    assert math.isnan(report.score)
+    assert report.strictness == 4
+    assert report.probe_prompt == "angles"
+    assert report.all_noncommittal is False
+    assert report.usage is usage
+    assert report.cause is Cause.UNREACHABLE
+    assert report.error == "ConnectionError: line dropped"
+    assert report.reason == (
+        "Not scored (unreachable): the judge could not be reached: ConnectionError: line dropped"
+    )
+    assert report.probes == [] and report.judge_calls == 0
+
+
+def test_a_failed_report_of_fields_that_are_not_text_shows_them_as_their_repr() -> None:
+    report = failed_report(["a", "list"], 7, 3, "diverse", ValueError("bad"))
+    assert report.user_input == "['a', 'list']"
+    assert report.response == "7"
+    assert report.usage is None
+    assert report.to_dict()["score"] is None  # NaN is written as "not measured"
+
+
+def test_a_failed_report_masks_the_api_key_a_failure_quotes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    key = "sk-test-0123456789abcdef0123"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    report = failed_report("Why?", "Because.", 3, "diverse", RuntimeError(f"bad key {key}"))
+    assert key not in report.error and key not in report.reason
+    assert report.error.startswith("RuntimeError: bad key ")
