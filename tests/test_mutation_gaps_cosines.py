@@ -81,3 +81,11 @@ def test_the_standard_error_is_the_spread_over_the_root_of_the_count() -> None:
     assert math.isnan(score_stderr([0.5], 0.5, False))
     assert math.isnan(score_stderr(cosines, 0.0, True))
     assert math.isnan(score_stderr([0.5, math.nan], 0.5, False))
+
+
+def test_an_all_zero_question_gives_nan_cosines_without_a_warning() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cosines, similarity = probe_cosines(np.zeros(3), np.array([[1.0, 0.0, 0.0], [0, 1, 0]]))
+    assert np.isnan(cosines).all()
+    assert similarity == pytest.approx(0.0)
