@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from ragas_relevancy_ext.errors import Cause
+from ragas_relevancy_ext.errors import Cause, EmbeddingCallError
 from ragas_relevancy_ext.scoring.sample import failed_report
 from ragas_relevancy_ext.scoring.usage import Usage
 
@@ -45,3 +45,12 @@ def test_a_failed_report_masks_the_api_key_a_failure_quotes(
     report = failed_report("Why?", "Because.", 3, "diverse", RuntimeError(f"bad key {key}"))
     assert key not in report.error and key not in report.reason
     assert report.error.startswith("RuntimeError: bad key ")
+
+
+def test_a_failure_raised_through_the_embeddings_is_said_of_the_embeddings() -> None:
+    exc = ConnectionError("connection refused")
+    exc.__cause__ = EmbeddingCallError("text 2 of 3 failed", 1)
+    report = failed_report("Why?", "Because.", 3, "diverse", exc)
+    assert report.cause is Cause.UNREACHABLE
+    assert report.reason.startswith("Not scored (unreachable): the embeddings ")
+    assert "judge" not in report.reason
