@@ -3,13 +3,20 @@ found the fields of ``failed_report`` unchecked."""
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 import pytest
 
 from ragas_relevancy_ext.errors import Cause, EmbeddingCallError
-from ragas_relevancy_ext.scoring.sample import failed_report
+from ragas_relevancy_ext.scoring.sample import (
+    ProbeOptions,
+    check_inputs,
+    failed_report,
+    score_sample,
+)
 from ragas_relevancy_ext.scoring.usage import Usage
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 
 def test_a_failed_report_keeps_the_sample_and_its_settings_and_is_nan() -> None:
@@ -54,3 +61,23 @@ def test_a_failure_raised_through_the_embeddings_is_said_of_the_embeddings() -> 
     assert report.cause is Cause.UNREACHABLE
     assert report.reason.startswith("Not scored (unreachable): the embeddings ")
     assert "judge" not in report.reason
+
+
+@pytest.mark.parametrize(("user_input", "named"), [(5, "int"), (None, "NoneType")])
+def test_a_field_that_is_not_text_is_named_with_its_type(user_input: object, named: str) -> None:
+    with pytest.raises(TypeError, match=f"^user_input must be a string, got {named}$"):
+        check_inputs(user_input, "Because.")
+
+
+def test_a_named_language_without_the_metrics_store_still_scores() -> None:
+    options = ProbeOptions.resolve(3, "diverse", language="english")
+    report = asyncio.run(
+        score_sample(
+            "How long do refunds take?",
+            "Refunds take five days.",
+            llm=PretendJudge(),
+            embeddings=HashEmbeddings(),
+            options=options,
+        )
+    )
+    assert math.isfinite(report.score) and report.error is None
