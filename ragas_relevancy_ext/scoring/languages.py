@@ -16,6 +16,7 @@ per metric and language (:class:`AdaptedPrompts`).
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 import threading
 import weakref
@@ -70,6 +71,18 @@ def language_name(code: str | None) -> str:
 _DETECTOR: Future[Any] = Future()  # py3langid's classify, its model loaded (None: not installed)
 _LOADING = threading.Lock()
 _STARTING = threading.Lock()
+
+
+def _after_fork() -> None:
+    """A forked child has none of its parent's threads: a load they had under way starts again
+    in the child when asked for, and no lock they held stays held."""
+    global _DETECTOR, _LOADING, _STARTING
+    _LOADING, _STARTING = threading.Lock(), threading.Lock()
+    if not _DETECTOR.done():
+        _DETECTOR = Future()
+
+
+os.register_at_fork(after_in_child=_after_fork)
 
 
 def _load_detector() -> Any:

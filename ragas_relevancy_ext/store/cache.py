@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +63,15 @@ _CACHED = Usage(cached=1)
 # One writer for every cache: writes wait for one another (SQLite takes one writer at a time)
 # without holding the event loop nor the threads other work borrows with asyncio.to_thread.
 _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
+
+
+def _new_writer() -> None:
+    """A forked child has no writer thread of its parent's: it gets a writer of its own."""
+    global _WRITER
+    _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
+
+
+os.register_at_fork(after_in_child=_new_writer)
 
 
 class CachedJudge(JudgeWrapper):

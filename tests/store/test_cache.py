@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import pytest
 from pydantic import BaseModel
@@ -144,3 +146,32 @@ def test_the_key_of_a_reply_stays_the_same_from_version_to_version():
     assert key == (
         "ragas-relevancy-ext:05b0f0588452b9b4253fd663c3229cec7708bac9c391d956d3459d8ce01cf73c"
     )
+
+
+def _in_a_forked_child(work) -> int:
+    """Run ``work()`` in a forked child, killed after 30 s; its exit code (0: it returned True)."""
+    pid = os.fork()
+    if pid == 0:  # the child never returns into pytest
+        code = 1
+        try:
+            signal.alarm(30)  # a hang ends the child, and the test fails on its code
+            code = 0 if work() else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def test_a_forked_child_writes_the_cache_with_a_writer_of_its_own():
+    from ragas_relevancy_ext.store import cache
+
+    cache._WRITER.submit(int).result()  # the parent's writer thread exists: the child has none
+    assert _in_a_forked_child(lambda: cache._WRITER.submit(int, "7").result() == 7) == 0
+
+
+def test_a_forked_child_loads_the_language_model_a_parent_thread_was_loading():
+    from ragas_relevancy_ext.scoring import languages
+
+    with languages._LOADING:  # as a parent thread loading the model at the fork holds it
+        code = _in_a_forked_child(lambda: languages.detect_language("Where is my order?") == "en")
+    assert code == 0
