@@ -127,7 +127,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.scoring.embeddings import usage_http_client
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
-assert "openai.resources.embeddings" not in sys.modules
+preloaded = "openai.resources.embeddings" in sys.modules  # openai before 1.6x imports it at once
 seen = []
 class Note:
     def find_spec(self, name, path=None, target=None):
@@ -150,7 +150,8 @@ class OnClient(BaseRagasEmbedding):  # holds an SDK client whose .embeddings is 
 embeddings = HashEmbeddings() if sys.argv[1] == "hash" else OnClient(sys.argv[1])
 metric = AnswerRelevancy(llm=PretendJudge(), embeddings=embeddings)
 result = metric.score(user_input="Where is order 7?", response="Order 7 ships today.")
-print(json.dumps({"loop_running": seen, "tokens": result.report.usage.embedding_tokens}))
+print(json.dumps({"loop_running": seen, "preloaded": preloaded,
+                  "tokens": result.report.usage.embedding_tokens}))
 """
 
 
@@ -170,7 +171,8 @@ def test_the_openai_embeddings_module_is_imported_off_the_loop() -> None:
     with LoopbackServer() as server:
         seen = first_score(server.openai_base_url)
         embedding_requests = server.count("embeddings")
-    assert seen["loop_running"] == [False]  # imported once, in a thread with no loop running
+    # imported once, in a thread with no loop running (an SDK that imports it at once: never)
+    assert seen["loop_running"] == ([] if seen["preloaded"] else [False])
     assert embedding_requests > 0 and seen["tokens"] > 0  # and its usage is still read
 
 
