@@ -393,6 +393,11 @@ def difference_variance(
     return 2.0 * (1.0 - correlation) * between + 2.0 * per_probe / strictness
 
 
+def _z_sum(alpha: float, power: float) -> float:
+    """z(1 - alpha/2) + z(power): the two-sided paired test's distance in standard errors."""
+    return NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+
+
 def rows_needed(
     detect: float,
     *,
@@ -407,7 +412,7 @@ def rows_needed(
     """Pairs needed to find a drop of ``detect`` with ``power`` (two-sided paired test at
     ``alpha``): ((z(1 - alpha/2) + z(power)) * sd / detect)^2, rounded up."""
     sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    z = _z_sum(alpha, power)
     return max(2, math.ceil((z * sd / detect) ** 2))
 
 
@@ -424,7 +429,7 @@ def detectable_drop(
 ) -> float:
     """The smallest drop ``n`` pairs find with ``power``: the inverse of :func:`rows_needed`."""
     sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    z = _z_sum(alpha, power)
     return z * sd / math.sqrt(n)
 
 

@@ -31,7 +31,7 @@ from ..scoring.report import SKIPPED, RelevancyReport, as_text, clip, fmt
 from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .output.files import PidLock, same_file, through_link
-from .output.jsonl import FORMAT, ReportFile, ReportLockError, is_report_record, report_line
+from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line, take_lock
 from .setup import Scorer, Settings, check_settings, prepare
 
 if TYPE_CHECKING:
@@ -436,13 +436,7 @@ class ParquetOutput:
 
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
-        holder = self._lock.acquire()
-        if holder is not None:
-            raise ReportLockError(
-                f"--out {self.path} is being written by another ragas-relevancy process "
-                f"(pid {holder}, lock {self.lock_path}); wait for it to finish or give "
-                "--out another folder"
-            )
+        take_lock(self._lock, self.path, self.lock_path, "folder")
 
     def done_keys(self) -> set[str]:
         """Keys of rows saved without an error or set aside (as the JSONL report counts them);

@@ -38,6 +38,7 @@ __all__ = [
     "ReportFile",
     "ReportFileError",
     "ReportLockError",
+    "take_lock",
     "Saved",
     "is_report_record",
     "load_record",
@@ -60,6 +61,17 @@ class ReportFileError(UsageError):
 
 class ReportLockError(ReportFileError):
     """Another process is writing the same report."""
+
+
+def take_lock(lock: PidLock, path: Path, lock_path: Path, kind: str) -> None:
+    """Take ``lock`` for ``--out path`` (a ``kind``: file or folder); :class:`ReportLockError`
+    naming the holder's pid if another process has it."""
+    holder = lock.acquire()
+    if holder is not None:
+        raise ReportLockError(
+            f"--out {path} is being written by another ragas-relevancy process "
+            f"(pid {holder}, lock {lock_path}); wait for it to finish or give --out another {kind}"
+        )
 
 
 def report_line(
@@ -200,13 +212,7 @@ class ReportFile:
 
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
-        holder = self._lock.acquire()
-        if holder is not None:
-            raise ReportLockError(
-                f"--out {self.path} is being written by another ragas-relevancy process "
-                f"(pid {holder}, lock {self.lock_path}); wait for it to finish or give "
-                "--out another file"
-            )
+        take_lock(self._lock, self.path, self.lock_path, "file")
 
     def unlock(self) -> None:
         """Release and remove the lock file (safe to call twice)."""
