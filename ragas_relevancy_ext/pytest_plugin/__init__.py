@@ -1,22 +1,6 @@
-"""Answer relevancy as a test: the pytest plugin (entry point ``relevancy`` in ``pytest11``).
-
-Installing the package is enough::
-
-    def test_refund_answer(relevancy):
-        relevancy(question, bot.answer(question), min_score=0.75)
-
-    @pytest.mark.relevancy(min_score=0.8)
-    def test_returns():
-        assert_relevant(question, bot.answer(question))
-
-A failing check shows the probe table (question, noncommittal flag, cosine), the reason and the
-threshold; a NaN score (judge or embeddings failed or timed out, or none set) is never a pass
-and says so. No judge is assumed: ``--relevancy-judge`` names one, ``offline`` included. Checks
-of tests that use the fixture or the marker are collected while a module's tests run and scored
-together in one ``abatch_score`` before their reports are written; ``--relevancy-batch off``
-scores each check when it is made. Loading the plugin imports pytest and the standard library
-only; the judge, embeddings and RAGAS load when the first check runs.
-"""
+"""Answer relevancy as a test: the ``relevancy`` fixture, ``@pytest.mark.relevancy`` and
+:func:`assert_relevant` (entry point ``relevancy`` in ``pytest11``). Loading it imports pytest and
+the standard library only; judge, embeddings and RAGAS load with the first check."""
 
 from __future__ import annotations
 
@@ -67,10 +51,8 @@ class _State:
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
 
     def check(self, user_input: Any, response: Any, min_score: float | None) -> Exception | None:
-        """Record a check of the running test; score it now, or with the module's batch.
-
-        Returns what the caller raises: the failure of a check scored now, else None.
-        """
+        """Record a check of the running test and score it now or with the module's batch;
+        return the failure of a check scored now."""
         item = self.current
         threshold, source = self.threshold(item, min_score)
         check = Check(
@@ -89,7 +71,8 @@ class _State:
         check.report = self.engine.score([(user_input, response)])[0]
         if item is not None:
             item.user_properties.extend(check.properties())
-            _record_used(item.user_properties, self.engine.properties())
+            used = self.engine.properties()
+            item.user_properties.extend(p for p in used if p not in item.user_properties)
         return None if check.verdict == "passed" else check.exception()
 
     def threshold(self, item: pytest.Item | None, given: float | None) -> tuple[float, str]:
@@ -101,8 +84,7 @@ class _State:
             value = marker.kwargs.get("min_score", marker.args[0] if marker.args else None)
             if value is not None:
                 return check_min_score(value), f"@pytest.mark.{MARKER}"
-        source = self.values.sources.get("min_score", "default")
-        return self.values.min_score, source
+        return self.values.min_score, self.values.sources.get("min_score", "default")
 
     def flush(self) -> None:
         """Score the held tests' checks in one batch, then write their reports in order."""
@@ -137,11 +119,6 @@ def _caller(config: pytest.Config) -> str:
     return f"{path}:{frame.f_lineno}"
 
 
-def _record_used(properties: list[tuple[str, object]], used: list[tuple[str, str]]) -> None:
-    """Add what judged and embedded (``relevancy_judge``, ``relevancy_embeddings``) once."""
-    properties.extend(p for p in used if p not in properties)
-
-
 def _apply(
     item: pytest.Item,
     reports: list[pytest.TestReport],
@@ -152,7 +129,7 @@ def _apply(
     the call if due."""
     properties = [p for check in checks for p in check.properties()]
     if checks:
-        _record_used(properties, used)
+        properties.extend(p for p in used if p not in properties)
     item.user_properties.extend(properties)
     for report in reports:
         report.user_properties.extend(properties)
@@ -173,26 +150,18 @@ def _state(config: pytest.Config) -> _State | None:
     return config.stash.get(_STATE, None)
 
 
-def _batched(item: pytest.Item) -> bool:
+def _batched(item: pytest.Item | None) -> bool:
     """Tests that use the fixture or carry the marker have their checks batched."""
-    return item.get_closest_marker(MARKER) is not None or "relevancy" in getattr(
+    if item is None:
+        return False
+    return item.get_closest_marker(MARKER) is not None or MARKER in getattr(
         item, "fixturenames", ()
     )
 
 
-def _same_batch(item: pytest.Item, nextitem: pytest.Item | None) -> bool:
-    if nextitem is None or not _batched(nextitem):
-        return False
-    return item.getparent(pytest.Module) is nextitem.getparent(pytest.Module)
-
-
-# -- public API ----------------------------------------------------------------------------
-
-
 class Relevancy:
     """The ``relevancy`` fixture: ``relevancy(user_input, response, min_score=None)`` checks;
-    ``relevancy.score(user_input, response)`` returns the report at once, for tests that need
-    the number."""
+    ``relevancy.score(user_input, response)`` returns the report, for tests that need the number."""
 
     def __init__(self, state: _State):
         self._state = state
@@ -210,13 +179,9 @@ class Relevancy:
 
 
 def assert_relevant(user_input: str, response: str, min_score: float | None = None) -> None:
-    """Fail the running test unless ``response`` scores at least ``min_score`` for ``user_input``.
-
-    ``min_score`` defaults to the test's ``@pytest.mark.relevancy(min_score=...)``, else
-    ``--relevancy-min-score``, else 0.7. In a test with the marker or the fixture the check
-    is scored with its module's batch and the test fails then; elsewhere it is scored now and
-    raises :class:`RelevancyFailure` (low score) or :class:`RelevancyNotMeasured` (NaN).
-    """
+    """Fail the running test unless ``response`` scores at least ``min_score`` (else the marker's,
+    ``--relevancy-min-score``, 0.7); outside a batched test raise :class:`RelevancyFailure` or
+    :class:`RelevancyNotMeasured` at once."""
     __tracebackhide__ = True
     if not _ACTIVE:
         raise RuntimeError(
@@ -236,11 +201,7 @@ def relevancy(request: pytest.FixtureRequest) -> Relevancy:
     return Relevancy(state)
 
 
-# -- hooks ---------------------------------------------------------------------------------
-
-
-def pytest_addoption(parser: pytest.Parser) -> None:
-    add_options(parser)
+pytest_addoption = add_options
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -262,18 +223,16 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    state = _state(config)
-    if state is None:
-        return
-    del config.stash[_STATE]
-    if state in _ACTIVE:
+    state = config.stash.get(_STATE, None)
+    if state is not None:
+        del config.stash[_STATE]
         _ACTIVE.remove(state)
-    state.engine.close()
+        state.engine.close()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build judge and embeddings before the first test when relevancy tests were selected,
-    so a bad spec or a missing key is one usage error, not a failure per check."""
+    """Build judge and embeddings before the first relevancy test, so a bad spec or a missing
+    key is one usage error, not a failure per check."""
     state = _state(session.config)
     if state is None or session.config.option.collectonly:
         return
@@ -306,7 +265,9 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     finally:
         state.batching = None
     state.held.append((item, reports))
-    if not _same_batch(item, nextitem):
+    if not _batched(nextitem) or item.getparent(pytest.Module) is not nextitem.getparent(
+        pytest.Module
+    ):
         state.flush()
     return True
 
@@ -315,15 +276,15 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Score and write held reports of a session stopped inside a batch (not after Ctrl-C)."""
     state = _state(session.config)
-    if state is not None and state.held and exitstatus != pytest.ExitCode.INTERRUPTED:
-        state.flush()
     if state is None or exitstatus == pytest.ExitCode.INTERRUPTED:
         return
-    values = state.values.given
-    if "report" in values and state.checks:
-        write_report(values["report"], state.checks, state.engine.properties())
-    if "baseline" in values and state.checks:
-        state.gate = compare_with_baseline(state.checks, values["baseline"], state.values.margin)
+    if state.held:
+        state.flush()
+    given = state.values.given
+    if "report" in given and state.checks:
+        write_report(given["report"], state.checks, state.engine.properties())
+    if "baseline" in given and state.checks:
+        state.gate = compare_with_baseline(state.checks, given["baseline"], state.values.margin)
         if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -334,9 +295,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or not state.checks:
         return
     terminalreporter.write_sep("=", summary_title(state.checks))
-    for line in summary_lines(state.checks):
-        terminalreporter.write_line(line)
-    for line in state.engine.labels():
+    for line in [*summary_lines(state.checks), *state.engine.labels()]:
         terminalreporter.write_line(line)
     if state.gate is not None:
         for line in state.gate.lines():

@@ -1,11 +1,5 @@
-"""The session's checks against a baseline run, and the checks written as a report.
-
-``--relevancy-report PATH`` writes every scored check as a JSONL report line (the format
-``ragas-relevancy score --out`` writes, the test's node id in ``extra``), so one session's
-report is the next one's ``--relevancy-baseline``. At session end the checks pair with the
-baseline's rows by question (as ``ragas-relevancy diff`` pairs them) and the session fails when
-the checks are significantly worse than the baseline by more than ``--relevancy-margin``.
-"""
+"""The session's checks as a JSONL report (``--relevancy-report``, the format of ``score --out``)
+and against a baseline report (``--relevancy-baseline``), paired by question."""
 
 from __future__ import annotations
 
@@ -119,20 +113,18 @@ def write_report(path: Path, checks: Sequence[Check], used: list[tuple[str, str]
     from ..scoring.report import row_key
 
     labels = dict(used)
-    lines = []
-    for check in (c for c in checks if c.report is not None):
-        report = check.report
-        assert report is not None
-        lines.append(
-            report_line(
-                len(lines) + 1,
-                row_key(check.user_input, check.response),
-                report,
-                labels.get("relevancy_judge", ""),
-                labels.get("relevancy_embeddings", ""),
-                {"nodeid": check.nodeid, "min_score": check.min_score},
-            )
+    scored = [c for c in checks if c.report is not None]
+    lines = [
+        report_line(
+            number,
+            row_key(check.user_input, check.response),
+            check.report,  # type: ignore[arg-type]  (scored)
+            labels.get("relevancy_judge", ""),
+            labels.get("relevancy_embeddings", ""),
+            {"nodeid": check.nodeid, "min_score": check.min_score},
         )
+        for number, check in enumerate(scored, 1)
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, "".join(lines).encode("utf-8"))
     return len(lines)

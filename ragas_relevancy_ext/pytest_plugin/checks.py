@@ -1,9 +1,5 @@
-"""One relevancy check of a test: its threshold, its report, its verdict and how it reads.
-
-A check passes when its score is a number at or above its threshold. A NaN score is never a
-pass: the check is "not measured" (the judge or embeddings failed), which is reported apart from
-a low score. Standard library only.
-"""
+"""One relevancy check of a test: threshold, report, verdict and text. A NaN score is never a
+pass: the check is "not measured", reported apart from a low score."""
 
 from __future__ import annotations
 
@@ -83,8 +79,7 @@ class Check:
         return report.reason.removeprefix(f"Not scored ({report.cause}): ")
 
     def why_not_measured(self) -> str:
-        """``(timeout): the judge or embeddings did not answer within 60 s ...``: what kept the
-        check from a score, in the words the headline uses."""
+        """``(cause): what kept the check from a score``, in the headline's words."""
         raw = "" if self.report is None else self.report.error or ""
         if raw.startswith(f"{NOT_CONFIGURED}: "):
             return f"(not configured): {raw.removeprefix(f'{NOT_CONFIGURED}: ')}"
@@ -98,8 +93,7 @@ class Check:
         return f"({self.cause or 'judge or embeddings failed; NaN is never a pass'}): {error}"
 
     def message(self) -> str:
-        """The failure text: a headline, the probe table with the reason (or, not measured, the
-        cause and the inputs), the threshold."""
+        """The failure text: headline, probe table and reason (or cause and inputs), threshold."""
         threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
         if self.verdict == "not measured":
             head = f"{self.location}: answer relevancy NOT MEASURED {self.why_not_measured()}"
@@ -118,8 +112,7 @@ class Check:
         return RelevancyFailure(self.message())
 
     def properties(self) -> list[tuple[str, str]]:
-        """JUnit XML properties: score (``nan`` when not measured), threshold, verdict; not
-        measured, the cause and the error too."""
+        """JUnit XML properties: score, threshold, verdict; cause and error when not measured."""
         found = [
             ("relevancy_score", fmt(self.score).lower()),
             ("relevancy_min_score", fmt(self.min_score)),
@@ -130,13 +123,6 @@ class Check:
                 found.append(("relevancy_cause", self.cause))
             found.append(("relevancy_error", self.error()))
         return found
-
-
-def _order(check: Check) -> tuple[int, float]:
-    """Worst first: not measured, then by score from the lowest."""
-    if check.verdict == "not measured":
-        return (0, 0.0)
-    return (1, check.score)
 
 
 def summary_title(checks: list[Check]) -> str:
@@ -151,7 +137,7 @@ def summary_title(checks: list[Check]) -> str:
 def summary_lines(checks: list[Check], width: int = 60) -> list[str]:
     """One line per check, worst first: score, threshold, verdict, test, question or error."""
     lines = []
-    for check in sorted(checks, key=_order):
+    for check in sorted(checks, key=lambda c: (c.verdict != "not measured", c.score)):
         mark = {"passed": "ok", "below": "BELOW", "not measured": "NOT MEASURED"}[check.verdict]
         what = check.error() if check.verdict == "not measured" else str(check.user_input)
         lines.append(

@@ -1,11 +1,6 @@
-"""Scoring for the plugin: the command line's judge, embeddings and cache, one event loop.
-
-Nothing heavy loads until the first check: then :func:`..cli.setup.prepare` builds the judge
-and embeddings exactly as ``ragas-relevancy`` does from the same specs. Every batch runs on one
-event loop in a background thread for the whole test session, so an async client's pooled
-connections stay on the loop that opened them, and a check made inside a running loop
-(``pytest-asyncio``) does not block it.
-"""
+"""Scoring for the plugin: the command line's judge, embeddings and cache, built at the first
+check, and one event loop in a background thread for the session (pooled connections stay on
+the loop that opened them; a check made inside a running loop does not block it)."""
 
 from __future__ import annotations
 
@@ -31,8 +26,7 @@ HOW_TO_SET_EMBEDDINGS = (
 
 
 class NotConfigured(Exception):
-    """No judge (or no embeddings but the hash stand-in) was set: a stand-in's score would pass
-    or fail a threshold for no reason, so the checks are not measured."""
+    """No judge (or only the hash stand-in as embeddings) was set: the checks are not measured."""
 
 
 class Engine:
@@ -46,11 +40,6 @@ class Engine:
         self._failure: BaseException | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
-
-    @property
-    def started(self) -> bool:
-        """True once the judge and embeddings were built (or failed to build)."""
-        return self._setup is not None or self._failure is not None
 
     def prepare(self) -> None:
         """Build judge, embeddings and metric; a bad spec or a missing key is kept and raised."""

@@ -1,12 +1,5 @@
-"""The plugin's options, declared once: each is a command-line flag, an ini key and a variable.
-
-``judge`` -> ``--relevancy-judge``, ini ``relevancy_judge``, environment
-``RAGAS_RELEVANCY_JUDGE``. The command line wins over the environment, the environment over the
-ini file. No judge is assumed: with none set, checks fail as not measured (see ``.engine``).
-Other unset provider options fall back to the ``ragas-relevancy`` command's defaults
-(:class:`..cli.setup.Settings`), read only when a check runs, so loading the plugin stays cheap;
-the timeout is the plugin's own (:data:`DEFAULT_TIMEOUT`). Standard library and pytest only.
-"""
+"""The plugin's options, each a flag, an ini key and an environment variable (the command line
+wins over the environment, the environment over the ini file); pytest and the stdlib only."""
 
 from __future__ import annotations
 
@@ -52,24 +45,19 @@ def _min_score(text: str) -> float:
     return check_min_score(value)
 
 
-def _timeout(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise ValueError(f"timeout must be a number of seconds above 0, got {text!r}")
-    return value
+def _number(rule: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
+    """A parser of a finite number for which ``ok`` holds; anything else is ``rule``'s error."""
 
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not ok(value):
+            raise ValueError(f"{rule}, got {text!r}")
+        return value
 
-def _margin(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise ValueError(f"margin must be a number at or above 0, got {text!r}")
-    return value
+    return parse
 
 
 def _batch(text: str) -> str:
@@ -132,7 +120,7 @@ OPTIONS: tuple[Option, ...] = (
         f"Give up on a judge or embeddings request after SECONDS; the client retries it, then "
         f"the check fails as not measured (default: {DEFAULT_TIMEOUT:g}).",
         "SECONDS",
-        parse=_timeout,
+        parse=_number("timeout must be a number of seconds above 0", lambda v: v > 0),
         setting="timeout",
     ),
     Option(
@@ -160,7 +148,7 @@ OPTIONS: tuple[Option, ...] = (
         "margin",
         "The drop in mean score from the baseline the session tolerates (default: 0).",
         "DROP",
-        parse=_margin,
+        parse=_number("margin must be a number at or above 0", lambda v: v >= 0),
     ),
     Option(
         "report",

@@ -22,20 +22,12 @@ __all__ = [
 ]
 
 
-OPENAI_FAULT_KINDS: dict[str, tuple[str, ...]] = {
-    "chat": ("rate_limit", "server_error", "hang", "malformed"),
-    "embeddings": (
-        "rate_limit",
-        "server_error",
-        "hang",
-        "malformed",
-        "wrong_count",
-        "wrong_size",
-        "mixed_size",
-        "nan",
-    ),
-}
 TRANSIENT = frozenset({"rate_limit", "server_error", "hang"})
+_CHAT_FAULTS = ("rate_limit", "server_error", "hang", "malformed")
+OPENAI_FAULT_KINDS: dict[str, tuple[str, ...]] = {
+    "chat": _CHAT_FAULTS,
+    "embeddings": (*_CHAT_FAULTS, "wrong_count", "wrong_size", "mixed_size", "nan"),
+}
 # retried by the SDK, or (a malformed chat reply) asked again by instructor and the metric
 RECOVERABLE = frozenset(
     {f"{kind}@{endpoint}" for kind in TRANSIENT for endpoint in OPENAI_FAULT_KINDS}
@@ -66,11 +58,8 @@ def request_row(request: LoggedRequest, rows: Sequence[dict[str, str]]) -> int |
 def faults_by_row(
     requests: Sequence[LoggedRequest], rows: Sequence[dict[str, str]]
 ) -> list[set[str]]:
-    """For each row, the ``kind@endpoint`` faults its requests met (retries included).
-
-    Chat requests are matched by the response in the prompt; embeddings requests by the
-    user_input (the question call) or the row tag of :func:`tag_response` (the probes call).
-    """
+    """For each row, the ``kind@endpoint`` faults its requests met (retries included): chat by
+    the prompt's response, embeddings by user_input or the :func:`tag_response` tag."""
     keys = _row_keys(rows)
     met: list[set[str]] = [set() for _ in rows]
     for request in requests:
@@ -106,10 +95,8 @@ def _row_of(
 
 
 def outcome_problem(faults: set[str], score: float, error: str | None) -> str | None:
-    """What is wrong with a row's end, given the faults it met; None when it ended right.
-
-    Lasting faults must end in NaN with a reason naming one of them; recoverable ones in a score.
-    """
+    """What is wrong with a row's end given its faults (lasting ones end in NaN with a reason
+    naming one, recoverable ones in a score); None when it ended right."""
     lasting = (faults - RECOVERABLE) & NAMED_BY.keys()
     if lasting:
         if not math.isnan(score):

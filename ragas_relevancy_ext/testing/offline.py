@@ -1,14 +1,5 @@
-"""Offline stand-ins for a judge and embeddings, shared by tests, examples and the CLI.
-
-PretendJudge: the probe is the response's first sentence made into a question; noncommittal
-when the response contains an evasive word. HashEmbeddings: a stable-hash bag of words with one
-always-on dimension, unit length. ScriptedJudge: given replies in order, every prompt recorded.
-SamePromptJudge: the same prompt always gets the same question (a judge at temperature 0).
-NgramEmbeddings: character 2- and 3-grams of every script (CJK and Arabic included), hashed.
-PretendChatModel and LangchainHashEmbeddings: the same, as LangChain models.
-ScriptedChatModel: a LangChain chat model with scripted replies per response, counting the calls
-in flight (what ``ragas.evaluate`` runs concurrently is checked by counting, never timing).
-"""
+"""Offline stand-ins for a judge and embeddings (instructor-shaped, RAGAS and LangChain models),
+shared by tests, examples and the CLI; judges record their prompts and count calls in flight."""
 
 from __future__ import annotations
 
@@ -17,7 +8,7 @@ import json
 import math
 import re
 import zlib
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Iterable, Mapping, MutableSequence, Sequence
 from typing import Any, TypeVar
 
@@ -84,20 +75,14 @@ def prompt_input(prompt: str) -> dict[str, Any]:
     return json.loads(prompt[start + len("\ninput: ") : end])
 
 
-
 def count_tokens(text: str) -> int:
-    """Token count as the loopback server bills it and the stand-ins wait for: characters / 4,
-    rounded up."""
+    """Token count as the loopback server bills it: characters / 4, rounded up."""
     return math.ceil(len(text) / 4)
 
-class _RecordingJudge(InstructorBaseRagasLLM):
-    """An instructor-shaped judge that records each prompt and counts calls in flight.
 
-    Each reply waits ``latency`` seconds plus ``token_latency`` seconds per token of the reply
-    (characters / 4, as the loopback server bills), so offline runs can model a real judge's
-    time per generated token. ``keep``: how many of the latest prompts to keep (None: all; a
-    long run keeps a few, so memory does not grow with the number of calls).
-    """
+class _RecordingJudge(InstructorBaseRagasLLM):
+    """An instructor-shaped judge recording its prompts (the latest ``keep``; None: all) and
+    counting calls; each reply waits ``latency`` plus ``token_latency`` per reply token."""
 
     is_async = True
 
@@ -105,14 +90,9 @@ class _RecordingJudge(InstructorBaseRagasLLM):
         self.latency = latency
         self.token_latency = token_latency
         self.prompts: MutableSequence[str] = [] if keep is None else deque(maxlen=keep)
-        self._calls = 0
+        self.calls = 0
         self.in_flight = 0
         self.peak = 0
-
-    @property
-    def calls(self) -> int:
-        """How many times the judge was asked."""
-        return self._calls
 
     def _reply(self, prompt: str, response_model: type[Reply]) -> Reply:
         raise NotImplementedError
@@ -122,7 +102,7 @@ class _RecordingJudge(InstructorBaseRagasLLM):
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
-        self._calls += 1
+        self.calls += 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
@@ -144,12 +124,8 @@ def _first_question(answer: str) -> tuple[str, int]:
 
 
 class PretendJudge(_RecordingJudge):
-    """A deterministic judge: first sentence as the question, evasive words flag noncommittal.
-
-    For list outputs (the diverse prompt) it varies the wording of that question, so offline
-    runs exercise every probe mode. Asked to translate (RAGAS's ``adapt``), it returns the
-    statements unchanged, so ``--language NAME`` runs offline too.
-    """
+    """A deterministic judge: first sentence as the question, evasive words flag noncommittal;
+    other wordings of it for more probes, and statements to translate returned unchanged."""
 
     _VARIANTS = (
         "{q}",
@@ -194,13 +170,8 @@ def _angle_number(angle: str) -> int:
 
 
 class SamePromptJudge(_RecordingJudge):
-    """A judge at temperature 0: the same prompt always gets the same reply.
-
-    It knows nothing of probe modes: the first prompt about a response gets its first sentence
-    as a question, and every other prompt about that response gets the next wording of it. So
-    N identical prompts give N copies of one question, as a real judge tends to, and prompts
-    that differ in anything give different questions.
-    """
+    """A judge at temperature 0: the same prompt always gets the same reply, and each new prompt
+    about a response gets the next wording of its first sentence as a question."""
 
     def __init__(self, latency: float = 0.0, token_latency: float = 0.0):
         super().__init__(latency=latency, token_latency=token_latency)
@@ -231,13 +202,6 @@ def _wording(question: str, number: int) -> str:
     return text if number < len(variants) else f"{text} ({number // len(variants) + 1})"
 
 
-def _input_or_empty(prompt: str) -> dict[str, Any]:
-    try:
-        return prompt_input(prompt)
-    except ValueError:
-        return {}
-
-
 def _to_translate(prompt: str) -> list[str]:
     """The statements a RAGAS translation prompt asks for (either prompt family's wording)."""
     marker = "Statements to translate:\n"  # collections BasePrompt.adapt
@@ -251,12 +215,8 @@ class ScriptedJudgeExhausted(RuntimeError):
 
 
 class ScriptedJudge(_RecordingJudge):
-    """Returns the given replies in order and records every prompt.
-
-    A reply is a ``(question, noncommittal)`` pair, a dict or model of the output, a list of
-    pairs (for list outputs such as the diverse prompt), a raw JSON string (parsed as the
-    output model, so malformed text fails as a real reply would), or an exception to raise.
-    """
+    """Returns the given replies in order: a ``(question, noncommittal)`` pair, a dict or model
+    of the output, a list of pairs (list outputs), raw JSON text, or an exception to raise."""
 
     def __init__(self, replies: Iterable[Any], latency: float = 0.0):
         super().__init__(latency=latency)
@@ -295,10 +255,8 @@ def _as_dict(reply: Any) -> Any:
 
 
 class HashEmbeddings(BaseRagasEmbedding):
-    """One dimension per word that matters, picked by a stable hash, plus one always on.
-
-    Unit length, so a cosine is a plain angle; the same text always gives the same vector.
-    """
+    """One dimension per word that matters, picked by a stable hash, plus one always on; unit
+    length, and the same text always gives the same vector."""
 
     def __init__(self, width: int = 32):
         super().__init__()
@@ -306,11 +264,17 @@ class HashEmbeddings(BaseRagasEmbedding):
             raise ValueError(f"width must be at least 2, got {width}")
         self.width = width
 
+    def _counts(self, text: str) -> dict[int, int]:
+        """How much of each dimension (from 1) ``text`` has."""
+        return dict.fromkeys((self._dimension(word) for word in words(text)), 1)
+
+    def _dimension(self, feature: str) -> int:
+        return zlib.crc32(feature.encode()) % (self.width - 1) + 1
+
     def embed_text(self, text: str, **kwargs: Any) -> list[float]:
-        vector = [0.0] * self.width
-        vector[0] = 1.0
-        for word in words(text):
-            vector[zlib.crc32(word.encode()) % (self.width - 1) + 1] = 1.0
+        vector = [1.0] + [0.0] * (self.width - 1)
+        for dimension, count in self._counts(text).items():
+            vector[dimension] = float(count)
         size = sum(v * v for v in vector) ** 0.5
         return [v / size for v in vector]
 
@@ -322,28 +286,16 @@ _NON_WORD = re.compile(r"[\W_]+")
 
 
 class NgramEmbeddings(HashEmbeddings):
-    """Character 2- and 3-grams of each word, any script, counted into hashed dimensions.
-
-    HashEmbeddings reads only [a-z0-9] words, so Japanese, Chinese or Arabic text would all be
-    the same vector; n-grams of characters tell texts in any script apart, and texts in two
-    languages share almost none, as with a real embedding's cross-language gap. Unit length.
-    """
+    """Character 2- and 3-grams of each word, any script, counted into hashed dimensions, so
+    texts in any script differ and two languages share almost none (as real embeddings do)."""
 
     def __init__(self, width: int = 1024):
         super().__init__(width)
 
-    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
-        vector = [0.0] * self.width
-        vector[0] = 1.0
-        for word in _NON_WORD.split(text.casefold()):
-            padded = f" {word} " if word else ""
-            for n in (2, 3):
-                for i in range(len(padded) - n + 1):
-                    gram = padded[i : i + n]
-                    if gram.strip():
-                        vector[zlib.crc32(gram.encode()) % (self.width - 1) + 1] += 1.0
-        size = sum(v * v for v in vector) ** 0.5
-        return [v / size for v in vector]
+    def _counts(self, text: str) -> dict[int, int]:
+        padded = (f" {word} " for word in _NON_WORD.split(text.casefold()) if word)
+        grams = (p[i : i + n] for p in padded for n in (2, 3) for i in range(len(p) - n + 1))
+        return Counter(self._dimension(gram) for gram in grams if gram.strip())
 
 
 class LookupEmbeddings(BaseRagasEmbedding):
@@ -363,27 +315,24 @@ class LookupEmbeddings(BaseRagasEmbedding):
 
 
 def pretend_reply_text(prompt: str) -> str:
-    """PretendJudge's reply to a probe prompt, as the JSON text a chat model would send.
-
-    The output model follows the prompt's input: one with ``n`` asks for a list of probes; a
-    translation prompt (RAGAS's ``adapt``) gets its statements back unchanged.
-    """
+    """PretendJudge's reply to a probe (or translation) prompt, as a chat model's JSON text."""
     from ragas.prompt.pydantic_prompt import Translated
 
     from ..scoring.prompts import AnswerRelevanceOutput, DiverseProbeOutput
 
-    if "Statements to translate:\n" in prompt or "statements" in _input_or_empty(prompt):
+    try:
+        data = prompt_input(prompt)
+    except ValueError:
+        data = {}
+    if "Statements to translate:\n" in prompt or "statements" in data:
         return Translated(statements=_to_translate(prompt)).model_dump_json()
-    model = DiverseProbeOutput if "n" in prompt_input(prompt) else AnswerRelevanceOutput
+    model = DiverseProbeOutput if "n" in data else AnswerRelevanceOutput
     return PretendJudge()._reply(prompt, model).model_dump_json()
 
 
 class _TextChatModel(BaseChatModel):
-    """A LangChain chat model answering each prompt with ``_reply_text``; records and counts.
-
-    ``prompts`` records every prompt; ``peak`` is the most calls in flight at once (each async
-    call waits ``latency`` seconds, so concurrent calls overlap).
-    """
+    """A LangChain chat model answering each prompt with ``_reply_text``; ``prompts`` records
+    them, ``peak`` is the most async calls in flight (each waits ``latency`` seconds)."""
 
     latency: float = 0.0
     prompts: list[str] = Field(default_factory=list)
@@ -423,11 +372,7 @@ class _TextChatModel(BaseChatModel):
 
 
 class PretendChatModel(_TextChatModel):
-    """A LangChain chat model that answers probe prompts as PretendJudge does, in JSON text.
-
-    Deterministic per prompt, so rows scored concurrently get the same replies in any order;
-    ``prompts`` records every prompt it was sent.
-    """
+    """A LangChain chat model answering probe prompts as PretendJudge does, in JSON text."""
 
     @property
     def _llm_type(self) -> str:
@@ -438,16 +383,9 @@ class PretendChatModel(_TextChatModel):
 
 
 class ScriptedChatModel(_TextChatModel):
-    """A LangChain chat model whose replies are scripted per response, sent as JSON text.
-
-    ``replies`` maps a response (read from the prompt's input) to its replies; the n-th prompt
-    about a response gets reply n, cycling. A reply is a ``(question, noncommittal)`` pair (a
-    tuple or, as in JSON fixtures, a two-item list), a list of pairs (for list outputs) or raw
-    text sent as is. Keyed on the response, so rows scored concurrently get their own replies in
-    any order; a prompt about an unknown response gets a reply that names it and does not parse
-    (an exception would be retried by RAGAS for minutes). ``prompts`` records every prompt;
-    ``peak`` is the most calls in flight at once (each call waits ``latency`` seconds).
-    """
+    """A LangChain chat model whose n-th reply about a response is ``replies[response][n]``
+    (cycling): a pair, a list of pairs or raw text. An unknown response gets a reply that names
+    it and does not parse (an exception would be retried by RAGAS for minutes)."""
 
     replies: dict[str, list[Any]]
     asked: dict[str, int] = Field(default_factory=dict)
