@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from ..scoring.report import RelevancyReport
-from .baseline import Gate, check_baseline, check_report_target, compare_with_baseline, write_report
+from .baseline import Gate, check_report_target, compare_with_baseline, write_report
 from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
 from .engine import Engine
 from .options import Values, add_options, check_min_score
@@ -146,10 +146,6 @@ def _apply(
         call.sections.append(("answer relevancy", text))
 
 
-def _state(config: pytest.Config) -> _State | None:
-    return config.stash.get(_STATE, None)
-
-
 def _batched(item: pytest.Item | None) -> bool:
     """Tests that use the fixture or carry the marker have their checks batched."""
     if item is None:
@@ -196,7 +192,7 @@ def assert_relevant(user_input: str, response: str, min_score: float | None = No
 @pytest.fixture
 def relevancy(request: pytest.FixtureRequest) -> Relevancy:
     """Check answers for relevancy: ``relevancy(user_input, response, min_score=0.7)``."""
-    state = _state(request.config)
+    state = request.config.stash.get(_STATE, None)
     assert state is not None, "the relevancy plugin is not configured"
     return Relevancy(state)
 
@@ -213,9 +209,10 @@ def pytest_configure(config: pytest.Config) -> None:
     values = Values.read(config)
     if "report" in values.given:
         check_report_target(values.given["report"])
-    if "baseline" in values.given:
-        check_baseline(values.given["baseline"])
-    elif "margin" in values.given:
+    baseline = values.given.get("baseline")
+    if baseline is not None and not baseline.is_file():
+        raise pytest.UsageError(f"--relevancy-baseline {baseline}: no such file")
+    if baseline is None and "margin" in values.given:
         raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
     state = _State(config, values, Engine(values.settings()))
     config.stash[_STATE] = state
@@ -233,7 +230,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Build judge and embeddings before the first relevancy test, so a bad spec or a missing
     key is one usage error, not a failure per check."""
-    state = _state(session.config)
+    state = session.config.stash.get(_STATE, None)
     if state is None or session.config.option.collectonly:
         return
     if not any(_batched(item) for item in session.items):
@@ -251,7 +248,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
     """Run a relevancy test without writing its reports; write them after the module's batch."""
-    state = _state(item.config)
+    state = item.config.stash.get(_STATE, None)
     if state is None:
         return None
     state.current = item
@@ -275,7 +272,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Score and write held reports of a session stopped inside a batch (not after Ctrl-C)."""
-    state = _state(session.config)
+    state = session.config.stash.get(_STATE, None)
     if state is None or exitstatus == pytest.ExitCode.INTERRUPTED:
         return
     if state.held:
@@ -291,7 +288,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """One line per check, worst first, the counts, and what judged and embedded."""
-    state = _state(config)
+    state = config.stash.get(_STATE, None)
     if state is None or not state.checks:
         return
     terminalreporter.write_sep("=", summary_title(state.checks))

@@ -14,8 +14,6 @@ if TYPE_CHECKING:
     from ..error_bars import PairedDifference
     from .checks import Check
 
-__all__ = ["Gate", "check_baseline", "check_report_target", "compare_with_baseline", "write_report"]
-
 
 @dataclass(frozen=True)
 class Gate:
@@ -78,12 +76,6 @@ def compare_with_baseline(checks: Sequence[Check], baseline: Path, margin: float
         problem = f"{result.n_pairs} check(s) scored in both: at least 2 are needed"
         return Gate(baseline, margin, None, *only, False, problem)
     return Gate(baseline, margin, result, *only, result.worse_by_more_than(margin))
-
-
-def check_baseline(path: Path) -> None:
-    """Refuse, before any test runs, a ``--relevancy-baseline`` that is not a file."""
-    if not path.is_file():
-        raise pytest.UsageError(f"--relevancy-baseline {path}: no such file")
 
 
 def check_report_target(path: Path) -> None:

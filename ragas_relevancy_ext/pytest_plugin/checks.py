@@ -11,15 +11,6 @@ from ..errors import cause_phrase
 from ..scoring.report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
 from .engine import NotConfigured
 
-__all__ = [
-    "Check",
-    "RelevancyFailure",
-    "RelevancyNotMeasured",
-    "Verdict",
-    "summary_lines",
-    "summary_title",
-]
-
 Verdict = Literal["passed", "below", "not measured"]
 
 NOT_CONFIGURED = NotConfigured.__name__  # no judge (or embeddings) was set
@@ -107,9 +98,8 @@ class Check:
 
     def exception(self) -> Exception:
         """What a check made outside a batch raises when it does not pass."""
-        if self.verdict == "not measured":
-            return RelevancyNotMeasured(self.message())
-        return RelevancyFailure(self.message())
+        missing = self.verdict == "not measured"
+        return (RelevancyNotMeasured if missing else RelevancyFailure)(self.message())
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit XML properties: score, threshold, verdict; cause and error when not measured."""

@@ -12,8 +12,6 @@ from typing import Any
 
 from ..scoring.report import RelevancyReport
 
-__all__ = ["Engine", "NotConfigured"]
-
 HOW_TO_SET_JUDGE = (
     "set one with --relevancy-judge openai:gpt-4o-mini (ini relevancy_judge, environment "
     "RAGAS_RELEVANCY_JUDGE); --relevancy-judge offline scores with the offline stand-in"
@@ -107,9 +105,8 @@ class Engine:
         from ..cli.setup import DEFAULT_SETTINGS
         from ..scoring.sample import failed_report
 
-        strictness = self.settings_given.get("strictness", DEFAULT_SETTINGS.strictness)
-        prompt = self.settings_given.get("probe_prompt", DEFAULT_SETTINGS.probe_prompt)
-        return failed_report(pair[0], pair[1], strictness, prompt, exc)
+        defaults = DEFAULT_SETTINGS  # the plugin sets neither strictness nor the probe prompt
+        return failed_report(*pair, defaults.strictness, defaults.probe_prompt, exc)
 
     def _run(self, coro: Any) -> Any:
         """Run ``coro`` on the session's loop and wait for it."""

@@ -12,17 +12,6 @@ from typing import Any
 
 import pytest
 
-__all__ = [
-    "BATCH_MODES",
-    "DEFAULT_MIN_SCORE",
-    "DEFAULT_TIMEOUT",
-    "OPTIONS",
-    "Option",
-    "Values",
-    "add_options",
-    "check_min_score",
-]
-
 DEFAULT_MIN_SCORE = 0.7
 DEFAULT_TIMEOUT = 60.0  # seconds per judge or embeddings request, so a hung server ends a check
 BATCH_MODES = ("module", "off")
@@ -187,6 +176,10 @@ class Values:
 
     given: Mapping[str, Any]
     sources: Mapping[str, str] = field(default_factory=dict)
+    min_score: float = DEFAULT_MIN_SCORE
+    margin: float = 0.0
+    batch: str = BATCH_MODES[0]
+    timeout: float = DEFAULT_TIMEOUT
 
     @classmethod
     def read(cls, config: pytest.Config, environ: Mapping[str, str] | None = None) -> Values:
@@ -207,23 +200,8 @@ class Values:
                 value = Path(base, os.path.expanduser(value))
             given[option.name] = value
             sources[option.name] = source
-        return cls(given, sources)
-
-    @property
-    def min_score(self) -> float:
-        return self.given.get("min_score", DEFAULT_MIN_SCORE)
-
-    @property
-    def margin(self) -> float:
-        return self.given.get("margin", 0.0)
-
-    @property
-    def batch(self) -> str:
-        return self.given.get("batch", BATCH_MODES[0])
-
-    @property
-    def timeout(self) -> float:
-        return self.given.get("timeout", DEFAULT_TIMEOUT)
+        defaults = ("min_score", "margin", "batch", "timeout")
+        return cls(given, sources, **{name: given[name] for name in defaults if name in given})
 
     def settings(self) -> dict[str, Any]:
         """Keyword arguments for :class:`..cli.setup.Settings`: what was set, and the timeout."""

@@ -156,17 +156,12 @@ class PretendJudge(_RecordingJudge):
         if previous:
             question = self._VARIANTS[len(previous) % len(self._VARIANTS)].format(q=question)
         if data.get("angle") is not None:  # word it as the angle asks, skipping taken wordings
-            start = _angle_number(str(data["angle"]))
+            base = str(data["angle"]).split(" (wording ", 1)[0]
+            start = ANGLES.index(base) if base in ANGLES else zlib.crc32(base.encode())
             count = len(self._VARIANTS)
             options = [self._VARIANTS[(start + k) % count].format(q=question) for k in range(count)]
             question = next((o for o in options if o.lower() not in taken), options[0])
         return response_model.model_validate({"question": question, "noncommittal": flag})
-
-
-def _angle_number(angle: str) -> int:
-    """Where ``angle`` sits among the built-in angles (a stable hash for any other)."""
-    base = angle.split(" (wording ", 1)[0]
-    return ANGLES.index(base) if base in ANGLES else zlib.crc32(base.encode())
 
 
 class SamePromptJudge(_RecordingJudge):
@@ -342,29 +337,17 @@ class _TextChatModel(BaseChatModel):
     def _reply_text(self, prompt: str) -> str:
         raise NotImplementedError
 
-    def _generate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> ChatResult:
         prompt = "\n".join(str(message.content) for message in messages)
         self.prompts.append(prompt)
         reply = AIMessage(content=self._reply_text(prompt))
         return ChatResult(generations=[ChatGeneration(message=reply)])
 
-    async def _agenerate(
-        self,
-        messages: list[BaseMessage],
-        stop: list[str] | None = None,
-        run_manager: Any = None,
-        **kwargs: Any,
-    ) -> ChatResult:
+    async def _agenerate(self, messages: list[BaseMessage], *args: Any, **kw: Any) -> ChatResult:
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
-            result = self._generate(messages, stop, **kwargs)
+            result = self._generate(messages)  # stop words and callbacks: none apply
             await asyncio.sleep(self.latency)
             return result
         finally:
