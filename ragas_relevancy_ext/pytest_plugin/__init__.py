@@ -50,9 +50,10 @@ class _State:
     pending: dict[str, list[Check]] = field(default_factory=dict)
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
 
-    def check(self, user_input: Any, response: Any, min_score: float | None) -> Exception | None:
-        """Record a check of the running test and score it now or with the module's batch;
-        return the failure of a check scored now."""
+    def check(self, user_input: Any, response: Any, min_score: float | None) -> None:
+        """Record a check of the running test and score it now (raising its failure) or with the
+        module's batch."""
+        __tracebackhide__ = True
         item = self.current
         threshold, source = self.threshold(item, min_score)
         check = Check(
@@ -67,13 +68,14 @@ class _State:
         self.checks.append(check)
         if item is not None and self.batching is item:
             self.pending.setdefault(item.nodeid, []).append(check)
-            return None
+            return
         check.report = self.engine.score([(user_input, response)])[0]
         if item is not None:
             item.user_properties.extend(check.properties())
             used = self.engine.properties()
             item.user_properties.extend(p for p in used if p not in item.user_properties)
-        return None if check.verdict == "passed" else check.exception()
+        if check.verdict != "passed":
+            raise check.exception()
 
     def threshold(self, item: pytest.Item | None, given: float | None) -> tuple[float, str]:
         """The threshold and where it came from: argument, marker, option, default."""
@@ -165,9 +167,7 @@ class Relevancy:
     def __call__(self, user_input: str, response: str, min_score: float | None = None) -> None:
         """Check that ``response`` is relevant to ``user_input`` (see :func:`assert_relevant`)."""
         __tracebackhide__ = True
-        failure = self._state.check(user_input, response, min_score)
-        if failure is not None:
-            raise failure
+        self._state.check(user_input, response, min_score)
 
     def score(self, user_input: str, response: str) -> RelevancyReport:
         """Score now and return the report (``.score``, ``.probes``, ``.reason``); no verdict."""
@@ -184,9 +184,7 @@ def assert_relevant(user_input: str, response: str, min_score: float | None = No
             "assert_relevant runs inside pytest with the relevancy plugin "
             "(installed with ragas-relevancy-ext; not disabled by -p no:relevancy)"
         )
-    failure = _ACTIVE[-1].check(user_input, response, min_score)
-    if failure is not None:
-        raise failure
+    _ACTIVE[-1].check(user_input, response, min_score)
 
 
 @pytest.fixture
