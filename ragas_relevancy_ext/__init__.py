@@ -1,12 +1,5 @@
 """ragas-relevancy-ext: RAGAS answer relevancy with diverse probes and probe-level reports.
-
-Change one import::
-
-    from ragas_relevancy_ext import AnswerRelevancy   # was: ragas.metrics.collections
-
-Names are loaded on first use, so ``import ragas_relevancy_ext`` (and the CLI's ``--help``)
-does not pay for importing RAGAS.
-"""
+Names load on first use, so ``import ragas_relevancy_ext`` does not import RAGAS."""
 
 from __future__ import annotations
 

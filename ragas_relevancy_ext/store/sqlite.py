@@ -1,10 +1,5 @@
-"""The judge cache's store: JSON text in SQLite, safe to share, never holding code.
-
-``DIR/replies.sqlite3`` holds JSON text only, so nothing read from a cache directory is ever
-run as code (no pickle). SQLite's write-ahead log lets processes share one directory. A damaged
-file is moved aside (one line on stderr names it) and a new one started; a cache that cannot be
-written is a one-line error naming the path. Standard library only: opened before RAGAS loads.
-"""
+"""The judge cache's store: JSON text in SQLite (write-ahead log, so processes share it); a
+damaged file is moved aside and a new one started. Standard library only."""
 
 from __future__ import annotations
 
