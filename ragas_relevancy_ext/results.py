@@ -11,8 +11,6 @@ from .scoring.usage import Usage
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for", "usage_for"]
-
 REPORT_TRACE = "relevancy_report"
 FRAME_COLUMNS = ["row", "user_input", "response", "question", "noncommittal", "cosine", "score"]
 

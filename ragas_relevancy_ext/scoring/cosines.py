@@ -7,16 +7,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = [
-    "all_noncommittal",
-    "cosine_similarities",
-    "mean_pairwise_cosine",
-    "non_finite",
-    "probe_cosines",
-    "relevancy_score",
-    "unit_rows",
-]
-
 
 def probe_cosines(
     question_vector: np.ndarray, probe_vectors: np.ndarray

@@ -30,17 +30,6 @@ if TYPE_CHECKING:
 
 mask_third_party_logs()  # instructor logs each failed attempt with the provider's words
 
-__all__ = [
-    "Judge",
-    "JudgeKind",
-    "JudgeWrapper",
-    "Reply",
-    "ask_judge",
-    "instructor_model",
-    "judge_kind",
-    "parse_reply",
-]
-
 Reply = TypeVar("Reply", bound=BaseModel)
 # Every judge the metrics accept: instructor (llm_factory), RAGAS wrappers, LangChain models.
 Judge: TypeAlias = "InstructorBaseRagasLLM | BaseRagasLLM | BaseLanguageModel"

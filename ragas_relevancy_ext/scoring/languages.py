@@ -16,17 +16,6 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .report import RelevancyReport
 
-__all__ = [
-    "AUTO",
-    "AdaptedPrompts",
-    "check_language",
-    "detect_language",
-    "detector_ready",
-    "language_clause",
-    "language_name",
-    "load_in_background",
-]
-
 AUTO = "auto"
 
 _NAMES = {

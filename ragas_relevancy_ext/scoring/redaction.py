@@ -8,15 +8,6 @@ import os
 import re
 from collections.abc import Mapping
 
-__all__ = [
-    "ALL_KEY_VARIABLES",
-    "KEY_VARIABLES",
-    "MASK",
-    "RedactingFilter",
-    "mask_third_party_logs",
-    "redact",
-]
-
 MASK = "***"
 
 # The variables each provider's key is read from, first found wins.

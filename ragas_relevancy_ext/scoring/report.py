@@ -15,31 +15,6 @@ from ..errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
-__all__ = [
-    "DRIFT_GAP",
-    "LOW_SCORE",
-    "Probe",
-    "RelevancyReport",
-    "SKIPPED",
-    "TEXT_FIELDS",
-    "as_text",
-    "clean_text",
-    "clip",
-    "explain",
-    "fmt",
-    "format_report",
-    "input_problem",
-    "json_safe",
-    "language_tag",
-    "neutralise_controls",
-    "not_scored_cause",
-    "not_scored_reason",
-    "plural",
-    "pull_downs",
-    "row_key",
-    "weak_point",
-]
-
 _CAUSES = frozenset(Cause)
 DRIFT_GAP = 0.15  # a probe this far below the closest probe's cosine "drifted" (never scored)
 LOW_SCORE = 0.5  # below this a score is "low" in reasons and displays

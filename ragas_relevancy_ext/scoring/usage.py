@@ -12,24 +12,6 @@ from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = [
-    "NOT_REPORTED",
-    "TOKEN_FIELDS",
-    "Prices",
-    "Usage",
-    "UsageMeter",
-    "apportion",
-    "current_meter",
-    "format_usage",
-    "judge_request_usage",
-    "judge_usage_from_result",
-    "judge_usage_of_reply",
-    "metering",
-    "record",
-    "split_usage",
-    "tokens_from",
-]
-
 NOT_REPORTED = "not reported"
 TOKEN_FIELDS = ("judge_prompt_tokens", "judge_completion_tokens", "embedding_tokens")
 
