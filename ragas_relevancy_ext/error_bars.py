@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .scoring.cosines import score_stderr as cosines_stderr
-from .scoring.report import RelevancyReport, clean_text
+from .scoring.report import RelevancyReport, clean_text, fmt
 
 METHODS = ("clt", "clustered", "bootstrap")
 LEVEL = 0.95
@@ -67,8 +67,8 @@ class ErrorBars:
         if self.clusters and self.clusters < FEW_CLUSTERS:
             how += f", under {FEW_CLUSTERS} clusters: a rough interval"
         return (
-            f"{self.mean:.4f} ± {_f(self.stderr)} ({self.level:.0%} CI {_f(self.ci_low)}-"
-            f"{_f(self.ci_high)}, {how}, n={self.n})"
+            f"{self.mean:.4f} ± {fmt(self.stderr)} ({self.level:.0%} CI {fmt(self.ci_low)}-"
+            f"{fmt(self.ci_high)}, {how}, n={self.n})"
         )
 
     def variance_text(self) -> str:
@@ -78,13 +78,9 @@ class ErrorBars:
         if math.isfinite(total) and total > 0:
             share = f" ({self.within_variance / total:.0%} of the total)"
         return (
-            f"variance: between questions {_f(self.between_variance, 5)}, "
-            f"within (probes) {_f(self.within_variance, 5)}{share}"
+            f"variance: between questions {fmt(self.between_variance, 5)}, "
+            f"within (probes) {fmt(self.within_variance, 5)}{share}"
         )
-
-
-def _f(value: float, digits: int = 4) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else "NaN"
 
 
 def run_error_bars(

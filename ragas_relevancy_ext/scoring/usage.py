@@ -13,7 +13,6 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 NOT_REPORTED = "not reported"
-TOKEN_FIELDS = ("judge_prompt_tokens", "judge_completion_tokens", "embedding_tokens")
 
 
 def _add(a: int | None, b: int | None) -> int | None:
