@@ -239,16 +239,14 @@ def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> 
     where_b: dict[Hashable, list[int]] = defaultdict(list)
     for j, key in enumerate(keys_b):
         where_b[key].append(j)
-    seen: dict[Hashable, int] = defaultdict(int)
+    queues = {key: iter(rows) for key, rows in where_b.items()}  # B's rows left, in row order
     pairs, only_a = [], []
     for i, key in enumerate(keys_a):
-        k = seen[key]
-        seen[key] += 1
-        rows = where_b.get(key, [])
-        if k < len(rows):
-            pairs.append((i, rows[k]))
-        else:
+        j = next(queues.get(key, iter(())), None)
+        if j is None:
             only_a.append(i)
+        else:
+            pairs.append((i, j))
     paired_b = {j for _, j in pairs}
     only_b = [j for j in range(len(keys_b)) if j not in paired_b]
     repeated = {k for k, c in Counter(keys_a).items() if c > 1}

@@ -40,9 +40,7 @@ def check_language(language: Any) -> str:
 
 def language_name(code: str | None) -> str:
     """``"Japanese"`` for ``"ja"``; an unknown code as itself, None as ``"unknown"``."""
-    if code is None:
-        return "unknown"
-    return _NAMES.get(code, code)
+    return "unknown" if code is None else _NAMES.get(code, code)
 
 
 _DETECTOR: Future[Any] = Future()  # py3langid's classify, model loaded (None: not installed)
@@ -51,8 +49,7 @@ _STARTING = threading.Lock()
 
 
 def _after_fork() -> None:
-    """A forked child has none of its parent's threads: their load starts again, their locks
-    are free."""
+    """A forked child has none of its parent's threads: their load restarts, their locks free."""
     global _DETECTOR, _LOADING, _STARTING
     _LOADING, _STARTING = threading.Lock(), threading.Lock()
     if not _DETECTOR.done():

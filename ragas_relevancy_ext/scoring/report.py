@@ -16,10 +16,10 @@ from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
 _CAUSES = frozenset(Cause)
-DRIFT_GAP = 0.15  # a probe this far below the closest probe's cosine "drifted" (never scored)
+DRIFT_GAP = 0.15  # a probe this far below the closest probe's cosine "drifted" (reasons only)
 LOW_SCORE = 0.5  # below this a score is "low" in reasons and displays
 QUOTE_WIDTH = 80  # a probe question quoted in a reason is cut to this many characters
-SKIPPED = "skipped: "
+SKIPPED = "skipped: "  # the error of a row set aside unscored starts so
 TEXT_FIELDS = ("user_input", "response")
 
 
@@ -32,8 +32,10 @@ def input_problem(record: Mapping[str, Any]) -> str | None:
         value = record.get(name)
         if value is None:
             return f"no {name}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} is {json.dumps(value)}, not text"  # NaN, Infinity, -Infinity
         if not isinstance(value, str):
-            return f"{name} is {_kind(value)}, not text"
+            return f"{name} is {type(value).__name__}, not text"
         if not value.strip():
             return f"{name} is empty"
     return None
@@ -53,13 +55,6 @@ def row_key(
     ]
     digest = hashlib.sha256(f"{settings_tag}\x00{texts[0]}\x00{texts[1]}".encode())
     return digest.hexdigest()[:20]
-
-
-def _kind(value: Any) -> str:
-    """``NaN``, ``Infinity`` or ``-Infinity`` for a float that is not finite, else its type."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return json.dumps(value)
-    return type(value).__name__
 
 
 def as_text(value: Any) -> str:
@@ -136,10 +131,8 @@ class Probe(_ProbeReadings):
 @dataclass
 class RelevancyReport(_ReportReadings):
     """Everything behind one score: inputs, probes, judge calls, usage and a one-line reason.
-
-    ``probe_similarity``: mean cosine between pairs of probes (None under two); ``cause``: why
-    the score is NaN. ``reason``, ``question_language`` and ``score_stderr`` given empty are
-    worked out when first read."""
+    ``probe_similarity``: mean cosine between pairs of probes; ``cause``: why the score is NaN;
+    ``reason``, ``question_language`` and ``score_stderr`` given empty are worked out when read."""
 
     user_input: str
     response: str

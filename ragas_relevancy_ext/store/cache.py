@@ -48,17 +48,16 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
 
 
 _CACHED = Usage(cached=1)
-_WRITER: ThreadPoolExecutor
+# One writer for every cache (SQLite takes one writer at a time), off the event loop.
+_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
 def _new_writer() -> None:
-    """One writer for every cache (SQLite takes one writer at a time), off the event loop and
-    the threads of asyncio.to_thread; a forked child gets its own."""
+    """A forked child has no writer thread of its parent's: it gets a writer of its own."""
     global _WRITER
     _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
-_new_writer()
 os.register_at_fork(after_in_child=_new_writer)
 
 
