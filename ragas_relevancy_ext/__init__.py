@@ -1,12 +1,5 @@
 """ragas-relevancy-ext: RAGAS answer relevancy with diverse probes and probe-level reports.
-
-Change one import::
-
-    from ragas_relevancy_ext import AnswerRelevancy   # was: ragas.metrics.collections
-
-Names are loaded on first use, so ``import ragas_relevancy_ext`` (and the CLI's ``--help``)
-does not pay for importing RAGAS.
-"""
+Names load on first use, so ``import ragas_relevancy_ext`` does not import RAGAS."""
 
 from __future__ import annotations
 
@@ -59,37 +52,21 @@ __all__ = [
     "usage_for",
 ]
 
-# public name -> module that defines it, loaded on first use
-_EXPORTS: dict[str, str] = {
-    "AnswerRelevancy": "metric",
-    "RelevancyResult": "metric",
-    "ResponseRelevancy": "legacy",
-    "answer_relevancy": "legacy",
-    "RelevancyReport": "scoring.report",
-    "Probe": "scoring.report",
-    "Cause": "errors",
-    "cause_of": "errors",
-    "EmbeddingShapeError": "errors",
-    "EmbeddingCallError": "errors",
-    "JudgeReplyError": "errors",
-    "AngleProbePrompt": "scoring.prompts",
-    "DiverseProbePrompt": "scoring.prompts",
-    "SequentialProbePrompt": "scoring.prompts",
-    "OneTextPerCall": "adapters",
-    "gemini_embeddings": "adapters",
-    "local_embeddings": "adapters",
-    "compare_with_stock": "parity",
-    "probe_frame": "results",
-    "report_for": "results",
-    "reports_for": "results",
-    "usage_for": "results",
-    "CachedJudge": "store.cache",
-    "Usage": "scoring.usage",
-    "ErrorBars": "error_bars",
-    "PairedDifference": "error_bars",
-    "paired_difference": "error_bars",
-    "run_error_bars": "error_bars",
+# module -> the public names it defines, each loaded on first use
+_MODULES: dict[str, tuple[str, ...]] = {
+    "metric": ("AnswerRelevancy", "RelevancyResult"),
+    "legacy": ("ResponseRelevancy", "answer_relevancy"),
+    "scoring.report": ("RelevancyReport", "Probe"),
+    "errors": ("Cause", "cause_of", "EmbeddingShapeError", "EmbeddingCallError", "JudgeReplyError"),
+    "scoring.prompts": ("AngleProbePrompt", "DiverseProbePrompt", "SequentialProbePrompt"),
+    "adapters": ("OneTextPerCall", "gemini_embeddings", "local_embeddings"),
+    "parity": ("compare_with_stock",),
+    "results": ("probe_frame", "report_for", "reports_for", "usage_for"),
+    "store.cache": ("CachedJudge",),
+    "scoring.usage": ("Usage",),
+    "error_bars": ("ErrorBars", "PairedDifference", "paired_difference", "run_error_bars"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 
 def __getattr__(name: str) -> Any:

@@ -1,22 +1,6 @@
 """How sure a score is: error bars on a sample, on a run, and on the change between two runs.
 
-After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640):
-
-* A sample's score is the mean of its N probes' cosines, so the spread of those cosines
-  estimates the judge's own noise without a re-run: :func:`score_stderr`.
-* A run's mean has a 95% interval by the central limit theorem (``clt``), clustered when rows
-  come in groups (``clustered``: a document id, so one document's questions count as one
-  draw), or from a seeded bootstrap (``bootstrap``): :func:`run_error_bars`, :func:`mean_interval`.
-  The variance of the scores splits into a between-question part and a within-question
-  (probe) part.
-* Two runs on the same questions compare pair by pair: :func:`pair_by_question`,
-  :func:`paired_difference`.
-* :func:`rows_needed` and :func:`detectable_drop` plan how many rows (and probes) a run needs.
-* :func:`best_threshold` picks the score that best separates good from bad human ratings.
-
-Intervals use the normal quantile (:class:`statistics.NormalDist`), not Student's t: at
-n >= 30 the two differ by under 4% of the width; below 30 rows the interval is a little narrow.
-Only numpy and the standard library.
+After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640); normal quantiles, not t.
 """
 
 from __future__ import annotations
@@ -31,24 +15,7 @@ from typing import Any
 import numpy as np
 
 from .scoring.cosines import score_stderr as cosines_stderr
-from .scoring.report import RelevancyReport, clean_text
-
-__all__ = [
-    "METHODS",
-    "ErrorBars",
-    "Pairing",
-    "PairedDifference",
-    "Threshold",
-    "best_threshold",
-    "detectable_drop",
-    "run_error_bars",
-    "mean_interval",
-    "pair_by_question",
-    "paired_difference",
-    "question_key",
-    "rows_needed",
-    "score_stderr",
-]
+from .scoring.report import RelevancyReport, clean_text, fmt
 
 METHODS = ("clt", "clustered", "bootstrap")
 LEVEL = 0.95
@@ -63,28 +30,22 @@ def _z(level: float) -> float:
     return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
-# -- one sample ------------------------------------------------------------------------------
+def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
+    """The central ``level`` interval of ``values`` (percentile bootstrap)."""
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.percentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
 
 
 def score_stderr(report: RelevancyReport) -> float:
-    """The standard error of one sample's score from its probes' cosines (see
-    :func:`.scoring.cosines.score_stderr`)."""
+    """The standard error of one sample's score from its probes' cosines."""
     return cosines_stderr([p.cosine for p in report.probes], report.score, report.all_noncommittal)
-
-
-# -- one run ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class ErrorBars:
-    """A run's mean score with its standard error and interval, and the split of the scores'
-    variance into between-question and within-question (probe noise) parts.
-
-    ``n`` rows were scored and averaged; ``nans`` rows were not (NaN) and are left out.
-    ``clusters`` is the number of groups when ``method`` is ``clustered`` (or a clustered
-    bootstrap). ``within_variance`` is the mean squared :func:`score_stderr` of the rows that
-    have one (NaN when none has); ``between_variance`` is the rest of the scores' variance.
-    """
+    """A run's mean score, its standard error and interval (``n`` scored rows, ``nans`` left
+    out), and the scores' variance split into between-question and within (probe noise) parts."""
 
     mean: float
     stderr: float
@@ -106,8 +67,8 @@ class ErrorBars:
         if self.clusters and self.clusters < FEW_CLUSTERS:
             how += f", under {FEW_CLUSTERS} clusters: a rough interval"
         return (
-            f"{self.mean:.4f} ± {_f(self.stderr)} ({self.level:.0%} CI {_f(self.ci_low)}-"
-            f"{_f(self.ci_high)}, {how}, n={self.n})"
+            f"{self.mean:.4f} ± {fmt(self.stderr)} ({self.level:.0%} CI {fmt(self.ci_low)}-"
+            f"{fmt(self.ci_high)}, {how}, n={self.n})"
         )
 
     def variance_text(self) -> str:
@@ -117,13 +78,9 @@ class ErrorBars:
         if math.isfinite(total) and total > 0:
             share = f" ({self.within_variance / total:.0%} of the total)"
         return (
-            f"variance: between questions {_f(self.between_variance, 5)}, "
-            f"within (probes) {_f(self.within_variance, 5)}{share}"
+            f"variance: between questions {fmt(self.between_variance, 5)}, "
+            f"within (probes) {fmt(self.within_variance, 5)}{share}"
         )
-
-
-def _f(value: float, digits: int = 4) -> str:
-    return f"{value:.{digits}f}" if math.isfinite(value) else "NaN"
 
 
 def run_error_bars(
@@ -135,11 +92,8 @@ def run_error_bars(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> ErrorBars:
-    """Error bars of a run from its reports: a list of :class:`RelevancyReport` (None for a row
-    that left none) or the ``EvaluationResult`` of ``ragas.evaluate`` (read with
-    :func:`~.results.reports_for`). ``clusters`` gives each report's group (same order);
-    ``method`` is ``clt`` (default), ``clustered`` (default when ``clusters`` is given) or
-    ``bootstrap`` (clustered when ``clusters`` is given)."""
+    """Error bars of a run from its reports (None for a row that left none) or from the
+    ``EvaluationResult`` of ``ragas.evaluate``; ``clusters`` gives each report's group."""
     if hasattr(reports, "traces"):
         from .results import reports_for
 
@@ -168,8 +122,8 @@ def mean_interval(
     resamples: int = RESAMPLES,
     seed: int = SEED,
 ) -> ErrorBars:
-    """:func:`run_error_bars` over plain numbers: ``scores`` (NaN left out and counted), each one's
-    ``stderrs`` (for the variance split) and ``clusters`` (each one's group), in one order."""
+    """:func:`run_error_bars` over plain numbers: ``scores`` (NaN left out and counted), each
+    one's ``stderrs`` (for the variance split) and ``clusters``, in one order."""
     values = np.asarray(scores, dtype=float).reshape(-1)
     method = method or ("clustered" if clusters is not None else "clt")
     if method not in METHODS:
@@ -221,9 +175,8 @@ def _clt_stderr(x: np.ndarray) -> float:
 
 
 def _clustered_stderr(x: np.ndarray, groups: np.ndarray) -> float:
-    """Miller's clustered standard error, sqrt(sum over clusters of (sum of s_i - mean)^2) / n,
-    times sqrt(G / (G - 1)) for the few-cluster bias (so one row per cluster gives the CLT
-    figure exactly); NaN under two clusters."""
+    """Miller's clustered standard error times sqrt(G / (G - 1)), so one row per cluster gives
+    the CLT figure exactly; NaN under two clusters."""
     g = int(groups.max()) + 1 if groups.size else 0
     if g < 2:
         return math.nan
@@ -234,8 +187,7 @@ def _clustered_stderr(x: np.ndarray, groups: np.ndarray) -> float:
 def _bootstrap(
     x: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int
 ) -> tuple[float, float, float]:
-    """Seeded percentile bootstrap of the mean: rows resampled, or whole clusters when
-    ``groups`` is given (the mean of the rows of the clusters drawn)."""
+    """Seeded percentile bootstrap of the mean: rows resampled, or whole clusters."""
     if x.size < 2:
         return math.nan, math.nan, math.nan
     rng = np.random.default_rng(seed)
@@ -246,16 +198,13 @@ def _bootstrap(
         sums, counts = np.bincount(groups, weights=x, minlength=g), np.bincount(groups, minlength=g)
         picks = rng.integers(0, g, size=(resamples, g))
         means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(means, [tail, 100.0 - tail])
-    return float(means.std(ddof=1)), float(low), float(high)
+    return (float(means.std(ddof=1)), *_percentiles(means, level))
 
 
 def _variance_parts(
     x: np.ndarray, stderrs: Sequence[float] | None, keep: np.ndarray
 ) -> tuple[float, float]:
-    """(between, within): within is the mean squared per-sample stderr where there is one,
-    between the scores' variance (ddof=1) less within, not below 0."""
+    """(between, within): the mean squared per-sample stderr, and the rest of the variance."""
     total = float(x.var(ddof=1)) if x.size >= 2 else math.nan
     if stderrs is None:
         return total, math.nan
@@ -267,23 +216,17 @@ def _variance_parts(
     return max(total - within, 0.0), within
 
 
-# -- two runs --------------------------------------------------------------------------------
-
-
 def question_key(user_input: Any, id_value: Any = None) -> tuple[str, str]:
-    """What pairs a row of one run with a row of another: the question's text (whitespace
-    runs made one space, ends stripped) and, when given, the row's id. Never the response:
-    two systems answer the same question differently."""
+    """What pairs rows of two runs: the row's id (when given) and the question's text with
+    whitespace collapsed; never the response, which differs between systems."""
     text = " ".join(clean_text(user_input).split()) if isinstance(user_input, str) else ""
     return ("" if id_value is None else str(id_value), text)
 
 
 @dataclass(frozen=True)
 class Pairing:
-    """Indices of rows of A and B that hold the same question, and the rows of each alone.
-
-    ``repeated`` counts keys seen more than once in a file: their k-th rows pair in row order.
-    """
+    """Indices of rows of A and B with the same question, the rows of each alone, and how
+    many keys repeat (their k-th rows pair in row order)."""
 
     pairs: list[tuple[int, int]]
     only_a: list[int]
@@ -292,21 +235,18 @@ class Pairing:
 
 
 def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> Pairing:
-    """Pair rows by key (see :func:`question_key`), whatever their order: the k-th row of A
-    with a key pairs with the k-th row of B with that key."""
+    """Pair rows by key, whatever their order: the k-th row of A with a key and of B."""
     where_b: dict[Hashable, list[int]] = defaultdict(list)
     for j, key in enumerate(keys_b):
         where_b[key].append(j)
-    seen: dict[Hashable, int] = defaultdict(int)
+    queues = {key: iter(rows) for key, rows in where_b.items()}  # B's rows left, in row order
     pairs, only_a = [], []
     for i, key in enumerate(keys_a):
-        k = seen[key]
-        seen[key] += 1
-        rows = where_b.get(key, [])
-        if k < len(rows):
-            pairs.append((i, rows[k]))
-        else:
+        j = next(queues.get(key, iter(())), None)
+        if j is None:
             only_a.append(i)
+        else:
+            pairs.append((i, j))
     paired_b = {j for _, j in pairs}
     only_b = [j for j in range(len(keys_b)) if j not in paired_b]
     repeated = {k for k, c in Counter(keys_a).items() if c > 1}
@@ -316,8 +256,7 @@ def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> 
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """B minus A over the pairs both scored: means, the mean difference with its interval and
-    two-sided p-value (normal), and the pairs left out because either side is NaN."""
+    """B minus A over the pairs both scored: means, difference, interval and p-value."""
 
     n_pairs: int
     mean_a: float
@@ -333,8 +272,7 @@ class PairedDifference:
     level: float = LEVEL
 
     def worse_by_more_than(self, margin: float = 0.0) -> bool:
-        """Whether B is significantly lower than A by more than ``margin``: the whole interval
-        of B - A lies below ``-margin`` (a one-sided test at half the two-sided alpha)."""
+        """Whether the whole interval of B - A lies below ``-margin``."""
         return math.isfinite(self.ci_high) and self.ci_high < -margin
 
 
@@ -345,8 +283,8 @@ def paired_difference(
     clusters: Sequence[Hashable] | None = None,
     level: float = LEVEL,
 ) -> PairedDifference:
-    """Paired comparison of the scores ``a[i]`` and ``b[i]`` of the same question: the mean of
-    the differences with its standard error (clustered when ``clusters`` is given)."""
+    """Paired comparison of ``a[i]`` and ``b[i]``: the mean difference and its standard error
+    (clustered when ``clusters`` is given)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"{x.size} scores of A but {y.size} of B")
@@ -372,7 +310,7 @@ def paired_difference(
 
 
 def _p_value(diff: float, stderr: float) -> float:
-    """Two-sided normal p-value of ``diff`` being 0; 1 when both are 0, NaN when unknown."""
+    """Two-sided normal p-value of ``diff`` being 0."""
     if not (math.isfinite(diff) and math.isfinite(stderr)):
         return math.nan
     if stderr == 0:
@@ -380,22 +318,20 @@ def _p_value(diff: float, stderr: float) -> float:
     return 2.0 * NormalDist().cdf(-abs(diff) / stderr)
 
 
-# -- planning --------------------------------------------------------------------------------
-
-
-def difference_variance(
-    between: float, within: float, strictness_then: int, strictness: int, correlation: float
+def _drop_in_sds(
+    between: float,
+    within: float,
+    strictness_then: int,
+    strictness: int,
+    correlation: float,
+    alpha: float,
+    power: float,
 ) -> float:
-    """The variance of one pair's difference B - A: ``2 (1 - correlation) between`` from the
-    questions (``correlation``: how alike the two systems' true scores are per question) plus
-    twice the probe noise, rescaled from ``strictness_then`` probes to ``strictness``."""
-    per_probe = within * strictness_then
-    return 2.0 * (1.0 - correlation) * between + 2.0 * per_probe / strictness
-
-
-def _z_sum(alpha: float, power: float) -> float:
-    """z(1 - alpha/2) + z(power): the two-sided paired test's distance in standard errors."""
-    return NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    """(z(1 - alpha/2) + z(power)) times the sd of one pair's difference B - A: questions'
+    part 2 (1 - correlation) between, plus the probe noise rescaled to ``strictness``."""
+    variance = 2.0 * (1.0 - correlation) * between + 2.0 * (within * strictness_then) / strictness
+    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
+    return z * math.sqrt(variance)
 
 
 def rows_needed(
@@ -409,11 +345,9 @@ def rows_needed(
     alpha: float = 0.05,
     power: float = POWER,
 ) -> int:
-    """Pairs needed to find a drop of ``detect`` with ``power`` (two-sided paired test at
-    ``alpha``): ((z(1 - alpha/2) + z(power)) * sd / detect)^2, rounded up."""
-    sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
-    z = _z_sum(alpha, power)
-    return max(2, math.ceil((z * sd / detect) ** 2))
+    """Pairs needed to find a drop of ``detect`` with ``power`` (paired test at ``alpha``)."""
+    spread = _drop_in_sds(between, within, strictness_then, strictness, correlation, alpha, power)
+    return max(2, math.ceil((spread / detect) ** 2))
 
 
 def detectable_drop(
@@ -428,19 +362,14 @@ def detectable_drop(
     power: float = POWER,
 ) -> float:
     """The smallest drop ``n`` pairs find with ``power``: the inverse of :func:`rows_needed`."""
-    sd = math.sqrt(difference_variance(between, within, strictness_then, strictness, correlation))
-    z = _z_sum(alpha, power)
-    return z * sd / math.sqrt(n)
-
-
-# -- thresholds from ratings -----------------------------------------------------------------
+    spread = _drop_in_sds(between, within, strictness_then, strictness, correlation, alpha, power)
+    return spread / math.sqrt(n)
 
 
 @dataclass(frozen=True)
 class Threshold:
-    """The score that best separates good from bad ratings (largest true-positive rate minus
-    false-positive rate, Youden's J), its bootstrap interval, and the share of each group
-    scoring at or above it."""
+    """The score best separating good from bad ratings (Youden's J), its bootstrap interval,
+    and the share of each group scoring at or above it."""
 
     threshold: float
     ci_low: float
@@ -455,8 +384,8 @@ class Threshold:
 
 
 def _youden(scores: np.ndarray, good: np.ndarray) -> float:
-    """The cut (midway between two adjacent distinct scores) maximising J; the middle of the
-    best cuts on a tie; NaN when a group is empty."""
+    """The cut between adjacent scores maximising J (the middle one on a tie); NaN when a
+    group is empty."""
     pos, neg = np.sort(scores[good]), np.sort(scores[~good])
     if not pos.size or not neg.size:
         return math.nan
@@ -477,8 +406,8 @@ def best_threshold(
     seed: int = SEED,
     level: float = LEVEL,
 ) -> Threshold:
-    """The threshold separating ``good`` rows from the rest best, with a seeded percentile
-    bootstrap interval; rows with a NaN score are dropped and counted."""
+    """The threshold separating ``good`` rows best, with a seeded bootstrap interval; rows
+    with a NaN score are dropped and counted."""
     s, g = np.asarray(scores, dtype=float), np.asarray(good, dtype=bool)
     if s.shape != g.shape:
         raise ValueError(f"{s.size} scores but {g.size} good/bad labels")
@@ -492,8 +421,7 @@ def best_threshold(
         values = np.array([_youden(s[p], g[p]) for p in picks])
         values = values[np.isfinite(values)]
         if values.size:
-            tail = (1.0 - level) / 2.0 * 100.0
-            low, high = (float(v) for v in np.percentile(values, [tail, 100.0 - tail]))
+            low, high = _percentiles(values, level)
 
     def share(v: np.ndarray) -> float:
         return float((v >= cut).mean()) if v.size and math.isfinite(cut) else math.nan

@@ -1,10 +1,6 @@
-"""Errors the package raises on purpose, each naming what went wrong, and why a sample is NaN.
-
-:class:`Cause` is the small set of reasons a sample is not measured; :func:`cause_of` reads it
-from a whole exception chain (``__cause__``, ``__context__``, instructor's and tenacity's retry
-wrappers), by class where the SDK is loaded and by HTTP status code otherwise, so no SDK the
-user does not have is imported.
-"""
+"""Errors the package raises on purpose, each naming what went wrong, and why a sample is NaN:
+:func:`cause_of` reads a :class:`Cause` from a whole exception chain, by class where the SDK is
+loaded and by HTTP status code otherwise (no SDK the user lacks is imported)."""
 
 from __future__ import annotations
 
@@ -13,27 +9,10 @@ import sys
 from collections.abc import Iterator
 from enum import Enum
 
-__all__ = [
-    "PERMANENT",
-    "Cause",
-    "EmbeddingCallError",
-    "EmbeddingShapeError",
-    "JudgeHTTPError",
-    "JudgeReplyError",
-    "UsageError",
-    "cause_of",
-    "cause_phrase",
-    "deciding_error",
-    "failure_text",
-    "from_embeddings",
-    "is_reply_error",
-]
-
-
 
 class UsageError(ValueError):
-    """Bad input or settings the user can fix (a file, an option, a key): the command line
-    prints its one-line message and exits 2."""
+    """Bad input or settings the user can fix: the command line prints its message, exits 2."""
+
 
 class EmbeddingShapeError(ValueError):
     """Embeddings returned vectors that cannot be compared (wrong count, size, NaN, zero)."""
@@ -101,13 +80,8 @@ def cause_phrase(cause: Cause | str, embeddings: bool = False) -> str:
 
 
 def is_reply_error(exc: BaseException) -> bool:
-    """True when ``exc`` means "the judge answered, but not in the asked shape".
-
-    These are counted in the report and the probe is asked again; any other error (network,
-    auth, timeout, an HTTP body that is no JSON at all) propagates to the caller. Instructor's
-    retry error is a reply error only when a completion came back (it also wraps the SDK's
-    transport errors, from instructor 1.4 on).
-    """
+    """True when ``exc`` means "the judge answered, but not in the asked shape" (asked again);
+    instructor's retry error only when a completion came back and no transport error did."""
     from pydantic import ValidationError
 
     if isinstance(exc, (JudgeReplyError, ValidationError)):
@@ -120,11 +94,8 @@ def is_reply_error(exc: BaseException) -> bool:
 
 
 def cause_of(exc: BaseException) -> Cause:
-    """The :class:`Cause` of a failure, read from its whole chain.
-
-    A transport or provider cause anywhere in the chain wins (a 401 inside instructor's retry
-    error, or behind an embeddings error); then reply, embeddings and input failures.
-    """
+    """The :class:`Cause` of a failure: a transport or provider cause anywhere in the chain
+    wins; then cancellation, embeddings, reply and input failures."""
     found = _transport(exc)
     if found is not None:
         return found[0]
@@ -141,8 +112,8 @@ def cause_of(exc: BaseException) -> Cause:
 
 
 def from_embeddings(exc: BaseException) -> bool:
-    """Whether the failure came from the embeddings, not the judge: an embeddings error in the
-    chain, or an SDK error whose request went to an embeddings endpoint."""
+    """Whether the failure came from the embeddings: an embeddings error in the chain, or an
+    SDK error whose request went to an embeddings endpoint."""
     for error in _chain(exc):
         if isinstance(error, (EmbeddingShapeError, EmbeddingCallError)):
             return True
@@ -164,12 +135,9 @@ def failure_text(exc: BaseException) -> str:
     return f"{type(error).__name__}: {error}"
 
 
-# -- reading a chain ------------------------------------------------------------------------
-
-
 def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and every error behind it, each once: causes, contexts, retry wrappers' errors
-    (instructor's ``failed_attempts``, tenacity's ``last_attempt``) and exception groups."""
+    and exception groups."""
     seen: set[int] = set()
     todo = [exc]
     while todo:
@@ -215,28 +183,27 @@ def _named(error: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(error).__mro__)
 
 
+# SDK error classes by cause, in the order they are tried (APITimeoutError is an
+# APIConnectionError); each module is read only when the user's code loaded it.
+_SDK_CAUSES = (
+    ("openai", "AuthenticationError", Cause.AUTH),
+    ("openai", "PermissionDeniedError", Cause.AUTH),
+    ("openai", "RateLimitError", Cause.RATE_LIMITED),
+    ("openai", "APITimeoutError", Cause.TIMEOUT),
+    ("openai", "APIConnectionError", Cause.UNREACHABLE),
+    ("openai", "NotFoundError", Cause.UNKNOWN_MODEL),
+    ("openai", "InternalServerError", Cause.SERVER_ERROR),
+    ("httpx", "TimeoutException", Cause.TIMEOUT),
+    ("httpx", "NetworkError", Cause.UNREACHABLE),
+)
+
+
 def _transport_cause(error: BaseException) -> Cause | None:
     """One error's transport or provider cause (None when it is not one)."""
-    openai = sys.modules.get("openai")
-    if openai is not None:
-        if isinstance(error, (openai.AuthenticationError, openai.PermissionDeniedError)):
-            return Cause.AUTH
-        if isinstance(error, openai.RateLimitError):
-            return Cause.RATE_LIMITED
-        if isinstance(error, openai.APITimeoutError):
-            return Cause.TIMEOUT
-        if isinstance(error, openai.APIConnectionError):
-            return Cause.UNREACHABLE
-        if isinstance(error, openai.NotFoundError):
-            return Cause.UNKNOWN_MODEL
-        if isinstance(error, openai.InternalServerError):
-            return Cause.SERVER_ERROR
-    httpx = sys.modules.get("httpx")
-    if httpx is not None:
-        if isinstance(error, httpx.TimeoutException):
-            return Cause.TIMEOUT
-        if isinstance(error, (httpx.ConnectError, httpx.NetworkError)):
-            return Cause.UNREACHABLE
+    for module, name, cause in _SDK_CAUSES:
+        sdk = sys.modules.get(module)
+        if sdk is not None and isinstance(error, getattr(sdk, name)):
+            return cause
     if isinstance(error, (TimeoutError, asyncio.TimeoutError)):
         return Cause.TIMEOUT
     if isinstance(error, ConnectionError) or _named(error, "gaierror"):
@@ -246,7 +213,7 @@ def _transport_cause(error: BaseException) -> Cause | None:
 
 def _status(error: BaseException) -> int | None:
     """The HTTP status an SDK error carries (openai ``status_code``, google-genai ``code``,
-    an httpx ``response``); None when it carries none."""
+    an httpx ``response``), or None."""
     for value in (
         getattr(error, "status_code", None),
         getattr(error, "code", None),
@@ -257,20 +224,19 @@ def _status(error: BaseException) -> int | None:
     return None
 
 
+_STATUS_CAUSES = {
+    401: Cause.AUTH,
+    403: Cause.AUTH,
+    404: Cause.UNKNOWN_MODEL,
+    408: Cause.TIMEOUT,
+    429: Cause.RATE_LIMITED,
+}
+
+
 def _status_cause(status: int | None) -> Cause | None:
-    if status is None or status < 400:
-        return None
-    if status in (401, 403):
-        return Cause.AUTH
-    if status == 404:
-        return Cause.UNKNOWN_MODEL
-    if status == 408:
-        return Cause.TIMEOUT
-    if status == 429:
-        return Cause.RATE_LIMITED
-    if status >= 500:
+    if status is not None and status >= 500:
         return Cause.SERVER_ERROR
-    return None
+    return _STATUS_CAUSES.get(status)  # type: ignore[arg-type]
 
 
 def _completion_of(error: BaseException) -> object | None:

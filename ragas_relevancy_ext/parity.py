@@ -1,9 +1,5 @@
-"""Parity with stock: run RAGAS's own ``AnswerRelevancy`` and ours on the same judge replies.
-
-Stock runs first with the real judge behind a recorder; ours then replays exactly those replies
-in ``probe_prompt="stock"`` mode on the same embeddings, so any difference in score or prompt
-text is ours.
-"""
+"""Parity with stock: RAGAS's own ``AnswerRelevancy`` runs with the real judge behind a recorder,
+then ours replays those replies in stock mode, so any difference in score or prompt is ours."""
 
 from __future__ import annotations
 
@@ -18,21 +14,10 @@ from .scoring.judges import Judge, JudgeWrapper, Reply
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage, UsageMeter, metering
 
-__all__ = [
-    "MeteredEmbeddings",
-    "ParityResult",
-    "RecordingJudge",
-    "ReplayJudge",
-    "compare_with_stock",
-]
-
 
 class MeteredEmbeddings(BaseRagasEmbedding):
-    """Modern embeddings ``inner`` as they are, each async call's usage recorded.
-
-    Every method is ``inner``'s own, called with the same arguments, so stock sends exactly
-    the requests it sends on ``inner``; the usage is read as ours is (:func:`.embeddings.metered`).
-    """
+    """Modern embeddings ``inner`` as they are (the same requests), each async call's usage
+    recorded as ours is."""
 
     def __init__(self, inner: Any):
         super().__init__()
@@ -91,12 +76,8 @@ class ReplayJudge(JudgeWrapper):
 
 @dataclass
 class ParityResult:
-    """Stock and ours on one sample: scores, their difference, and whether prompts matched.
-
-    ``stock_usage``: what stock's run cost, counted as ours is. ``cost_report``: ours scoring
-    the sample anew in the mode asked for (``cost_mode``), whose ``usage`` is what ours costs;
-    None when no such run was asked for.
-    """
+    """Stock and ours on one sample: scores, their difference, whether prompts matched, what
+    stock cost, and (``cost_report``) ours scoring it anew in ``cost_mode``."""
 
     stock_score: float | None
     ours_score: float
@@ -124,15 +105,8 @@ async def compare_with_stock(
     strictness: int = 3,
     cost_mode: str | None = None,
 ) -> ParityResult:
-    """Score one sample with stock and with ours (stock mode) on identical judge replies.
-
-    Stock's requests and tokens are counted as ours are: its judge calls through the recorder,
-    its embeddings through :class:`MeteredEmbeddings` (modern embeddings only; others reach
-    stock as given, to fail as stock fails). With ``cost_mode`` (a probe mode's name), ours
-    also scores the sample in that mode with the real judge, for what ours costs.
-    When the judge itself fails (authentication, network), its error is raised as it is:
-    there are no replies to compare.
-    """
+    """Score one sample with stock and with ours (stock mode) on identical judge replies, and
+    with ``cost_mode`` ours again in that mode; a failing judge's error is raised as it is."""
     from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
 
     from .metric import AnswerRelevancy

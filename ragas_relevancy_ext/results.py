@@ -1,14 +1,5 @@
-"""Per-probe rows from an ``EvaluationResult``, read from the reports its run traced.
-
-``ResponseRelevancy`` records each row's report as a ``relevancy_report`` step of its metric
-trace; ``evaluate`` keeps those traces in the result it returns (``result.traces[i]`` is row i),
-so reports travel with their own run and two runs never mix.
-
-Usage:
-    >>> probe_frame(result)            # one row per probe (needs pandas)
-    >>> report_for(result, 3).reason   # why row 3 scored what it did
-    >>> usage_for(result)              # requests and tokens of the whole run
-"""
+"""Per-probe rows from an ``EvaluationResult``: ``ResponseRelevancy`` traces each row's report
+as a ``relevancy_report`` step, and ``evaluate`` keeps the traces (``result.traces[i]``)."""
 
 from __future__ import annotations
 
@@ -19,8 +10,6 @@ from .scoring.usage import Usage
 
 if TYPE_CHECKING:
     import pandas as pd
-
-__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for", "usage_for"]
 
 REPORT_TRACE = "relevancy_report"
 FRAME_COLUMNS = ["row", "user_input", "response", "question", "noncommittal", "cosine", "score"]
@@ -44,16 +33,18 @@ def reports_for(result: Any, metric: str | None = None) -> list[RelevancyReport 
 
 
 def usage_for(result: Any, metric: str | None = None) -> Usage | None:
-    """The run's requests and tokens: every row's report's usage summed (see :mod:`.usage`).
-
-    None when a row left no report or carries no usage: the total would be a guess.
-    """
+    """The run's requests and tokens summed; None when a row left no report or no usage."""
     return Usage.total(r.usage if r is not None else None for r in reports_for(result, metric))
 
 
 def probe_frame(result: Any, metric: str | None = None) -> pd.DataFrame:
     """One row per probe, indexed by dataset row; rows without probes (failed) add none."""
-    pd = _pandas()
+    try:
+        import pandas as pd
+    except ImportError as exc:
+        raise ImportError(
+            "probe_frame needs pandas, which is not installed: pip install pandas"
+        ) from exc
     records = [
         (i, r.user_input, r.response, p.question, p.noncommittal, p.cosine, r.score)
         for i, r in enumerate(reports_for(result, metric))
@@ -61,16 +52,6 @@ def probe_frame(result: Any, metric: str | None = None) -> pd.DataFrame:
         for p in r.probes
     ]
     return pd.DataFrame.from_records(records, columns=FRAME_COLUMNS).set_index("row")
-
-
-def _pandas() -> Any:
-    try:
-        import pandas
-    except ImportError as exc:
-        raise ImportError(
-            "probe_frame needs pandas, which is not installed: pip install pandas"
-        ) from exc
-    return pandas
 
 
 def _row_traces(result: Any) -> list[dict[str, Any]]:

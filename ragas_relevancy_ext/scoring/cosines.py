@@ -7,22 +7,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = [
-    "all_noncommittal",
-    "cosine_similarities",
-    "mean_pairwise_cosine",
-    "non_finite",
-    "probe_cosines",
-    "relevancy_score",
-    "unit_rows",
-]
-
 
 def probe_cosines(
     question_vector: np.ndarray, probe_vectors: np.ndarray
 ) -> tuple[np.ndarray, float | None]:
-    """Each probe's cosine with the question (:func:`cosine_similarities`) and the probes' mean
-    pairwise cosine (:func:`mean_pairwise_cosine`), each vector scaled to unit length once."""
+    """Each probe's cosine with the question and the probes' mean pairwise cosine, each vector
+    scaled to unit length once."""
     question = np.asarray(question_vector, dtype=float).reshape(1, -1)
     probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
     units = unit_rows(np.concatenate((question, probes)))
@@ -32,19 +22,14 @@ def probe_cosines(
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:
-    """Cosine of each probe vector with the question vector.
-
-    Each vector is scaled to unit length first (by its largest value, then its norm), so
-    values near the float limits (1e308, 1e-320) neither overflow nor underflow; equal to
-    stock's dot / (norm * norm) wherever that is finite. Check the result with
-    :func:`non_finite`.
-    """
+    """Cosine of each probe vector with the question vector (stock's dot / (norm * norm),
+    without overflow or underflow near the float limits)."""
     return probe_cosines(question_vector, probe_vectors)[0]
 
 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
-    """Each row scaled to length 1 without overflow (an all-zero or non-finite row gives NaN):
-    by its largest value first, then by its norm."""
+    """Each row scaled to length 1 by its largest value, then its norm, without overflow (an
+    all-zero or non-finite row gives NaN)."""
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         scaled = matrix / np.max(np.abs(matrix), axis=1, keepdims=True)
         return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
@@ -75,8 +60,7 @@ def all_noncommittal(noncommittal: Sequence[int]) -> bool:
 
 
 def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
-    """Mean cosine over all pairs of probe vectors (1.0 = all alike: `probe_similarity`); None
-    under two probes."""
+    """Mean cosine over all pairs of probe vectors (``probe_similarity``); None under two."""
     matrix = np.asarray(vectors, dtype=float)
     if matrix.ndim != 2 or matrix.shape[0] < 2:
         return None
@@ -84,21 +68,17 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 
 
 def _mean_pairwise(unit: np.ndarray) -> float | None:
-    """Mean cosine over all pairs of rows of ``unit`` (unit rows, at least two); None if not
-    finite."""
+    """Mean cosine over all pairs of unit rows (at least two); None if not finite."""
     sims, n = np.clip(unit @ unit.T, -1.0, 1.0), len(unit)
     value = float((sims.sum() - sims.trace()) / (n * (n - 1)))  # the pairs off the diagonal
     return value if math.isfinite(value) else None
 
 
 def score_stderr(cosines: Sequence[float], score: float | None, all_noncommittal: bool) -> float:
-    """The standard error of one sample's score from its probes' cosines: their sample standard
-    deviation (ddof=1) over the square root of their number.
+    """The standard error of one sample's score: its cosines' sd (ddof=1) over sqrt(n).
 
-    NaN (not measured) when the score is NaN, with fewer than two probes, when a cosine is not
-    finite, or when every probe is noncommittal: that score is 0 by the noncommittal rule, not
-    a mean of cosines, so their spread says nothing about it. When only some probes are
-    noncommittal the score is still the mean of every cosine, so every cosine counts.
+    NaN when the score is NaN, under two probes, with a cosine not finite, or when every probe
+    is noncommittal (that score is 0 by rule, not a mean of cosines).
     """
     values = np.asarray(cosines, dtype=float)
     if score is None or not math.isfinite(score) or values.size < 2 or all_noncommittal:

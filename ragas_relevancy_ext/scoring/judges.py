@@ -1,8 +1,5 @@
-"""The one place that knows judge kinds, and one async way to ask any of them for a reply.
-
-Speaks to instructor judges (``llm_factory``), RAGAS ``BaseRagasLLM`` wrappers and LangChain
-language models, so every metric flavour shares one path from prompt text to output model.
-"""
+"""The one place that knows judge kinds (instructor ``llm_factory``, RAGAS ``BaseRagasLLM``,
+LangChain models), and one async way to ask any of them for a reply."""
 
 from __future__ import annotations
 
@@ -32,17 +29,6 @@ if TYPE_CHECKING:
     from langchain_core.language_models import BaseLanguageModel
 
 mask_third_party_logs()  # instructor logs each failed attempt with the provider's words
-
-__all__ = [
-    "Judge",
-    "JudgeKind",
-    "JudgeWrapper",
-    "Reply",
-    "ask_judge",
-    "instructor_model",
-    "judge_kind",
-    "parse_reply",
-]
 
 Reply = TypeVar("Reply", bound=BaseModel)
 # Every judge the metrics accept: instructor (llm_factory), RAGAS wrappers, LangChain models.
@@ -77,18 +63,11 @@ async def ask_judge(
     callbacks: Any = None,
     repairs: Callable[[int], None] | None = None,
 ) -> Reply:
-    """Send ``prompt`` to ``llm`` and return its reply as ``output_model``.
+    """Send ``prompt`` to ``llm`` and return its reply as ``output_model``, each request's
+    usage recorded; a reply that does not parse raises :class:`JudgeReplyError`.
 
-    ``callbacks`` go to RAGAS and LangChain judges (instructor judges take none).
-    Replies that do not parse raise :class:`JudgeReplyError` (or instructor's own error);
-    transport errors propagate unchanged. With ``repairs``, a RAGAS judge's reply is read as
-    RAGAS's ``PydanticPrompt`` reads it (stock legacy): the first JSON in the text, and RAGAS's
-    repair requests (``fix_output_format``) to the judge when it does not parse;
-    ``repairs`` is told how many were sent.
-
-    Each request's usage, as the provider returned it, goes to the current usage meter
-    (:func:`.usage.record`); a :class:`JudgeWrapper` records nothing itself, the judge it asks
-    does (so a cached reply is no request, and nothing is counted twice).
+    With ``repairs``, a RAGAS judge's reply is read as stock legacy reads it (with RAGAS's
+    repair requests), and ``repairs`` is told how many were sent.
     """
     kind = judge_kind(llm)
     if kind == "instructor":
@@ -110,8 +89,7 @@ async def ask_judge(
 
 
 async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
-    """One instructor call, its usage recorded: the reply's, or on failure instructor's total
-    over its attempts (none when no answer came: an error is not billed)."""
+    """One instructor call, its usage recorded (on failure, instructor's total over attempts)."""
     if isinstance(llm, InstructorLLM):
         output_model = instructor_model(output_model)
     try:
@@ -127,12 +105,8 @@ async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> R
 
 
 def _failed_instructor_usage(llm: Any, exc: Exception) -> Usage:
-    """What a failed instructor call sent: one request per attempt instructor made.
-
-    Its retry error says how many attempts and their total usage; an SDK error that comes out
-    bare went through every attempt of an instructor before 1.4 (it retries any error), and
-    through one on later ones (they retry only replies that do not parse).
-    """
+    """What a failed instructor call sent: one request per attempt (a bare SDK error went
+    through every attempt before instructor 1.4, through one from 1.4 on)."""
     attempts = getattr(exc, "n_attempts", None)  # instructor's InstructorRetryException
     if not isinstance(attempts, int) or attempts < 1:
         attempts = _instructor_attempts(llm) if _retries_every_error() else 1
@@ -155,19 +129,17 @@ def _retries_every_error() -> bool:
 
 @functools.lru_cache(maxsize=64)
 def instructor_model(output_model: type[Reply]) -> type[Reply]:
-    """``output_model`` as instructor wraps it before each call (its ``openai_schema``
-    subclass), wrapped once: instructor builds the same class again on every call otherwise,
-    about 1 ms of CPU each time. Instructor sends the same request either way."""
+    """``output_model`` wrapped once as instructor wraps it before each call (``openai_schema``),
+    saving about 1 ms of CPU per call; the request is the same."""
     try:
         from instructor.function_calls import OpenAISchema, openai_schema
-    except ImportError:  # an instructor without them: it wraps the model itself, as before
+    except ImportError:  # an instructor without them wraps the model itself
         return output_model
     if issubclass(output_model, OpenAISchema):
         return output_model
     return openai_schema(output_model)  # type: ignore[return-value]
 
 
-# A judge request that got no answer: sent, and billed nothing.
 _FAILED = Usage(judge_requests=1)
 
 
@@ -233,11 +205,8 @@ class _CountingLLM(BaseRagasLLM):
 
 
 def _true_failure(llm: Any, exc: UnboundLocalError) -> Exception:
-    """What instructor's ``UnboundLocalError`` after its retries really means.
-
-    instructor 1.x reads ``response`` in its error handler before it is set when the HTTP body
-    itself does not parse, so its own error hides the cause (the ``__context__``).
-    """
+    """What instructor 1.x's ``UnboundLocalError`` after its retries hides: its
+    ``__context__`` (an HTTP body that did not parse, or another failure)."""
     cause = exc.__context__
     if isinstance(cause, ValueError):  # json.JSONDecodeError and the SDKs' decode errors
         attempts = _instructor_attempts(llm)
@@ -276,10 +245,8 @@ def parse_reply(text: str, output_model: type[Reply]) -> Reply:
 
 
 class JudgeWrapper(InstructorBaseRagasLLM):
-    """An instructor-shaped judge in front of a judge of any kind (see :func:`ask_judge`).
-
-    Subclasses add to :meth:`agenerate` (recording, caching); the sync call wraps it.
-    """
+    """An instructor-shaped judge in front of a judge of any kind; subclasses add to
+    :meth:`agenerate` (recording, caching)."""
 
     is_async = True
 

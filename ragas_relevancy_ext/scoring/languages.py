@@ -1,21 +1,10 @@
-"""Probe languages: which language a text is in, and adapting a prompt to a named language once.
-
-Language identification uses ``py3langid`` (ISO 639-1 codes), imported on first use so neither
-``--help`` nor ``import ragas_relevancy_ext`` pays for it. Its model takes seconds to load, so
-a run loads it in a thread of its own (:func:`load_in_background`, started by the first
-sample) and coroutines await it (:func:`detector_ready`) instead of loading it on the event
-loop; the score never depends on it. A probe in another language than the
-question is a known cause of low cosine, so the report says so (:func:`language_clause`).
-
-``language="auto"`` (the default) leaves the prompt as it is: ours ask the judge to write each
-probe in the response's language. A language's name (anything RAGAS's ``adapt`` accepts, e.g.
-``"japanese"``) translates the prompt's examples with the judge, as ``prompt.adapt`` does, once
-per metric and language (:class:`AdaptedPrompts`).
-"""
+"""Probe languages: which language a text is in (``py3langid``, loaded off the event loop on
+first use), and a prompt adapted to a named language once (``"auto"``: the prompt as it is)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import threading
@@ -27,20 +16,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from .report import RelevancyReport
 
-__all__ = [
-    "AUTO",
-    "AdaptedPrompts",
-    "check_language",
-    "detect_language",
-    "detector_ready",
-    "language_clause",
-    "language_name",
-    "load_in_background",
-]
-
 AUTO = "auto"
 
-# Names for the codes people meet most; any other code is shown as the code itself.
 _NAMES = {
     "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
     "en": "English", "es": "Spanish", "fa": "Persian", "fi": "Finnish", "fr": "French",
@@ -63,19 +40,16 @@ def check_language(language: Any) -> str:
 
 def language_name(code: str | None) -> str:
     """``"Japanese"`` for ``"ja"``; an unknown code as itself, None as ``"unknown"``."""
-    if code is None:
-        return "unknown"
-    return _NAMES.get(code, code)
+    return "unknown" if code is None else _NAMES.get(code, code)
 
 
-_DETECTOR: Future[Any] = Future()  # py3langid's classify, its model loaded (None: not installed)
+_DETECTOR: Future[Any] = Future()  # py3langid's classify, model loaded (None: not installed)
 _LOADING = threading.Lock()
 _STARTING = threading.Lock()
 
 
 def _after_fork() -> None:
-    """A forked child has none of its parent's threads: a load they had under way starts again
-    in the child when asked for, and no lock they held stays held."""
+    """A forked child has none of its parent's threads: their load restarts, their locks free."""
     global _DETECTOR, _LOADING, _STARTING
     _LOADING, _STARTING = threading.Lock(), threading.Lock()
     if not _DETECTOR.done():
@@ -86,8 +60,8 @@ os.register_at_fork(after_in_child=_after_fork)
 
 
 def _load_detector() -> Any:
-    """py3langid's ``classify`` with its model loaded, once per process whichever thread asks
-    first (the others wait for it); None when py3langid is not installed."""
+    """py3langid's ``classify`` with its model loaded once per process; None when py3langid is
+    not installed."""
     with _LOADING:
         if not _DETECTOR.done():
             try:
@@ -105,11 +79,8 @@ def _load_detector() -> Any:
 
 
 def load_in_background() -> Future[Any]:
-    """Start loading the language model in a daemon thread (once); its future.
-
-    A daemon thread, not an executor's, so neither ``asyncio.run`` nor the interpreter's exit
-    waits for a load that nothing has asked for yet.
-    """
+    """Start loading the language model in a daemon thread (once; nothing waits for it at
+    exit); its future."""
     detector = _DETECTOR
     with _STARTING:  # the future's RUNNING state says a thread was started for it
         if detector.running() or detector.done():
@@ -121,10 +92,8 @@ def load_in_background() -> Future[Any]:
 
 
 def _quietly_load() -> None:
-    try:
+    with contextlib.suppress(Exception):  # said again where a language is first read
         _load_detector()
-    except Exception:  # said again, with its traceback, where a language is first read
-        pass
 
 
 async def detector_ready() -> None:
@@ -134,11 +103,7 @@ async def detector_ready() -> None:
 
 
 def detect_language(text: str) -> str | None:
-    """The ISO 639-1 code of ``text``'s language, or None when it cannot be told.
-
-    None when ``py3langid`` is not installed or the text has no letters (a number, a symbol).
-    The first call loads the model (or waits for :func:`load_in_background`'s thread).
-    """
+    """The ISO 639-1 code of ``text``'s language; None without py3langid or letters."""
     if not any(ch.isalpha() for ch in text):
         return None
     detector = _load_detector()
@@ -149,10 +114,8 @@ def detect_language(text: str) -> str | None:
 
 
 def language_clause(report: RelevancyReport) -> str:
-    """`` 2 of 3 probes are in English while the question is in Japanese...``, or ``""``.
-
-    Appended to a report's reason; probes whose language is unknown are not counted.
-    """
+    """`` 2 of 3 probes are in English while the question is in Japanese...``, or ``""``:
+    appended to a report's reason."""
     question = report.question_language
     if question is None or report.all_noncommittal:  # score 0 by rule: the cosines do not count
         return ""
@@ -169,12 +132,8 @@ def language_clause(report: RelevancyReport) -> str:
 
 
 class AdaptedPrompts:
-    """A metric's prompts adapted to a named language, translated once and then reused.
-
-    Keyed on the prompt's class, instruction, examples and the language, so editing the prompt
-    adapts it again. Concurrent samples of one loop wait for the first translation instead of
-    each paying for one. A copy of the metric, or a pickled one, starts empty.
-    """
+    """A metric's prompts adapted to a named language, translated once (concurrent samples
+    wait for it) and reused until the prompt changes; a copy or pickle starts empty."""
 
     def __init__(self) -> None:
         self._done: dict[tuple[Any, ...], Any] = {}
@@ -183,10 +142,7 @@ class AdaptedPrompts:
         )
 
     async def get(self, prompt: Any, language: str, llm: Any) -> Any:
-        """``prompt`` adapted to ``language`` with ``llm`` (as ``prompt.adapt`` does).
-
-        ``"auto"``, or the prompt's own language, gives ``prompt`` unchanged.
-        """
+        """``prompt`` adapted to ``language`` with ``llm``; ``"auto"`` gives it unchanged."""
         if language in (AUTO, getattr(prompt, "language", "english")):
             return prompt
         key = (type(prompt), prompt.instruction, repr(prompt.examples), language)
@@ -206,7 +162,6 @@ class AdaptedPrompts:
         return AdaptedPrompts()
 
     def __reduce__(self) -> tuple[type[AdaptedPrompts], tuple[()]]:
-        """A pickled metric carries no translations nor locks: it adapts again when needed."""
         return (AdaptedPrompts, ())
 
     def __repr__(self) -> str:
@@ -214,8 +169,7 @@ class AdaptedPrompts:
 
 
 def _adapt_llm(llm: Any) -> Any:
-    """The judge as both RAGAS ``adapt`` methods take it: instructor-shaped, any kind behind,
-    asked through :func:`.judges.ask_judge` so the translation's requests count in the usage."""
+    """The judge instructor-shaped, as RAGAS ``adapt`` takes it, so its requests are counted."""
     from .judges import JudgeWrapper, judge_kind
 
     judge_kind(llm)  # TypeError for what is no judge

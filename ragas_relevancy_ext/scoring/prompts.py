@@ -1,13 +1,6 @@
 """Probe prompts: stock (RAGAS's own), diverse (N probes in one call), sequential (one by one),
-angles (one probe per call, each call asked for another angle).
-
-Stock has two: the collections ``AnswerRelevancePrompt`` (modern metric) and legacy
-``ResponseRelevancePrompt`` (what ``ragas.evaluate``'s metric sends). Ours are RAGAS
-``PydanticPrompt``s, so RAGAS's prompt tools (``get_prompts``, ``adapt_prompts``,
-``save_prompts``/``load_prompts``) work on them; rendered, they read as the collections prompts
-do. Users can subclass one, change its instruction or examples, and pass the object as
-``probe_prompt``. Which mode uses which prompt is said once, in :mod:`.probe_modes`.
-"""
+angles (one probe per call, each from another angle). Ours are RAGAS ``PydanticPrompt``s, so
+RAGAS's prompt tools work on them; :mod:`.probe_modes` says which mode uses which."""
 
 from __future__ import annotations
 
@@ -134,8 +127,7 @@ class SequentialProbePrompt(PydanticPrompt[SequentialProbeInput, AnswerRelevance
     ]
 
 
-# Ways of wording the one question a response answers. Each changes the wording only, never
-# what is asked, so every angle still guesses the whole question.
+# Ways of wording the one question a response answers: the wording only, never what is asked.
 ANGLES: tuple[str, ...] = (
     "plain: as the asker most likely typed it",
     "short: the fewest words that still ask all of it",
@@ -164,11 +156,8 @@ class AngleProbeOutput(BaseModel):
 
 
 class AngleProbePrompt(PydanticPrompt[AngleProbeInput, AngleProbeOutput]):
-    """One probe per call, worded from the call's angle, so concurrent calls do not collapse.
-
-    Short on purpose: N of these go out at once. The angle sits in the input, so the N prompts
-    of a sample (and every sample's) share everything before it.
-    """
+    """One probe per call, worded from the call's angle, so concurrent calls do not collapse;
+    the angle sits in the input, so all prompts share everything before it."""
 
     input_model = AngleProbeInput
     output_model = AngleProbeOutput
@@ -199,8 +188,7 @@ class AngleProbePrompt(PydanticPrompt[AngleProbeInput, AngleProbeOutput]):
     ]
 
     def to_string(self, data: AngleProbeInput | None = None) -> str:
-        """The instruction, one-line examples, then the input: about half of RAGAS's layout
-        (no schema block: the reply's two fields are named in one line)."""
+        """The instruction, one-line examples, then the input: no schema block."""
         examples = "\n".join(
             f"Example input: {given.model_dump_json(exclude_none=True)}\n"
             f"Example output: {wanted.model_dump_json()}"

@@ -1,10 +1,5 @@
-"""Masking secrets: no API key may reach a report, a label, a log line or an error.
-
-Masked: the value of every known key variable, the user name and password of a URL
-(``https://user:pass@host``), every query value of a URL (``?code=...`` as much as
-``?api-key=...``: a gateway may take its secret under any name), and the value of
-secret-looking parameters outside a URL (``api-key=...``, ``token=...``).
-"""
+"""Masking secrets: no API key may reach a report, a label, a log line or an error (key
+variables' values, URL credentials and query values, secret-looking parameters)."""
 
 from __future__ import annotations
 
@@ -12,15 +7,6 @@ import logging
 import os
 import re
 from collections.abc import Mapping
-
-__all__ = [
-    "ALL_KEY_VARIABLES",
-    "KEY_VARIABLES",
-    "MASK",
-    "RedactingFilter",
-    "mask_third_party_logs",
-    "redact",
-]
 
 MASK = "***"
 

@@ -15,58 +15,27 @@ from ..errors import Cause, cause_phrase
 from .languages import detect_language, language_clause, language_name
 from .usage import Usage, format_usage
 
-__all__ = [
-    "DRIFT_GAP",
-    "LOW_SCORE",
-    "Probe",
-    "RelevancyReport",
-    "SKIPPED",
-    "TEXT_FIELDS",
-    "as_text",
-    "clean_text",
-    "clip",
-    "explain",
-    "fmt",
-    "format_report",
-    "input_problem",
-    "json_safe",
-    "language_tag",
-    "neutralise_controls",
-    "not_scored_cause",
-    "not_scored_reason",
-    "plural",
-    "pull_downs",
-    "row_key",
-    "weak_point",
-]
-
 _CAUSES = frozenset(Cause)
-# A probe "drifted" when its cosine sits this far below the closest probe's. Only the reason
-# sentence and the displays use it; the score never does.
-DRIFT_GAP = 0.15
-# Below this a score is "low" in the reason sentence and the displays (colours, filters).
-LOW_SCORE = 0.5
-# A probe question quoted in a reason sentence is cut to this many characters.
-QUOTE_WIDTH = 80
-
-
-# The error of a row set aside unscored starts so; its NaN cause reads "skipped".
-SKIPPED = "skipped: "
+DRIFT_GAP = 0.15  # a probe this far below the closest probe's cosine "drifted" (reasons only)
+LOW_SCORE = 0.5  # below this a score is "low" in reasons and displays
+QUOTE_WIDTH = 80  # a probe question quoted in a reason is cut to this many characters
+SKIPPED = "skipped: "  # the error of a row set aside unscored starts so
 TEXT_FIELDS = ("user_input", "response")
 
 
 def input_problem(record: Mapping[str, Any]) -> str | None:
-    """Why a row (its fields by name, ``user_input`` and ``response`` among them) holds nothing
-    to score, or None: ``empty row``, ``no response``, ``user_input is int, not text``,
-    ``response is empty``. Every engine sets such a row aside unscored, by this one rule."""
-    if not any(_present(v) for v in record.values()):
+    """Why a row holds nothing to score (``empty row``, ``no response``, ``user_input is int,
+    not text``, ``response is empty``), or None; every engine sets such a row aside so."""
+    if all(v is None or isinstance(v, str) and not v.strip() for v in record.values()):
         return "empty row"
     for name in TEXT_FIELDS:
         value = record.get(name)
         if value is None:
             return f"no {name}"
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"{name} is {json.dumps(value)}, not text"  # NaN, Infinity, -Infinity
         if not isinstance(value, str):
-            return f"{name} is {_kind(value)}, not text"
+            return f"{name} is {type(value).__name__}, not text"
         if not value.strip():
             return f"{name} is empty"
     return None
@@ -75,16 +44,8 @@ def input_problem(record: Mapping[str, Any]) -> str | None:
 def row_key(
     user_input: Any, response: Any, settings_tag: str = "", problem: str | None = None
 ) -> str:
-    """The row's content key: what identifies a row in a report, so a re-run skips the rows
-    already scored. 20 hex digits of sha256 over ``settings_tag`` (a tag naming the settings
-    that change a score, e.g. the command line's :attr:`Plan.settings_tag`) and the two texts.
-
-    Every engine (one process, Ray actors) keys rows so, so their reports resume each other.
-    Text is hashed as :func:`clean_text` gives it, so a row read raw or cleaned keys alike; a
-    value that is not text (None, a number) is hashed through its JSON form, marked as such.
-    A row set aside for ``problem`` is keyed by its texts (as text, "" when not) and the
-    problem, so a re-run finds the rows set aside and does not write them again.
-    """
+    """What identifies a row in every engine's report, so a re-run skips rows already scored
+    (or set aside for ``problem``): 20 hex digits of sha256 over ``settings_tag`` and the texts."""
     if problem is not None:
         user_input, response = as_text(user_input), as_text(response)
         settings_tag = f"{settings_tag}|skipped|{problem}"
@@ -96,45 +57,26 @@ def row_key(
     return digest.hexdigest()[:20]
 
 
-def _kind(value: Any) -> str:
-    """``NaN``, ``Infinity`` or ``-Infinity`` for a float that is not finite, else its type."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return json.dumps(value)
-    return type(value).__name__
-
-
-def _present(value: Any) -> bool:
-    return value is not None and (not isinstance(value, str) or bool(value.strip()))
-
-
 def as_text(value: Any) -> str:
-    """``value`` when it is text (as :func:`clean_text`), else "": what a row that is not text
-    shows of a field."""
+    """``value`` as :func:`clean_text` gives it when it is text, else ""."""
     return clean_text(value) if isinstance(value, str) else ""
 
 
-# A lone UTF-16 surrogate: JSON's "\ud83d" escape decodes to one, and UTF-8 cannot encode it.
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(text: str) -> str:
-    """``text`` with each lone surrogate replaced by U+FFFD, so it can be written as UTF-8
-    and hashes the same on every run."""
+    """``text`` with each lone surrogate (UTF-8 cannot encode it) replaced by U+FFFD."""
     return text if text.isascii() else _SURROGATE.sub("\ufffd", text)
 
 
-def _safe_key(key: Any) -> Any:
-    return clean_text(key) if isinstance(key, str) else key
-
-
 def json_safe(value: Any) -> Any:
-    """``value`` with what JSON or UTF-8 cannot carry made safe, at any depth of lists and
-    dicts: NaN, Infinity and -Infinity become None (as a report's own NaN score does) and text
-    goes through :func:`clean_text` (dict keys too). Anything else is returned as it is."""
+    """``value`` made safe for JSON and UTF-8 at any depth: non-finite floats become None and
+    text (dict keys too) goes through :func:`clean_text`."""
     if isinstance(value, str):
         return clean_text(value)
     if isinstance(value, dict):
-        return {_safe_key(k): json_safe(v) for k, v in value.items()}
+        return {clean_text(k) if isinstance(k, str) else k: json_safe(v) for k, v in value.items()}
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if isinstance(value, (list, tuple)):
@@ -143,7 +85,7 @@ def json_safe(value: Any) -> Any:
 
 
 class _ProbeReadings:
-    """What a :class:`Probe` works out when first read, unless given: its question's language."""
+    """A :class:`Probe`'s question language, detected when first read unless given."""
 
     @cached_property
     def language(self) -> str | None:
@@ -151,9 +93,8 @@ class _ProbeReadings:
 
 
 class _ReportReadings:
-    """What a :class:`RelevancyReport` works out when first read, unless given. Language
-    detection and the reason sentence cost more than the rest of a sample's own work, and a run
-    that never reads them (scores only) should not pay for them."""
+    """What a :class:`RelevancyReport` works out when first read unless given: a run that
+    never reads them does not pay for them."""
 
     @cached_property
     def reason(self) -> str:
@@ -173,16 +114,13 @@ class _ReportReadings:
 
 @dataclass(frozen=True)
 class Probe(_ProbeReadings):
-    """One question the judge wrote from the response, its noncommittal flag and its raw cosine.
-
-    ``language`` given as ``""`` is detected from the question when first read.
-    """
+    """One question the judge wrote from the response, its noncommittal flag and raw cosine;
+    ``language`` given as ``""`` is detected when first read."""
 
     question: str
     noncommittal: int
     cosine: float
-    # ISO 639-1 code; None: not detected. (A default_factory puts no class attribute in front
-    # of the cached_property that detects it.)
+    # ISO 639-1 code or None; a default_factory keeps the cached_property reachable
     language: str | None = field(default_factory=lambda: None)
 
     def __post_init__(self) -> None:
@@ -192,16 +130,9 @@ class Probe(_ProbeReadings):
 
 @dataclass
 class RelevancyReport(_ReportReadings):
-    """Everything behind one score: inputs, probes, judge calls and a one-line reason.
-
-    ``probe_similarity`` is the mean cosine between pairs of probes: 1.0 when the judge wrote
-    the same question N times, lower when the probes differ (None under two probes).
-    ``usage`` is what the sample cost (requests and tokens as the provider reported them, see
-    :mod:`.usage`); None when not measured (a report from before usage was kept).
-    ``reason`` given empty is written when first read (from the fields as they are then);
-    ``question_language`` given as ``""`` is detected when first read.
-    ``cause`` says why the score is NaN (:class:`.errors.Cause`); None for a measured score.
-    """
+    """Everything behind one score: inputs, probes, judge calls, usage and a one-line reason.
+    ``probe_similarity``: mean cosine between pairs of probes; ``cause``: why the score is NaN;
+    ``reason``, ``question_language`` and ``score_stderr`` given empty are worked out when read."""
 
     user_input: str
     response: str
@@ -217,16 +148,13 @@ class RelevancyReport(_ReportReadings):
     notes: list[str] = field(default_factory=list)
     error: str | None = None
     reason: str = field(default_factory=str)
-    # ISO 639-1 code; None: not detected
     question_language: str | None = field(default_factory=lambda: None)
     usage: Usage | None = None
     cause: Cause | None = None
-    # the score's standard error from its probes' cosines (see cosines.score_stderr); NaN:
-    # not measured. Given as None or NaN (or left out), it is worked out when first read.
     score_stderr: float = field(default_factory=lambda: math.nan)
 
     def __post_init__(self) -> None:
-        given = vars(self)  # a field left out of it is worked out when first read
+        given = vars(self)  # a field deleted from it is worked out when first read
         if not self.reason:
             del given["reason"]
         if self.question_language == "":
@@ -291,32 +219,20 @@ def plural(count: int, word: str, many: str | None = None) -> str:
 
 
 def pull_downs(report: RelevancyReport) -> list[tuple[Probe, float]]:
-    """The drifted probes that lower the score, lowest first, each with how much it lowers it.
-
-    A probe drifted when its cosine sits more than :data:`DRIFT_GAP` below the closest probe's;
-    it lowers the score when it is also below the mean. Its pull is the mean of the other
-    probes' cosines minus the mean of all (leave one out).
-    Empty under two probes, when every probe is noncommittal, or when a cosine is not finite.
-    """
+    """The drifted probes (more than :data:`DRIFT_GAP` below the closest, and below the mean),
+    lowest first, each with how much leaving it out would raise the score."""
     cosines = [p.cosine for p in report.probes]
     if len(cosines) < 2 or report.all_noncommittal or not all(map(math.isfinite, cosines)):
         return []
     best, total, n = max(cosines), sum(cosines), len(cosines)
     low = min(best - DRIFT_GAP, total / n)  # below the mean too, or leaving it out lowers the score
-    drifted = sorted((p for p in report.probes if p.cosine < low), key=_by_cosine)
+    drifted = sorted((p for p in report.probes if p.cosine < low), key=lambda p: p.cosine)
     return [(p, (total - p.cosine) / (n - 1) - total / n) for p in drifted]
 
 
-def _by_cosine(probe: Probe) -> float:
-    return probe.cosine
-
-
 def explain(report: RelevancyReport) -> str:
-    """Why the score is what it is, for someone who has never read the metric's paper.
-
-    Says what the number is, which probes pulled it down and by how much, whether the judge
-    repeated itself, and what to look at next.
-    """
+    """Why the score is what it is, for someone who has never read the metric's paper: which
+    probes pulled it down, whether the judge repeated itself, and what to look at next."""
     if report.error:
         if report.cause is None or report.error.startswith(SKIPPED):
             return f"Not scored: {report.error}"
@@ -369,8 +285,7 @@ def explain(report: RelevancyReport) -> str:
 
 
 def not_scored_reason(cause: Cause | str, error: str, embeddings: bool = False) -> str:
-    """``Not scored (auth): the judge refused the API key: <error>``: the reason of a sample
-    that failed, its cause said in words for the judge or (``embeddings``) the embeddings."""
+    """``Not scored (auth): the judge refused the API key: <error>``: a failed sample's reason."""
     phrase = cause_phrase(cause, embeddings) + ": " if cause in _CAUSES else ""
     return f"Not scored ({cause}): {phrase}{error}"
 
@@ -463,8 +378,7 @@ def weak_point(report: RelevancyReport) -> str:
 
 
 def not_scored_cause(report: RelevancyReport) -> str:
-    """Why a sample is NaN in one word: its cause (``auth``, ``no_usable_probe``, ...), or
-    ``skipped``; a report saved before causes were kept gives its failure's type."""
+    """Why a sample is NaN in one word: its cause, ``skipped``, or (older) the error type."""
     if report.error and report.error.startswith(SKIPPED):
         return SKIPPED.split(":", 1)[0]
     if report.cause is not None:
@@ -476,7 +390,7 @@ def not_scored_cause(report: RelevancyReport) -> str:
 
 def format_report(report: RelevancyReport) -> str:
     """A plain-text table: one line per probe, then the score and the reason, control
-    characters of the data shown as codes (it is printed to terminals: pytest's, a REPL)."""
+    characters shown as codes (it is printed to terminals)."""
     lines = [
         f"question: {clip(report.user_input, 300)}",
         f"response: {clip(report.response, 160)}",
@@ -498,19 +412,14 @@ def format_report(report: RelevancyReport) -> str:
     return "\n".join(lines)
 
 
-# What text from the data must not send to a terminal or a page as it is: C0 controls but tab
-# and newline (ESC starts every terminal sequence), DEL, C1 controls (U+009B is a one-character
-# CSI) and the bidi controls and marks that reorder what is shown around them.
+# C0 controls but tab and newline, DEL, C1 controls, and the bidi controls and marks.
 _CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _LINE_BREAKS = re.compile("[\t\n]")
 
 
 def neutralise_controls(text: str, one_line: bool = False) -> str:
-    """``text`` with control and bidi characters shown as codes (ESC as ``<U+001B>``, U+202E as
-    ``<U+202E>``), so no text can steer a terminal or reorder what is shown around it.
-
-    Tab and newline are kept (a table cell lays them out), or shown as codes too when
-    ``one_line``, for a field that must stay on its line."""
+    """``text`` with control and bidi characters shown as codes (ESC as ``<U+001B>``), so it
+    cannot steer a terminal; tab and newline too when ``one_line``."""
     text = _CONTROLS.sub(_code, text)
     return _LINE_BREAKS.sub(_code, text) if one_line else text
 
@@ -527,8 +436,7 @@ def language_tag(probe_language: str | None, question_language: str | None) -> s
 
 
 def clip(text: str, width: int) -> str:
-    """``text`` on one line, control characters shown as codes, cut to ``width`` with an
-    ellipsis."""
+    """``text`` on one line, control characters shown as codes, cut to ``width`` with "…"."""
     flat = neutralise_controls(" ".join(text.split()))
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 

@@ -1,50 +1,18 @@
-"""What a score cost: judge and embedding requests and tokens, as the provider reported them.
-
-Tokens come only from what the provider returned with each reply (the OpenAI SDK's ``usage``,
-LangChain's ``llm_output["token_usage"]`` or ``usage_metadata``); nothing is counted with a
-local tokenizer. A token field is None, "not reported", when any request behind it came back
-without usage (a judge kind or provider that reports none). Requests are counted here, as they
-are sent; each attempt instructor makes is one request (its retries and re-asks included, as
-the server sees them), while a retry the HTTP SDK makes inside one attempt (a 429 or 5xx the
-openai SDK sends again) is not counted apart (its tokens are in the usage the SDK returns).
-A request that failed returned no usage and counts 0 tokens: providers bill answers, not
-errors. A judge reply served from a cache is not a request: it
-adds 1 to ``cached`` and 0 tokens.
-
-Usage is collected per sample: :func:`metering` makes a :class:`UsageMeter` the current one
-(a context variable, so the sample's concurrent calls all add to it) and :func:`record` adds
-one call's usage to whichever meter is current.
-"""
+"""What a score cost: judge and embedding requests and tokens, as the provider reported them
+(nothing is counted with a local tokenizer). A cached reply is no request; a failed request
+counts 0 tokens. :func:`metering` makes a per-sample :class:`UsageMeter` current."""
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
-__all__ = [
-    "NOT_REPORTED",
-    "TOKEN_FIELDS",
-    "Prices",
-    "Usage",
-    "UsageMeter",
-    "apportion",
-    "current_meter",
-    "format_usage",
-    "judge_request_usage",
-    "judge_usage_from_result",
-    "judge_usage_of_reply",
-    "metering",
-    "record",
-    "split_usage",
-    "tokens_from",
-]
-
 NOT_REPORTED = "not reported"
-TOKEN_FIELDS = ("judge_prompt_tokens", "judge_completion_tokens", "embedding_tokens")
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -54,10 +22,7 @@ def _add(a: int | None, b: int | None) -> int | None:
 @dataclass(frozen=True)
 class Usage:
     """Requests and tokens of the judge and the embeddings; a token field None: not reported.
-
-    ``cached`` counts judge replies read from a cache (0 tokens, no request). Two usages add
-    field by field (``a + b``, :meth:`add`, :meth:`total`); None in either gives None.
-    """
+    ``cached`` counts judge replies read from a cache."""
 
     judge_requests: int = 0
     judge_prompt_tokens: int | None = 0
@@ -68,26 +33,15 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Field-by-field sum; a token field not reported on either side stays not reported."""
-        return Usage(
-            self.judge_requests + other.judge_requests,
-            _add(self.judge_prompt_tokens, other.judge_prompt_tokens),
-            _add(self.judge_completion_tokens, other.judge_completion_tokens),
-            self.embedding_requests + other.embedding_requests,
-            _add(self.embedding_tokens, other.embedding_tokens),
-            self.cached + other.cached,
-        )
+        return Usage(*(_add(getattr(self, f.name), getattr(other, f.name)) for f in _F))
 
     __add__ = add
 
     @classmethod
     def total(cls, items: Iterable[Usage | None]) -> Usage | None:
         """The sum of ``items``; None when any is None (a report that carries no usage)."""
-        total = cls()
-        for item in items:
-            if item is None:
-                return None
-            total = total.add(item)
-        return total
+        items = list(items)
+        return None if None in items else functools.reduce(cls.add, items, cls())
 
     @property
     def judge_tokens(self) -> int | None:
@@ -111,11 +65,8 @@ class Usage:
         price_out: float | None,
         price_embeddings: float | None = None,
     ) -> float | None:
-        """USD for prices per million tokens (judge prompt, judge completion, embeddings).
-
-        None when a needed price is not given or a needed token count is not reported; an
-        embeddings price is needed only when embedding requests were made.
-        """
+        """USD for prices per million tokens (judge prompt, judge completion, embeddings);
+        None when a needed price or token count is missing."""
         parts = [(self.judge_prompt_tokens, price_in), (self.judge_completion_tokens, price_out)]
         if self.embedding_requests:
             parts.append((self.embedding_tokens, price_embeddings))
@@ -132,10 +83,8 @@ _F = fields(Usage)
 
 @dataclass(frozen=True)
 class Prices:
-    """USD per million tokens: judge prompt (in), judge completion (out), embeddings.
-
-    Given by the user; there is no built-in table (prices change, and a stale one would lie).
-    """
+    """USD per million tokens, given by the user: judge prompt (in), completion (out), embeddings;
+    no built-in table (prices change)."""
 
     judge_in: float | None = None
     judge_out: float | None = None
@@ -211,21 +160,15 @@ def judge_request_usage(usage: Any) -> Usage:
 
 
 def judge_usage_of_reply(reply: Any) -> Usage:
-    """One instructor request: the usage of the completion instructor attached to the reply.
-
-    instructor keeps the provider's completion as ``reply._raw_response``; over its own
-    retries it sums the attempts' usage there. A reply without one reports nothing.
-    """
+    """One instructor request: the usage of the completion instructor keeps (summed over
+    its retries) as ``reply._raw_response``."""
     raw = getattr(reply, "_raw_response", None)
     return judge_request_usage(getattr(raw, "usage", None))
 
 
 def judge_usage_from_result(result: Any) -> Usage:
-    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``.
-
-    ``llm_output["token_usage"]`` first (what RAGAS's ``get_token_usage_for_openai`` reads),
-    else the ``usage_metadata`` of the reply messages; neither: not reported.
-    """
+    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``: its
+    ``llm_output["token_usage"]``, else the reply messages' ``usage_metadata``."""
     output = getattr(result, "llm_output", None)
     token_usage = output.get("token_usage") if isinstance(output, Mapping) else None
     if isinstance(token_usage, Mapping) and tokens_from(token_usage, "prompt_tokens") is not None:
@@ -236,26 +179,16 @@ def judge_usage_from_result(result: Any) -> Usage:
         for g in gs
     ]
     if metas and all(isinstance(m, Mapping) for m in metas):
+        names = ("input_tokens", "output_tokens")
         return Usage(
-            judge_requests=1,
-            judge_prompt_tokens=_sum(tokens_from(m, "input_tokens") for m in metas),
-            judge_completion_tokens=_sum(tokens_from(m, "output_tokens") for m in metas),
+            1, *(functools.reduce(_add, (tokens_from(m, n) for m in metas), 0) for n in names)
         )
     return judge_request_usage(None)
 
 
-def _sum(values: Iterable[int | None]) -> int | None:
-    total: int | None = 0
-    for value in values:
-        total = _add(total, value)
-    return total
-
-
 def apportion(amount: int, weights: Sequence[int]) -> list[int]:
-    """``amount`` split in proportion to ``weights`` as whole numbers that sum to ``amount``.
-
-    Largest remainders, ties to the earlier weight; all-zero weights split evenly.
-    """
+    """``amount`` split in proportion to ``weights`` as whole numbers that sum to ``amount``
+    (largest remainders, ties to the earlier weight; all-zero weights split evenly)."""
     if not weights:
         return []
     if not amount:
@@ -271,8 +204,8 @@ def apportion(amount: int, weights: Sequence[int]) -> list[int]:
 
 
 def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
-    """``usage`` of one shared request split over its callers by ``weights`` (their texts'
-    characters), so the parts add up to exactly ``usage``; a field not reported stays so."""
+    """``usage`` of one shared request split over its callers by ``weights``, so the parts add
+    up to exactly ``usage``; a field not reported stays so."""
     columns = {
         f.name: (
             [None] * len(weights)

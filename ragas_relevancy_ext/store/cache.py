@@ -1,17 +1,6 @@
-"""A judge that keeps its replies on disk, so a re-run asks the real judge nothing.
-
-Wrap any judge in :class:`CachedJudge`; the metric sees an ordinary instructor judge. Keys are
-(judge model, prompt text, output model, k) where k counts how often this run has already sent
-the same prompt: stock mode sends one prompt N times and needs N independent replies, and a
-re-run gets back the same N.
-
-The store (:class:`.store.SqliteStore`, ``DIR/replies.sqlite3``) holds JSON text only, so
-nothing read from a cache directory is ever run as code (no pickle), and processes can share
-one directory. A store that cannot be written (a full disk) costs the cache, never a score: one
-warning, and the rest of the run asks the judge without it. Replies are written by one thread
-of their own, never on the event loop: a write takes milliseconds, and up to 30 s while another
-process holds the database's lock.
-"""
+"""A judge that keeps its replies on disk (JSON text in SQLite, no pickle), so a re-run asks the
+real judge nothing. A store that cannot be written costs the cache, never a score; replies are
+written by one thread of their own, never on the event loop."""
 
 from __future__ import annotations
 
@@ -50,9 +39,8 @@ def disk_store(directory: str | Path) -> ReplyStore:
 
 
 def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence: int) -> str:
-    """The reply cache's key: what identifies one asking of a judge, the same on every run:
-    ``model``, the ``prompt`` text, the reply's model and which asking of that prompt in one
-    sample it is (``occurrence``, from 0: stock mode asks the same prompt N times)."""
+    """The reply cache's key, the same on every run: ``model``, ``prompt``, the reply's model
+    and which asking of that prompt it is (``occurrence``: stock mode asks one prompt N times)."""
     payload = json.dumps(
         [KEY_VERSION, model, output_model.__name__, prompt, occurrence], ensure_ascii=False
     )
@@ -60,8 +48,7 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
 
 
 _CACHED = Usage(cached=1)
-# One writer for every cache: writes wait for one another (SQLite takes one writer at a time)
-# without holding the event loop nor the threads other work borrows with asyncio.to_thread.
+# One writer for every cache (SQLite takes one writer at a time), off the event loop.
 _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
@@ -77,10 +64,8 @@ os.register_at_fork(after_in_child=_new_writer)
 class CachedJudge(JudgeWrapper):
     """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
 
-    ``model`` names the judge in the key (e.g. ``"openai:gpt-4o-mini"``), so two judges never
-    share replies. ``hits`` and ``misses`` count this run's lookups. A hit is no request: the
-    sample's usage counts it as ``cached``, with 0 tokens; a miss is the inner judge's request.
-    ``off`` says why the cache was switched off (a reply that could not be stored), else None.
+    ``model`` names the judge in the key, so two judges never share replies; ``hits`` and
+    ``misses`` count this run's lookups; ``off`` says why the cache was switched off, else None.
     """
 
     def __init__(self, inner: Judge, store: ReplyStore, model: str):
@@ -115,8 +100,7 @@ class CachedJudge(JudgeWrapper):
         return reply
 
     async def _keep(self, key: str, reply: Reply) -> None:
-        """Store ``reply`` in the writer thread; when the store cannot be written, warn once and
-        switch it off."""
+        """Store ``reply`` in the writer thread; a store that cannot be written: warn once, off."""
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(_WRITER, self.store.set, key, reply.model_dump_json())

@@ -1,10 +1,5 @@
-"""The judge cache's store: JSON text in SQLite, safe to share, never holding code.
-
-``DIR/replies.sqlite3`` holds JSON text only, so nothing read from a cache directory is ever
-run as code (no pickle). SQLite's write-ahead log lets processes share one directory. A damaged
-file is moved aside (one line on stderr names it) and a new one started; a cache that cannot be
-written is a one-line error naming the path. Standard library only: opened before RAGAS loads.
-"""
+"""The judge cache's store: JSON text in SQLite (write-ahead log, so processes share it); a
+damaged file is moved aside and a new one started. Standard library only."""
 
 from __future__ import annotations
 
@@ -46,7 +41,7 @@ class SqliteStore:
         try:
             return _connect(self.path)
         except sqlite3.DatabaseError as exc:
-            if not _is_damage(exc):
+            if isinstance(exc, sqlite3.OperationalError) and "malformed" not in str(exc):
                 raise CacheError(f"--cache {self.path}: cannot be used ({exc})") from None
         aside = self.path.with_name(f"{self.path.name}.damaged-{int(time.time())}")
         try:
@@ -91,7 +86,7 @@ class SqliteStore:
 
 def _connect(path: Path) -> sqlite3.Connection:
     """Open (or create) the cache database; errors naming the path for an unusable one."""
-    if path.exists() and not _writable(path):
+    if path.exists() and not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)):
         raise CacheError(f"--cache {path}: read-only; give --cache a folder you can write")
     try:
         db = sqlite3.connect(path, timeout=BUSY_TIMEOUT, check_same_thread=False)
@@ -102,25 +97,15 @@ def _connect(path: Path) -> sqlite3.Connection:
         db.execute("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         db.execute("SELECT count(*) FROM replies").fetchone()
         db.commit()
-    except sqlite3.OperationalError as exc:
+    except sqlite3.DatabaseError as exc:
         db.close()
-        if "readonly" in str(exc) or "read-only" in str(exc) or "unable to open" in str(exc):
+        readonly = ("readonly", "read-only", "unable to open")
+        if isinstance(exc, sqlite3.OperationalError) and any(w in str(exc) for w in readonly):
             raise CacheError(
                 f"--cache {path}: read-only; give --cache a folder you can write"
             ) from None
         raise
-    except sqlite3.DatabaseError:
-        db.close()
-        raise
     return db
-
-
-def _is_damage(exc: sqlite3.DatabaseError) -> bool:
-    return not isinstance(exc, sqlite3.OperationalError) or "malformed" in str(exc)
-
-
-def _writable(path: Path) -> bool:
-    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
 
 
 def _why(exc: OSError) -> str:
