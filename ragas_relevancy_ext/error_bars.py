@@ -17,6 +17,23 @@ import numpy as np
 from .scoring.cosines import score_stderr as cosines_stderr
 from .scoring.report import RelevancyReport, clean_text, fmt
 
+__all__ = [
+    "METHODS",
+    "ErrorBars",
+    "Pairing",
+    "PairedDifference",
+    "Threshold",
+    "best_threshold",
+    "detectable_drop",
+    "run_error_bars",
+    "mean_interval",
+    "pair_by_question",
+    "paired_difference",
+    "question_key",
+    "rows_needed",
+    "score_stderr",
+]
+
 METHODS = ("clt", "clustered", "bootstrap")
 LEVEL = 0.95
 FEW_CLUSTERS = 10  # under this many clusters a clustered standard error is itself unsteady

@@ -9,6 +9,22 @@ import sys
 from collections.abc import Iterator
 from enum import Enum
 
+__all__ = [
+    "PERMANENT",
+    "Cause",
+    "EmbeddingCallError",
+    "EmbeddingShapeError",
+    "JudgeHTTPError",
+    "JudgeReplyError",
+    "UsageError",
+    "cause_of",
+    "cause_phrase",
+    "deciding_error",
+    "failure_text",
+    "from_embeddings",
+    "is_reply_error",
+]
+
 
 class UsageError(ValueError):
     """Bad input or settings the user can fix: the command line prints its message, exits 2."""

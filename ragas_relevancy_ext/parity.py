@@ -14,6 +14,14 @@ from .scoring.judges import Judge, JudgeWrapper, Reply
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage, UsageMeter, metering
 
+__all__ = [
+    "MeteredEmbeddings",
+    "ParityResult",
+    "RecordingJudge",
+    "ReplayJudge",
+    "compare_with_stock",
+]
+
 
 class MeteredEmbeddings(BaseRagasEmbedding):
     """Modern embeddings ``inner`` as they are (the same requests), each async call's usage

@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING, Any
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage
 
+__all__ = ["REPORT_TRACE", "probe_frame", "report_for", "reports_for", "usage_for"]
+
 if TYPE_CHECKING:
     import pandas as pd
 
