@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -154,11 +155,9 @@ def read_rows(
     """Read ``path`` into rows with ``user_input`` and ``response`` (after ``mapping``);
     ``numeric``: a column every row must hold a finite number in (human ratings)."""
     source = Source(path, mapping, numeric)
-    scan = source.scan()
-    entries = list(source.entries())
-    rows = [e for e in entries if isinstance(e, Row)]
-    bad = [e for e in entries if isinstance(e, BadRow)]
-    return DataFile(source.path, len(rows), len(bad), scan.warnings, bad, source.kind, rows)
+    scan = source.scan(keep_bad=sys.maxsize)
+    rows = [e for e in source.entries() if isinstance(e, Row)]
+    return DataFile(**vars(scan), kind=source.kind, rows=rows)
 
 
 class Source:

@@ -269,6 +269,11 @@ class _Runner:
         """Score every row still to do; True when Ctrl-C stopped the run."""
         return asyncio.run(self._run(metric, tick))
 
+    def _line(self, entry: Entry, key: str, report: RelevancyReport, **options: Any) -> str:
+        return report_line(
+            entry.number, key, report, *self.labels, entry.extra, line=entry.line, **options
+        )
+
     def rows(self) -> Iterator[Row]:
         """Rows still to score, in input order, until Ctrl-C; skipped rows written on the way."""
         keys = self.work.keys  # a key's count turns negative once its row has started
@@ -289,16 +294,7 @@ class _Runner:
                         all_noncommittal=False,
                         error=error,
                     )
-                    line = report_line(
-                        entry.number,
-                        key,
-                        report,
-                        *self.labels,
-                        entry.extra,
-                        line=entry.line,
-                        skipped=entry.problem,
-                    )
-                    self.report.write(key, line)
+                    self.report.write(key, self._line(entry, key, report, skipped=entry.problem))
                 continue
             count = keys.get(key, 1)
             if status in ("scored", "skipped") or count < 0:
@@ -320,15 +316,7 @@ class _Runner:
                 row = scored.row
                 key = row_key(row.user_input, row.response, self.tag)
                 # In a thread: the line holds the languages (their model loads in seconds once)
-                line = await asyncio.to_thread(
-                    report_line,
-                    row.number,
-                    key,
-                    scored.report,
-                    *self.labels,
-                    row.extra,
-                    line=row.line,
-                )
+                line = await asyncio.to_thread(self._line, row, key, scored.report)
                 self.report.write(key, line)
                 tick()
 
