@@ -114,12 +114,19 @@ EMBEDDINGS: dict[str, Provider] = {}
 Builder = Callable[[Request], Built]
 
 
-def _register(table: dict[str, Provider], name: str, **options: Any) -> Callable[[Builder], Any]:
-    """Add a builder to ``table`` under ``name``; ``options``: the other :class:`Provider` fields
-    (``key``: the provider whose API key it needs)."""
+def _register(
+    table: dict[str, Provider],
+    name: str,
+    *,
+    needs_model: bool = False,
+    one_text_per_call: bool = False,
+    describe: Callable[[Request], str] | None = None,
+    key: str | None = None,
+) -> Callable[[Builder], Builder]:
+    """Add a builder to ``table`` under ``name``; ``key``: the provider whose API key it needs."""
 
     def add(build: Builder) -> Builder:
-        table[name] = Provider(name, build, **options)
+        table[name] = Provider(name, build, needs_model, one_text_per_call, describe, key)
         return build
 
     return add

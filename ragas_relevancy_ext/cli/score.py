@@ -138,8 +138,10 @@ class _Work:
     def say_saved(self, report: ReportFile) -> None:
         saved = sum(abs(n) for key, n in self.keys.items() if report.status(key) is not None)
         if self.out is None:
-            said = f"stopped after {saved} of {self.total} rows; give --out FILE to keep rows"
-            said += " and resume"
+            said = (
+                f"stopped after {saved} of {self.total} rows; "
+                "give --out FILE to keep rows and resume"
+            )
         else:
             said = f"{saved} of {self.total} rows saved; run the same command to resume"
         print(said, file=sys.stderr, flush=True)
@@ -219,9 +221,10 @@ def run_score(
             if scorer.embeddings_label != checked.embeddings_label:
                 err.print(f"embeddings: {scorer.embeddings_label}")
             runner.labels = (scorer.judge_label, scorer.embeddings_label)
+            metric = scorer.metric()
             freeze_heap_for_this_process()
             with progress_bar(work.todo, "scoring", progress) as tick:
-                stopped = runner.run(scorer.metric(), tick)
+                stopped = runner.run(metric, tick)
             cache_line = scorer.cache_line()
             if stopped:
                 work.say_saved(report)
@@ -404,8 +407,9 @@ def _show(
         console.print(cache_line)
     if out is not None:
         console.print(f"wrote {report.appended} new line(s) to {out}", soft_wrap=True)
+    pairs = list(items()) if outputs else []
     for name, path in (outputs or {}).items():
-        FORMATS[name].writer()(path, list(items()), summary, fields)
+        FORMATS[name].writer()(path, pairs, summary, fields)
         console.print(f"wrote {path}", soft_wrap=True)
     err = make_console(stderr=True)
     print_bad_rows(err, scan.describe_bad(limit=20), scan.bad_count)
