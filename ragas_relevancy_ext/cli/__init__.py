@@ -1,11 +1,6 @@
-"""The ``ragas-relevancy`` command: score a file, show a saved report, compare with stock RAGAS,
-calibrate, diff two runs, plan a run's size.
+"""The ``ragas-relevancy`` command: one module per subcommand, shared options in :mod:`.options`.
 
-One module per command (:mod:`.score`, :mod:`.show`, :mod:`.compare`, :mod:`.calibrate`); the
-options they share are declared once in :mod:`.options`. Only typer and the standard library
-load before a command runs, so ``ragas-relevancy --help`` answers at once. Exit codes (one rule, in
-:mod:`.errors`): 0 every row scored, 1 none scored or a check failed, 2 bad input or settings,
-3 some rows skipped or NaN, 4 score stopped early (the same failure no retry mends, row after row).
+Only typer and the standard library load before a command runs, so ``--help`` answers at once.
 """
 
 from __future__ import annotations

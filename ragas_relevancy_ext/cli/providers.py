@@ -1,15 +1,13 @@
 """Judges and embeddings by name: one table entry per provider; ``--help`` is built from them.
 
-Judges: ``offline``, ``openai:MODEL`` (any OpenAI-compatible server through ``base_url``) and
-``gemini:MODEL`` (Gemini's OpenAI-compatible endpoint). Embeddings: ``auto``, ``hash``,
-``local``, ``openai:MODEL`` and ``gemini:MODEL``. A new provider is one builder function and one
-:func:`judge`/:func:`embeddings` entry here. API keys come from each provider's usual
-environment variable and are never part of a label or message (see :mod:`..redaction`).
-Providers are imported only when built, so reading the tables is cheap.
+A new provider is one builder decorated with :func:`judge` or :func:`embeddings`. Keys come from
+each provider's usual variable and never reach a label or message; SDKs load only when built.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib.util
 import os
 import sys
@@ -91,11 +89,8 @@ class Request:
 
 @dataclass(frozen=True)
 class Provider:
-    """One table entry: a name, whether it takes ``:MODEL``, and how to build it.
-
-    one_text_per_call: the built embeddings already send one text per call, so
-    ``--one-text-per-call`` adds nothing.
-    """
+    """One table entry: a name, whether it takes ``:MODEL``, and how to build it;
+    ``one_text_per_call``: its embeddings already send one text per call."""
 
     name: str
     build: Callable[[Request], Built]
@@ -113,54 +108,37 @@ class Provider:
         if self.key is not None:
             api_key(self.key, request.base_url, request.environ)
 
-    @property
-    def form(self) -> str:
-        """``openai:MODEL`` or ``offline``: how the name is written on the command line."""
-        return f"{self.name}:MODEL" if self.needs_model else self.name
-
 
 JUDGES: dict[str, Provider] = {}
 EMBEDDINGS: dict[str, Provider] = {}
+Builder = Callable[[Request], Built]
 
 
-def judge(
-    name: str,
-    *,
-    needs_model: bool = False,
-    describe: Callable[[Request], str] | None = None,
-    key: str | None = None,
-) -> Callable[[Callable[[Request], Built]], Any]:
-    """Register a judge builder under ``name``; ``key``: the provider whose API key it needs."""
-
-    def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
-        JUDGES[name] = Provider(name, build, needs_model, describe=describe, key=key)
-        return build
-
-    return add
-
-
-def embeddings(
+def _register(
+    table: dict[str, Provider],
     name: str,
     *,
     needs_model: bool = False,
     one_text_per_call: bool = False,
     describe: Callable[[Request], str] | None = None,
     key: str | None = None,
-) -> Callable[[Callable[[Request], Built]], Any]:
-    """Register an embeddings builder under ``name``."""
+) -> Callable[[Builder], Builder]:
+    """Add a builder to ``table`` under ``name``; ``key``: the provider whose API key it needs."""
 
-    def add(build: Callable[[Request], Built]) -> Callable[[Request], Built]:
-        EMBEDDINGS[name] = Provider(
-            name, build, needs_model, one_text_per_call, describe=describe, key=key
-        )
+    def add(build: Builder) -> Builder:
+        table[name] = Provider(name, build, needs_model, one_text_per_call, describe, key)
         return build
 
     return add
 
 
+judge = functools.partial(_register, JUDGES)
+embeddings = functools.partial(_register, EMBEDDINGS)
+
+
 def choices(table: Mapping[str, Provider]) -> str:
     """``offline | openai:MODEL | gemini:MODEL``: the forms a table accepts, for help and errors."""
-    return " | ".join(provider.form for provider in table.values())
+    return " | ".join(f"{p.name}:MODEL" if p.needs_model else p.name for p in table.values())
 
 
 def parse_spec(text: str, table: Mapping[str, Provider], what: str) -> Spec:
@@ -176,8 +154,7 @@ def parse_spec(text: str, table: Mapping[str, Provider], what: str) -> Spec:
 def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> str:
     """The key from the provider's variable; a local server needs none."""
     for variable in KEY_VARIABLES[provider]:
-        value = environ.get(variable, "").strip()
-        if value:
+        if value := environ.get(variable, "").strip():
             return value
     if base_url and urlsplit(base_url).hostname in LOCAL_HOSTS:
         return UNUSED_KEY
@@ -191,36 +168,33 @@ def show_url(url: str) -> str:
 
 
 def _without_userinfo(url: str) -> str:
-    """``url`` with no ``user:password@`` before its host."""
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
         return url
     host = parts.hostname or ""
     host = f"[{host}]" if ":" in host else host
-    netloc = f"{host}:{parts.port}" if parts.port else host
-    return urlunsplit(parts._replace(netloc=netloc))
+    return urlunsplit(parts._replace(netloc=f"{host}:{parts.port}" if parts.port else host))
 
 
-_SAID: set[str] = set()  # notes already given in this process
+@functools.cache
+def _say_once(note: str) -> None:
+    print(note, file=sys.stderr, flush=True)
 
 
 def sendable_url(url: str) -> str:
-    """``url`` as a client may send it: without a user name and password, which httpx would
-    send as Basic auth in place of the API key (and a server may echo that header). Dropping
-    them is said once on stderr, without the password."""
+    """``url`` without a user name and password, which httpx would send as Basic auth in place
+    of the API key; dropping them is said once on stderr, without the password."""
     bare = _without_userinfo(url)
     if bare != url:
-        note = f"ragas-relevancy: note: the user name and password in {show_url(url)} are not sent"
-        if note not in _SAID:
-            _SAID.add(note)
-            print(note, file=sys.stderr, flush=True)
+        _say_once(
+            f"ragas-relevancy: note: the user name and password in {show_url(url)} are not sent"
+        )
     return bare
 
 
 def client_url(url: str) -> tuple[str, dict[str, str]]:
-    """:func:`sendable_url` without its query, and the query apart, for a client that sends it
-    with every request: the openai SDK appends its paths to the base URL as text, so a query
-    left there (``?api-version=...``) would end up inside the path."""
+    """:func:`sendable_url` without its query, and the query apart: the openai SDK appends its
+    paths to the base URL as text, so a query left there would end up inside the path."""
     parts = urlsplit(sendable_url(url))
     query = dict(parse_qsl(parts.query, keep_blank_values=True))
     return urlunsplit(parts._replace(query="")), query
@@ -250,6 +224,15 @@ def embeddings_label(provider: Provider, request: Request, one_text_per_call: bo
     return label
 
 
+def _build(
+    kind: Literal["judge", "embeddings"], text: str, **settings: Any
+) -> tuple[Provider, Built]:
+    provider, request = provider_request(kind, text, **settings)
+    built = provider.build(request)
+    built.label = redact(built.label or provider.label(request))
+    return provider, built
+
+
 def build_judge(
     text: str,
     *,
@@ -259,12 +242,9 @@ def build_judge(
     environ: Mapping[str, str] | None = None,
 ) -> Built:
     """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
-    provider, request = provider_request(
+    return _build(
         "judge", text, base_url=base_url, max_retries=max_retries, timeout=timeout, environ=environ
-    )
-    built = provider.build(request)
-    built.label = redact(built.label or provider.label(request))
-    return built
+    )[1]
 
 
 def build_embeddings(
@@ -277,13 +257,9 @@ def build_embeddings(
     timeout: float | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Built:
-    """The embeddings ``text`` names, optionally sending one text per provider call.
-
-    ``max_retries`` and ``timeout`` (seconds) apply to an ``openai:`` embeddings client, so a
-    rate limit, server error or hung request there is retried as the judge's are; ``timeout``
-    also to a ``gemini:`` one (whose client makes no retries of its own).
-    """
-    provider, request = provider_request(
+    """The embeddings ``text`` names, optionally sending one text per provider call;
+    ``max_retries`` applies to ``openai:`` embeddings, ``timeout`` (seconds) to ``gemini:`` too."""
+    provider, built = _build(
         "embeddings",
         text,
         base_url=base_url,
@@ -291,8 +267,6 @@ def build_embeddings(
         timeout=timeout,
         environ=environ,
     )
-    built = provider.build(request)
-    built.label = redact(built.label or provider.label(request))
     if one_text_per_call and not provider.one_text_per_call:
         from ..adapters import OneTextPerCall
 
@@ -301,17 +275,15 @@ def build_embeddings(
     return built
 
 
-# -- shared pieces of the builders ---------------------------------------------------------
-
-
-def _openai_client(provider: str, request: Request, base_url: str | None) -> Any:
-    """An ``AsyncOpenAI`` client with the provider's key; ``timeout`` None keeps the SDK's.
-    A query in ``base_url`` goes with every request (:func:`client_url`); its HTTP client
-    notes each embeddings answer's usage (:func:`usage_http_client`)."""
+def _openai_client(request: Request) -> Any:
+    """An ``AsyncOpenAI`` client with the provider's key (Gemini's endpoint unless a URL is set),
+    a query in the URL sent with every request, and an HTTP client that notes embeddings usage."""
     from openai import AsyncOpenAI
 
     from ..scoring.embeddings import usage_http_client
 
+    provider = request.spec.provider
+    base_url = request.base_url or (GEMINI_OPENAI_BASE_URL if provider == "gemini" else None)
     key = api_key(provider, base_url, request.environ)
     options: dict[str, Any] = {} if request.timeout is None else {"timeout": request.timeout}
     if base_url is not None:
@@ -340,26 +312,6 @@ def local_extra_installed() -> bool:
     )
 
 
-def _quiet_model_loading() -> None:
-    """No "Loading weights" bar on stderr: the command line shows its own progress."""
-    try:
-        from huggingface_hub.utils import disable_progress_bars
-    except ImportError:
-        return
-    disable_progress_bars()
-
-
-def _llm_judge(request: Request, base_url: str | None) -> Built:
-    from ragas.llms import llm_factory
-
-    client = _openai_client(request.spec.provider, request, base_url)
-    value = llm_factory(request.spec.model, provider="openai", client=client)
-    return Built(value, "", request.spec)
-
-
-# -- judges --------------------------------------------------------------------------------
-
-
 @judge("offline", describe=lambda r: "offline (PretendJudge: no LLM, no network)")
 def _offline_judge(request: Request) -> Built:
     from ..testing.offline import PretendJudge
@@ -367,17 +319,13 @@ def _offline_judge(request: Request) -> Built:
     return Built(PretendJudge(keep=100), "", request.spec)  # a long run keeps few prompts
 
 
+@judge("gemini", needs_model=True, key="gemini")  # decorators apply bottom first: openai first
 @judge("openai", needs_model=True, key="openai")
-def _openai_judge(request: Request) -> Built:
-    return _llm_judge(request, request.base_url)
+def _llm_judge(request: Request) -> Built:
+    from ragas.llms import llm_factory
 
-
-@judge("gemini", needs_model=True, key="gemini")
-def _gemini_judge(request: Request) -> Built:
-    return _llm_judge(request, request.base_url or GEMINI_OPENAI_BASE_URL)
-
-
-# -- embeddings ----------------------------------------------------------------------------
+    value = llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
+    return Built(value, "", request.spec)
 
 
 def _auto_choice(request: Request) -> str:
@@ -418,7 +366,10 @@ def _local_embeddings(request: Request) -> Built:
         raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
     from ..adapters import local_embeddings
 
-    _quiet_model_loading()
+    with contextlib.suppress(ImportError):  # no "Loading weights" bar: the command shows its own
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
     return Built(local_embeddings(), "", request.spec)
 
 
@@ -426,8 +377,7 @@ def _local_embeddings(request: Request) -> Built:
 def _openai_embeddings(request: Request) -> Built:
     from ragas.embeddings import OpenAIEmbeddings
 
-    client = _openai_client("openai", request, request.base_url)
-    value = OpenAIEmbeddings(client=client, model=request.spec.model)
+    value = OpenAIEmbeddings(client=_openai_client(request), model=request.spec.model)
     return Built(value, "", request.spec)
 
 
@@ -452,5 +402,4 @@ def _gemini_embeddings(request: Request) -> Built:
         settings["timeout"] = max(1, round(request.timeout * 1000))
     options = types.HttpOptions(**settings) if settings else None
     client = genai.Client(api_key=key, http_options=options)
-    value = gemini_embeddings(request.spec.model, client=client)
-    return Built(value, "", request.spec)
+    return Built(gemini_embeddings(request.spec.model, client=client), "", request.spec)

@@ -1,17 +1,14 @@
 """``ragas-relevancy score``: score rows as a stream, save each at once, resume, summarise.
 
-The run checks everything it can before anything heavy loads (file, ``--map``, keys,
-``--out``), prints its header, and only then imports RAGAS; a resume with nothing left to do
-never imports it. Rows are read lazily and scored a bounded window at a time, so memory does
-not grow with the file. Every finished row is appended to the report at once; the first Ctrl-C
-stops starting rows and lets those in flight finish (within ``--timeout``), the second quits at
-once. A finished run rewrites the report in input order, one line per input row.
+Everything is checked before RAGAS loads; the first Ctrl-C lets the rows in flight finish, the
+second quits. A finished run rewrites the report in input order, one line per input row.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -57,7 +54,7 @@ from .output.console import (
 )
 from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, EngineChoice, EngineOpt, RayAddressOpt, run_ray_score
-from .setup import DEFAULT_SETTINGS, CheckedSettings, Settings, check_settings, prepare, stream_rows
+from .setup import DEFAULT_SETTINGS, Settings, check_settings, prepare, stream_rows
 
 __all__ = [
     "INTERRUPTED",
@@ -100,54 +97,54 @@ def score(
     4 stopped early: rows failed one after another for a cause no retry mends (bad key, unknown
     model, server not reached), 130 stopped by Ctrl-C (what finished is saved).
     """
+    shared: dict[str, Any] = dict(out=out, outputs=outputs, progress=progress, prices=prices)
     if engine is not EngineChoice.local or ray_address or actors:
         if table:  # the Ray engine prints the summary, never the per-row table
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
         if cluster or interval is not Interval.clt:
             raise UsageError("--cluster and --interval need --engine local (or show the report)")
-        return run_ray_score(
-            file,
-            map_,
-            settings,
-            engine=engine,
-            address=ray_address,
-            actors=actors,
-            out=out,
-            outputs=outputs,
-            progress=progress,
-            prices=prices,
-        )
+        engine_options = {"engine": engine, "address": ray_address, "actors": actors}
+        return run_ray_score(file, map_, settings, **engine_options, **shared)
     source = Source(file, parse_map(map_ or []))
-    return run_score(
-        source,
-        settings,
-        out=out,
-        outputs=outputs,
-        probes=probes,
-        progress=progress,
-        prices=prices,
-        table=table,
-        cluster=cluster,
-        interval=interval,
-    )
+    view = {"probes": probes, "table": table, "cluster": cluster, "interval": interval}
+    return run_score(source, settings, **view, **shared)
 
 
 @dataclass
 class _Work:
     """What a run has to do, counted in one pass over the input before anything loads."""
 
+    out: Path | None
     total: int = 0
     resumed: int = 0
     todo: int = 0
     retried: int = 0
-    other_settings: int = 0
     # key -> rows of the input with it (negative once the run has started scoring it)
     keys: dict[str, int] = field(default_factory=dict)
-    out: Path | None = None
 
-    def saved(self, report: ReportFile) -> int:
-        """Rows of the input that have a line in ``report`` now."""
-        return sum(abs(n) for key, n in self.keys.items() if report.status(key) is not None)
+    def count(self, report: ReportFile, entry: Entry, key: str) -> None:
+        self.total += 1
+        if key in self.keys:  # the same row again: scored once, written for each at the end
+            self.keys[key] += 1
+            return
+        self.keys[key] = 1
+        status = report.status(key)
+        if status in ("scored", "skipped"):
+            self.resumed += 1
+        elif isinstance(entry, Row):  # a skipped row is written at once, not scored
+            self.todo += 1
+            self.retried += status == "failed"
+
+    def say_saved(self, report: ReportFile) -> None:
+        saved = sum(abs(n) for key, n in self.keys.items() if report.status(key) is not None)
+        if self.out is None:
+            said = (
+                f"stopped after {saved} of {self.total} rows; "
+                "give --out FILE to keep rows and resume"
+            )
+        else:
+            said = f"{saved} of {self.total} rows saved; run the same command to resume"
+        print(said, file=sys.stderr, flush=True)
 
 
 def run_score(
@@ -164,10 +161,8 @@ def run_score(
     interval: Interval = Interval.clt,
 ) -> int:
     """Score ``source``'s rows into ``out`` and print the results; the exit code as
-    :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run (what finished is saved).
-
-    ``table``: print the per-row table (True), not (False), or up to :data:`TABLE_ROWS` rows
-    (None)."""
+    :func:`.errors.exit_code`, or 130 when Ctrl-C stopped the run. ``table``: print the
+    per-row table (True), not (False), or up to :data:`TABLE_ROWS` rows (None)."""
     console = make_console()
     checked = check_settings(settings)  # bad specs and missing keys: before anything else
     # each output its own file, and only ever one of ours replaced: before anything is read
@@ -181,68 +176,72 @@ def run_score(
             report.lock()
         stack.callback(report.close)
 
-        store = None
-        if settings.cache is not None:  # a cache that cannot be used: said before RAGAS loads
-            store = SqliteStore(settings.cache)
-        work = _Work(out=out)
+        # a cache that cannot be used: said before RAGAS loads
+        store = None if settings.cache is None else SqliteStore(settings.cache)
+        work = _Work(out)
         scan = source.scan()
         tag = checked.settings_tag
         for entry in source.entries():
-            _count(work, report, entry, _key(entry, tag))
-        work.other_settings = sum(1 for key in report.index if key not in work.keys)
+            work.count(report, entry, _key(entry, tag))
+        other_settings = sum(1 for key in report.index if key not in work.keys)
         if cluster and not any(cluster in e.extra for e in source.entries() if isinstance(e, Row)):
             raise UsageError(f"--cluster {cluster}: no row of {source.path} has that column")
-        extra = {"output": _output_line(out, work)} if out is not None else {}
+        extra: dict[str, str] = {}
+        if out is not None:
+            again = f", {work.retried} of them failed before" if work.retried else ""
+            extra["output"] = (
+                f"{out} ({work.resumed} row(s) already there, {work.todo} to score{again})"
+            )
         fields = run_fields(scan, checked, **extra)
         print_header(console, fields)
-        print_warnings(make_console(stderr=True), scan.warnings)
-        if work.other_settings:
-            make_console(stderr=True).print(
-                f"warning: {work.other_settings} line(s) in {out} match no row of this input "
+        err = make_console(stderr=True)
+        print_warnings(err, scan.warnings)
+        if other_settings:
+            err.print(
+                f"warning: {other_settings} line(s) in {out} match no row of this input "
                 "with these settings (another judge, embeddings, strictness or probe prompt, "
                 "or rows edited since); they are replaced when this run completes",
                 soft_wrap=True,
             )
 
         report.begin()
+        show = functools.partial(
+            _show, console, report, scan, fields, outputs, probes, out, prices=prices, table=table
+        )
+        labels = (checked.judge_label, checked.embeddings_label)
+        runner = _Runner(source, report, tag, labels, work, settings)
         cache_line = None
         if work.todo:
             try:
                 with status_line("loading RAGAS…", progress) as say:
                     scorer = prepare(settings, store, say)
             except KeyboardInterrupt:  # Ctrl-C before scoring began
-                _say_saved(work, report)
+                work.say_saved(report)
                 return INTERRUPTED
             if scorer.embeddings_label != checked.embeddings_label:
-                make_console(stderr=True).print(f"embeddings: {scorer.embeddings_label}")
-            labels = (scorer.judge_label, scorer.embeddings_label)
-            runner = _Runner(source, report, tag, labels, scorer.metric(), work, settings)
+                err.print(f"embeddings: {scorer.embeddings_label}")
+            runner.labels = (scorer.judge_label, scorer.embeddings_label)
+            metric = scorer.metric()
             freeze_heap_for_this_process()
             with progress_bar(work.todo, "scoring", progress) as tick:
-                stopped = runner.run(tick)
+                stopped = runner.run(metric, tick)
             cache_line = scorer.cache_line()
             if stopped:
-                _say_saved(work, report)
+                work.say_saved(report)
                 return INTERRUPTED
             if runner.early.stopped:
-                shown = (outputs, probes, out, cache_line, prices, table)
-                _show(console, report, scan, fields, *shown)
+                show(cache_line)
                 then = "run the same command to resume" if out is not None else "run it again"
-                make_console(stderr=True).print(
-                    f"stopped early: {runner.early.why()}; fix it and {then}", soft_wrap=True
-                )
-                _say_saved(work, report)
+                err.print(f"stopped early: {runner.early.why()}; fix it and {then}", soft_wrap=True)
+                work.say_saved(report)
                 return EXIT_STOPPED
         else:
-            _write_skipped(source, report, tag, checked)
+            for _ in runner.rows():  # nothing to score: this writes the skipped rows
+                pass
 
-        order = ((_key(e, tag), e.number, e.line) for e in source.entries())
         if not report.in_order((_key(e, tag), e.number) for e in source.entries()):
-            report.compact(order)
-        bars = (cluster, interval)
-        return _show(
-            console, report, scan, fields, outputs, probes, out, cache_line, prices, table, bars
-        )
+            report.compact((_key(e, tag), e.number, e.line) for e in source.entries())
+        return show(cache_line, bars=(cluster, interval))
 
 
 def _key(entry: Entry, tag: str) -> str:
@@ -250,80 +249,35 @@ def _key(entry: Entry, tag: str) -> str:
     return row_key(entry.user_input, entry.response, tag, problem)
 
 
-def _count(work: _Work, report: ReportFile, entry: Entry, key: str) -> None:
-    work.total += 1
-    if key in work.keys:
-        work.keys[key] += 1
-        return  # the same row again: scored once, written for each at the end
-    work.keys[key] = 1
-    status = report.status(key)
-    if status in ("scored", "skipped"):
-        work.resumed += 1
-    elif isinstance(entry, Row):  # a skipped row is written at once, not scored
-        work.todo += 1
-        work.retried += status == "failed"
-
-
-def _output_line(out: Path | None, work: _Work) -> str:
-    again = f", {work.retried} of them failed before" if work.retried else ""
-    return f"{out} ({work.resumed} row(s) already there, {work.todo} to score{again})"
-
-
-def _write_skipped(source: Source, report: ReportFile, tag: str, checked: CheckedSettings) -> None:
-    """Lines for skipped rows not yet in the report (a run with nothing to score)."""
-    labels = (checked.judge_label, checked.embeddings_label)
-    for entry in source.entries():
-        if isinstance(entry, BadRow):
-            key = _key(entry, tag)
-            if report.status(key) is None:
-                report.write(key, _skipped_line(entry, key, labels, checked.settings))
-
-
-def _skipped_line(entry: BadRow, key: str, labels: tuple[str, str], settings: Settings) -> str:
-    report = RelevancyReport(
-        user_input=entry.user_input,
-        response=entry.response,
-        score=float("nan"),
-        strictness=settings.strictness,
-        probe_prompt=settings.probe_prompt,
-        all_noncommittal=False,
-        error=f"{SKIPPED}{entry.problem} ({entry.where})",
-    )
-    return report_line(
-        entry.number, key, report, *labels, entry.extra, line=entry.line, skipped=entry.problem
-    )
-
-
+@dataclass
 class _Runner:
     """Feeds rows to the metric, writes each as it finishes, and handles Ctrl-C and early stops."""
 
-    def __init__(
-        self,
-        source: Source,
-        report: ReportFile,
-        tag: str,
-        labels: tuple[str, str],
-        metric: Any,
-        work: _Work,
-        settings: Settings,
-    ):
-        self.source = source
-        self.report = report
-        self.tag = tag
-        self.labels = labels
-        self.metric = metric
-        self.work = work
-        self.settings = settings
-        self.grace = settings.timeout or STOP_GRACE
-        self.stopping = False
-        self.interrupts = 0
-        self.early = EarlyStop()
+    source: Source
+    report: ReportFile
+    tag: str
+    labels: tuple[str, str]
+    work: _Work
+    settings: Settings
+    stopping: bool = False
+    interrupts: int = 0
+    early: EarlyStop = field(default_factory=EarlyStop)
 
-    def run(self, tick: Callable[[], None]) -> bool:
+    @property
+    def grace(self) -> float:
+        """Seconds the rows in flight get after Ctrl-C."""
+        return self.settings.timeout or STOP_GRACE
+
+    def run(self, metric: Any, tick: Callable[[], None]) -> bool:
         """Score every row still to do; True when Ctrl-C stopped the run."""
-        return asyncio.run(self._run(tick))
+        return asyncio.run(self._run(metric, tick))
 
-    def _rows(self) -> Iterator[Row]:
+    def _line(self, entry: Entry, key: str, report: RelevancyReport, **options: Any) -> str:
+        return report_line(
+            entry.number, key, report, *self.labels, entry.extra, line=entry.line, **options
+        )
+
+    def rows(self) -> Iterator[Row]:
         """Rows still to score, in input order, until Ctrl-C; skipped rows written on the way."""
         keys = self.work.keys  # a key's count turns negative once its row has started
         for entry in self.source.entries():
@@ -333,29 +287,39 @@ class _Runner:
             status = self.report.status(key)
             if isinstance(entry, BadRow):
                 if status is None:
-                    line = _skipped_line(entry, key, self.labels, self.settings)
-                    self.report.write(key, line)
+                    error = f"{SKIPPED}{entry.problem} ({entry.where})"
+                    report = RelevancyReport(
+                        user_input=entry.user_input,
+                        response=entry.response,
+                        score=float("nan"),
+                        strictness=self.settings.strictness,
+                        probe_prompt=self.settings.probe_prompt,
+                        all_noncommittal=False,
+                        error=error,
+                    )
+                    self.report.write(key, self._line(entry, key, report, skipped=entry.problem))
                 continue
             count = keys.get(key, 1)
-            if status == "scored" or count < 0:
+            if status in ("scored", "skipped") or count < 0:
                 continue
             keys[key] = -count
             yield entry
 
-    async def _run(self, tick: Callable[[], None]) -> bool:
+    async def _run(self, metric: Any, tick: Callable[[], None]) -> bool:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
-        installed = _on_sigint(loop, lambda: self._interrupt(stop))
+        try:  # Ctrl-C to _interrupt (the main thread only)
+            loop.add_signal_handler(signal.SIGINT, lambda: self._interrupt(stop))
+            installed = True
+        except (ValueError, RuntimeError, NotImplementedError):
+            installed = False
 
         async def consume() -> None:
-            async for scored in stream_rows(self.metric, self._rows(), stop, self.early):
+            async for scored in stream_rows(metric, self.rows(), stop, self.early):
                 row = scored.row
                 key = row_key(row.user_input, row.response, self.tag)
                 # In a thread: the line holds the languages (their model loads in seconds once)
-                number, report, extra = row.number, scored.report, row.extra
-                line = await asyncio.to_thread(
-                    report_line, number, key, report, *self.labels, extra, line=row.line
-                )
+                line = await asyncio.to_thread(self._line, row, key, scored.report)
                 self.report.write(key, line)
                 tick()
 
@@ -376,39 +340,18 @@ class _Runner:
 
     def _interrupt(self, stop: asyncio.Event) -> None:
         self.interrupts += 1
-        err = make_console(stderr=True)
         if self.interrupts == 1:
             self.stopping = True
             stop.set()
-            err.print(
+            make_console(stderr=True).print(
                 f"stopping: rows in flight get up to {self.grace:g} s to finish "
                 "(Ctrl-C again to quit now)",
                 soft_wrap=True,
             )
             return
         self.report.close()
-        _say_saved(self.work, self.report)
+        self.work.say_saved(self.report)
         os._exit(INTERRUPTED)
-
-
-def _on_sigint(loop: asyncio.AbstractEventLoop, handler: Callable[[], None]) -> bool:
-    """Route Ctrl-C to ``handler`` (main thread only); False when that is not possible."""
-    try:
-        loop.add_signal_handler(signal.SIGINT, handler)
-    except (ValueError, RuntimeError, NotImplementedError):
-        return False
-    return True
-
-
-def _say_saved(work: _Work, report: ReportFile) -> None:
-    saved = work.saved(report)
-    if work.out is None:
-        said = (
-            f"stopped after {saved} of {work.total} rows; give --out FILE to keep rows and resume"
-        )
-    else:
-        said = f"{saved} of {work.total} rows saved; run the same command to resume"
-    print(said, file=sys.stderr, flush=True)
 
 
 def _show(
@@ -464,15 +407,15 @@ def _show(
         console.print(cache_line)
     if out is not None:
         console.print(f"wrote {report.appended} new line(s) to {out}", soft_wrap=True)
-    if outputs:
-        pairs = list(items())
-        for name, path in outputs.items():
-            FORMATS[name].writer()(path, pairs, summary, fields)
-            console.print(f"wrote {path}", soft_wrap=True)
-    print_bad_rows(make_console(stderr=True), scan.describe_bad(limit=20), scan.bad_count)
-    print_causes(make_console(stderr=True), items())
+    pairs = list(items()) if outputs else []
+    for name, path in (outputs or {}).items():
+        FORMATS[name].writer()(path, pairs, summary, fields)
+        console.print(f"wrote {path}", soft_wrap=True)
+    err = make_console(stderr=True)
+    print_bad_rows(err, scan.describe_bad(limit=20), scan.bad_count)
+    print_causes(err, items())
     if triples and summary.scored == 0:
-        make_console(stderr=True).print("no sample could be scored")
+        err.print("no sample could be scored")
     return exit_code(summary.scored, rows)
 
 
