@@ -158,8 +158,12 @@ async def _collect_diverse(
         avoid = list(probes.questions) or None
         data = prompt.input_model(response=response, n=missing, avoid=avoid)
         where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(data), probes, where)
-        if reply is None:
+        try:
+            reply = await ask(data)
+        except Exception as exc:
+            if not is_reply_error(exc):
+                raise
+            probes.notes.append(f"{where}: {_describe(exc)}")
             continue
         items = list(reply.probes)
         if len(items) != missing:
@@ -181,10 +185,7 @@ async def _collect_sequential(
     while len(probes.questions) < strictness and probes.judge_calls < budget:
         previous = list(probes.questions) or None
         data = prompt.input_model(response=response, previous_questions=previous)
-        where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(data), probes, where)
-        if reply is not None:
-            probes.offer(reply.question, reply.noncommittal, where)
+        await _ask_at_once(ask, [data], probes, first_call=probes.judge_calls + 1)
     _note_shortfall(probes, strictness)
 
 
@@ -418,16 +419,6 @@ async def _ask_at_once(
             probes.keep_as_stock(reply.question, reply.noncommittal, where)
         else:
             probes.offer(reply.question, reply.noncommittal, where)
-
-
-async def _reply_or_note(pending: Awaitable[Any], probes: ProbeSet, where: str) -> Any:
-    try:
-        return await pending
-    except Exception as exc:
-        if not is_reply_error(exc):
-            raise
-        probes.notes.append(f"{where}: {_describe(exc)}")
-        return None
 
 
 def _describe(exc: BaseException) -> str:
