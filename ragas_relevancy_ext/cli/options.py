@@ -220,6 +220,7 @@ PRICE_OPTIONS: dict[str, Any] = {
     )
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
+_DEFAULTS["probe_prompt"] = ProbePrompt(_DEFAULTS["probe_prompt"])
 assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one option"
 
 
@@ -229,8 +230,11 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
     ``outputs`` (it receives ``{name: path}``) and :data:`PRICE_OPTIONS` in place of ``prices``."""
     fixed = dict(fixed or {})
     groups = {
-        "settings": {n: (a, _default(n)) for n, a in SETTING_OPTIONS.items() if n not in fixed},
-        "outputs": {n: (_output_option(fmt.help), None) for n, fmt in FORMATS.items()},
+        "settings": {n: (a, _DEFAULTS[n]) for n, a in SETTING_OPTIONS.items() if n not in fixed},
+        "outputs": {
+            n: (Annotated[Path | None, typer.Option(metavar="PATH", help=fmt.help)], None)
+            for n, fmt in FORMATS.items()
+        },
         "prices": {n: (a, None) for n, a in PRICE_OPTIONS.items()},
     }
 
@@ -301,15 +305,6 @@ def model_threads_for_this_process(environ: MutableMapping[str, str] | None = No
     for name in THREAD_VARIABLES:
         environ[name] = str(threads)
     return threads
-
-
-def _default(name: str) -> Any:
-    default = _DEFAULTS[name]
-    return ProbePrompt(default) if name == "probe_prompt" else default
-
-
-def _output_option(help_text: str) -> Any:
-    return Annotated[Path | None, typer.Option(metavar="PATH", help=help_text)]
 
 
 def _settings(values: dict[str, Any]) -> Settings:
