@@ -1,8 +1,5 @@
 """Options the commands share, declared once: a command asks for them with :func:`with_settings`.
 
-Each :class:`~.setup.Settings` field has one option here; a command that takes a ``settings``
-parameter gets all of them (less those it fixes) in its ``--help`` and a ready ``Settings``.
-End-of-run report formats (``--html`` ...) come from the :mod:`.output` table the same way.
 Only typer and the standard library load here, so ``--help`` stays instant.
 """
 
@@ -16,6 +13,7 @@ from collections.abc import Callable, Mapping, MutableMapping
 from dataclasses import fields
 from enum import Enum
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -48,9 +46,9 @@ __all__ = [
     "with_settings",
 ]
 
-# RAGAS reads it once, at its first analytics event; "true" stops every analytics request.
+# "true" stops every RAGAS analytics request (read at its first event).
 DO_NOT_TRACK = "RAGAS_DO_NOT_TRACK"
-# Read by torch (and the BLAS under numpy) when they load: threads of one matrix operation.
+# Threads of one matrix operation, read by torch (and numpy's BLAS) when they load.
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -211,60 +209,46 @@ SETTING_OPTIONS: dict[str, Any] = {
 
 # What tokens cost, for a command that takes a ``prices`` parameter; no built-in price table.
 PRICE_OPTIONS: dict[str, Any] = {
-    "price_in": Annotated[
+    name: Annotated[
         float | None,
-        typer.Option(
-            min=0.0, metavar="USD", help="Judge prompt tokens: USD per million, for the cost."
-        ),
-    ],
-    "price_out": Annotated[
-        float | None,
-        typer.Option(
-            min=0.0, metavar="USD", help="Judge completion tokens: USD per million, for the cost."
-        ),
-    ],
-    "price_embeddings": Annotated[
-        float | None,
-        typer.Option(
-            min=0.0, metavar="USD", help="Embedding tokens: USD per million, for the cost."
-        ),
-    ],
+        typer.Option(min=0.0, metavar="USD", help=f"{tokens}: USD per million, for the cost."),
+    ]
+    for name, tokens in (
+        ("price_in", "Judge prompt tokens"),
+        ("price_out", "Judge completion tokens"),
+        ("price_embeddings", "Embedding tokens"),
+    )
 }
 _DEFAULTS = {f.name: f.default for f in fields(Settings)}
+_DEFAULTS["probe_prompt"] = ProbePrompt(_DEFAULTS["probe_prompt"])
 assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one option"
 
 
 def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]:
-    """Give a command every settings option in place of its ``settings`` parameter.
-
-    ``fixed`` settings are not offered (compare always uses the stock prompt). If the command
-    has an ``outputs`` parameter, one ``--NAME PATH`` option per :data:`.output.FORMATS` entry
-    takes its place, and the command receives ``{name: path}`` for those given; a ``prices``
-    parameter becomes the :data:`PRICE_OPTIONS` and receives a :class:`~..usage.Prices`.
-    """
+    """Give a command every settings option (less the ``fixed`` ones) in place of its
+    ``settings`` parameter, one ``--NAME PATH`` per :data:`.output.FORMATS` entry in place of
+    ``outputs`` (it receives ``{name: path}``) and :data:`PRICE_OPTIONS` in place of ``prices``."""
     fixed = dict(fixed or {})
+    groups = {
+        "settings": {n: (a, _DEFAULTS[n]) for n, a in SETTING_OPTIONS.items() if n not in fixed},
+        "outputs": {
+            n: (Annotated[Path | None, typer.Option(metavar="PATH", help=fmt.help)], None)
+            for n, fmt in FORMATS.items()
+        },
+        "prices": {n: (a, None) for n, a in PRICE_OPTIONS.items()},
+    }
 
     def decorate(command: F) -> F:
         signature = inspect.signature(command, eval_str=True)
         params: list[inspect.Parameter] = []
         for param in signature.parameters.values():
-            if param.name == "settings":
-                params.extend(
-                    _parameter(name, annotation, _default(name))
-                    for name, annotation in SETTING_OPTIONS.items()
-                    if name not in fixed
-                )
-            elif param.name == "outputs":
-                params.extend(
-                    _parameter(name, _output_option(fmt.help), None)
-                    for name, fmt in FORMATS.items()
-                )
-            elif param.name == "prices":
-                params.extend(
-                    _parameter(name, annotation, None) for name, annotation in PRICE_OPTIONS.items()
-                )
-            else:
+            if param.name not in groups:
                 params.append(param)
+                continue
+            params.extend(
+                inspect.Parameter(name, param.POSITIONAL_OR_KEYWORD, default=d, annotation=a)
+                for name, (a, d) in groups[param.name].items()
+            )
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
@@ -274,11 +258,8 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
             if "outputs" in signature.parameters:
                 given = {name: kwargs.pop(name, None) for name in FORMATS}
                 kwargs["outputs"] = {name: path for name, path in given.items() if path}
-            if "prices" in signature.parameters:
-                given = {name: kwargs.pop(name, None) for name in PRICE_OPTIONS}
-                kwargs["prices"] = Prices(
-                    given["price_in"], given["price_out"], given["price_embeddings"]
-                )
+            if "prices" in signature.parameters:  # in, out, embeddings: Prices' order
+                kwargs["prices"] = Prices(*(kwargs.pop(name, None) for name in PRICE_OPTIONS))
             return command(**kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
@@ -289,32 +270,20 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
 
 def analytics_for_this_process(on: bool) -> None:
-    """Unless ``on``, set :data:`DO_NOT_TRACK` for this process before RAGAS loads.
-
-    RAGAS's instructor judge sends a request to RAGAS's analytics server on every judge call and
-    waits for it: a privacy surprise and several times the wall time. The command runs in its
-    own process, so this changes no one else's environment; the library never sets it.
-    """
+    """Unless ``on``, set :data:`DO_NOT_TRACK` for this process before RAGAS loads: RAGAS
+    otherwise sends (and waits for) an analytics request per judge call."""
     if not on:
         os.environ[DO_NOT_TRACK] = "true"
 
 
-class _OwnProcess:
-    """Whether the command runs as its own process (``main()``, ``python -m``), not called in
-    another's (CliRunner in tests, a notebook): only then does it change process-wide state
-    beyond the environment."""
-
-    owned = False
-
-
-OWN_PROCESS = _OwnProcess()
+# owned: the command runs as its own process (``main()``, ``python -m``), not inside another's
+# (CliRunner, a notebook); only then does it change process-wide state beyond the environment.
+OWN_PROCESS = SimpleNamespace(owned=False)
 
 
 def freeze_heap_for_this_process() -> bool:
-    """In its own process, once RAGAS is loaded and the metric built: collect, then freeze what
-    is left (``gc.freeze``), so the collector's full passes during the run no longer walk the
-    some 250,000 objects the imports made, which live as long as the process anyway. About a
-    fifth of the command's CPU per row. Returns whether it froze."""
+    """In its own process, once RAGAS is loaded: collect, then ``gc.freeze`` the imports' objects
+    so the run's full collections skip them (a fifth of the CPU per row). Whether it froze."""
     if not OWN_PROCESS.owned:
         return False
     gc.collect()
@@ -323,13 +292,8 @@ def freeze_heap_for_this_process() -> bool:
 
 
 def model_threads_for_this_process(environ: MutableMapping[str, str] | None = None) -> int | None:
-    """Unless set already, :data:`THREAD_VARIABLES` = the cores less one (at least 1).
-
-    A local model's matrix threads otherwise take every core, while the event loop (judge,
-    scoring, writing rows) needs one too; on a small or busy machine the threads then wait on
-    one another (on 2 busy cores, 3-4 times the time per text). Set before torch loads, for
-    this process only; a value the user set is left as it is. Returns the count set, or None.
-    """
+    """Unless set already, :data:`THREAD_VARIABLES` = the cores less one (at least 1), so a
+    local model leaves the event loop a core. Returns the count set, or None."""
     environ = os.environ if environ is None else environ
     if any(environ.get(name, "").strip() for name in THREAD_VARIABLES):
         return None
@@ -341,21 +305,6 @@ def model_threads_for_this_process(environ: MutableMapping[str, str] | None = No
     for name in THREAD_VARIABLES:
         environ[name] = str(threads)
     return threads
-
-
-def _default(name: str) -> Any:
-    default = _DEFAULTS[name]
-    return ProbePrompt(default) if name == "probe_prompt" else default
-
-
-def _parameter(name: str, annotation: Any, default: Any) -> inspect.Parameter:
-    return inspect.Parameter(
-        name, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default, annotation=annotation
-    )
-
-
-def _output_option(help_text: str) -> Any:
-    return Annotated[Path | None, typer.Option(metavar="PATH", help=help_text)]
 
 
 def _settings(values: dict[str, Any]) -> Settings:

@@ -1,14 +1,6 @@
-"""``ragas-relevancy score INPUT --engine ray``: read with Ray Data, score on a pool of actors.
-
-INPUT is a JSONL, CSV or Parquet file, or a folder of them, read by Ray's own readers. Rows are
-scored by :func:`ragas_relevancy_ext.ray.engine.score_dataset` and streamed back to this process,
-which writes ``--out``: a ``.jsonl`` file is the very report ``score`` writes (its lines, content
-key, lock, checks and resume, through :class:`.output.jsonl.ReportFile`); any other path is a
-folder of Parquet parts keyed and recognised the same way. Each line and each part is saved as it
-arrives, so a crash keeps what was written; a re-run with the same ``--out`` skips every row
-saved without an error. Ray is imported only here, inside :func:`run_ray_score`: the options
-below cost nothing to declare.
-"""
+"""``ragas-relevancy score INPUT --engine ray``: read with Ray Data, score on a pool of actors,
+and save each batch to ``--out`` as it arrives (the ``score`` JSONL report, or a folder of
+Parquet parts), so a re-run skips the rows saved. Ray is imported only inside the run."""
 
 from __future__ import annotations
 
@@ -20,8 +12,9 @@ import os
 import sys
 import uuid
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
@@ -79,10 +72,6 @@ ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
 LOWEST_SHOWN = 5
 
 
-class RayOptionError(UsageError):
-    """An option that does not go with --engine ray, or the other way round."""
-
-
 @dataclass(frozen=True)
 class SettingsMetric:
     """A picklable metric factory: each Ray actor builds judge, embeddings and metric itself."""
@@ -106,10 +95,7 @@ def run_ray_score(
     progress: bool = True,
     prices: Prices | None = None,
 ) -> int:
-    """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`.
-
-    The summary gives the usage and cost of the rows this run scored as ``score`` gives them,
-    priced with ``prices``."""
+    """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`."""
     _check_options(engine, address, actors, out, outputs)
     assert out is not None
     from .datafile import parse_map
@@ -161,9 +147,8 @@ def _run(
             log_to_driver=False,
             logging_level=logging.ERROR,
         )
-    # one bar for the run on a terminal, not one per step, nor progress logged every 10 s when
-    # piped; and no warning that the others are off
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not "execution finished in 18 s"
+    # one progress bar on a terminal, none when piped, and no chatter about either
+    logging.getLogger("ray.data").setLevel(logging.WARNING)
     logging.getLogger("ray.data._internal.progress").setLevel(logging.ERROR)
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = progress and sys.stdout.isatty() and sys.stderr.isatty()
@@ -204,8 +189,7 @@ def _run(
 
 
 def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int) -> dict[str, str]:
-    """The run's header: what is read, where it is scored, then what ``score`` shows of the
-    judge, embeddings and probes (:func:`.output.console.used_fields`: labels redacted)."""
+    """The run's header: what is read, where it is scored, then what ``score`` shows."""
     from .output.console import used_fields
 
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
@@ -227,20 +211,19 @@ def _check_options(
         given = [
             name for name, value in (("--ray-address", address), ("--actors", actors)) if value
         ]
-        raise RayOptionError(f"{' and '.join(given)} go(es) with --engine ray")
+        raise UsageError(f"{' and '.join(given)} go(es) with --engine ray")
     if out is None:
-        raise RayOptionError(
+        raise UsageError(
             "--engine ray writes to --out: a .jsonl file or a folder for Parquet parts"
         )
     if outputs:
         names = ", ".join(f"--{name}" for name in outputs)
-        raise RayOptionError(f"{names} is not available with --engine ray; read --out instead")
+        raise UsageError(f"{names} is not available with --engine ray; read --out instead")
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
-    """One line when ``path`` has fewer rows to score than ``actors`` batches of ``batch_size``
-    (Ray's start-up then costs more than its actors gain), else None; counted without Ray, and
-    no further than that many rows."""
+    """A note when ``path`` has fewer rows to score than ``actors`` batches of ``batch_size``
+    (Ray's start-up then costs more than its actors gain), else None."""
     enough = actors * batch_size
     rows = max(0, count_rows(path, enough + done) - done)
     if not 0 < rows < enough:
@@ -253,32 +236,27 @@ def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str |
 
 def count_rows(path: Path, limit: int) -> int:
     """The data rows in ``path`` (a file or a folder of .jsonl, .csv or .parquet), counted up to
-    ``limit``: Parquet from its footers, text files line by line until ``limit``."""
+    ``limit`` (Parquet from its footers)."""
     import csv
 
     files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     rows = 0
     for file in files:
         kind = INPUT_KINDS.get(file.suffix.lower())
-        if file.name.startswith((".", "_")) or kind is None:
+        if rows >= limit or file.name.startswith((".", "_")) or kind is None:
             continue
         if kind == "parquet":
             import pyarrow.parquet as pq
 
             rows += pq.ParquetFile(file).metadata.num_rows
-        else:
-            with file.open(encoding="utf-8", errors="replace", newline="") as handle:
-                lines = csv.reader(handle) if kind == "csv" else handle
-                skip_header = kind == "csv"
-                for line in lines:
-                    if skip_header:
-                        skip_header = False
-                    elif any(cell.strip() for cell in line) if kind == "csv" else line.strip():
-                        rows += 1
-                        if rows >= limit:
-                            return rows
-        if rows >= limit:
-            return rows
+            continue
+        with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+            if kind == "csv":  # after the header, rows with a cell that is not blank
+                lines = islice(csv.reader(handle), 1, None)
+                filled = (line for line in lines if any(cell.strip() for cell in line))
+            else:
+                filled = (line for line in handle if line.strip())
+            rows += sum(1 for _ in islice(filled, limit - rows))
     return rows
 
 
@@ -306,13 +284,8 @@ def read_input(path: Path) -> Any:
     else:
         raise UsageError(f"{path}: no such file or folder")
     suffixes = [s.lstrip(".") for s, k in INPUT_KINDS.items() if k == kind]
-    reader = {"jsonl": ray.data.read_json, "csv": ray.data.read_csv}.get(
-        kind, ray.data.read_parquet
-    )
+    reader = getattr(ray.data, "read_" + {"jsonl": "json"}.get(kind, kind))  # read_csv, ...
     return reader(str(path.resolve()), file_extensions=suffixes)
-
-
-# -- output ---------------------------------------------------------------------------------
 
 
 class OutputError(UsageError):
@@ -327,8 +300,7 @@ PART_COLUMNS = ("format", "row")
 
 def open_output(path: Path, input_path: Path) -> JsonlOutput | ParquetOutput:
     """The writer for ``path``, locked: the JSONL report for ``*.jsonl``, Parquet parts in a
-    folder otherwise. Either refuses, untouched, an output this tool did not write, the input,
-    or one another process is writing."""
+    folder otherwise; refuses, untouched, an output not ours, the input, or one in use."""
     if path.suffix.lower() in (".jsonl", ".ndjson"):
         return JsonlOutput(path, input_path)
     if path.exists() and not path.is_dir():
@@ -341,9 +313,8 @@ def open_output(path: Path, input_path: Path) -> JsonlOutput | ParquetOutput:
 
 
 class JsonlOutput:
-    """The report ``score`` writes (:class:`.output.jsonl.ReportFile`): same lines, key, lock,
-    checks and resume. Ray does not keep input order, so ``row`` counts lines as written and a
-    finished run keeps one line per key in that order, rather than rewriting in input order."""
+    """The report ``score`` writes (:class:`.output.jsonl.ReportFile`), its lines in the order
+    written (Ray does not keep input order)."""
 
     columns: tuple[str, ...] = ()
 
@@ -353,7 +324,7 @@ class JsonlOutput:
         self.set_aside = 0
 
     def done_keys(self) -> set[str]:
-        """Keys of rows saved scored (or set aside): a re-run does not score them again."""
+        """Keys of rows saved scored (or set aside), which a re-run skips."""
         status = self.report.status
         self.set_aside = sum(1 for key in self.report.index if status(key) == "skipped")
         return {key for key in self.report.index if status(key) in DONE}
@@ -382,13 +353,11 @@ class JsonlOutput:
         report.deduplicate()
 
     def close(self) -> None:
-        """Close the report and release its lock."""
         self.report.close()
 
 
 def _report(row: dict[str, Any], scorer: Scorer) -> dict[str, Any]:
-    """The row's report as a dict: the actor's, or one saying why the row has none (set aside,
-    or its batch failed), its texts as text as ``score`` gives them."""
+    """The row's report as a dict: the actor's, or one saying why the row has none."""
     if row["report"] is not None:
         return json.loads(row["report"])
     return RelevancyReport(
@@ -415,12 +384,9 @@ def _finite(value: Any) -> Any:
 
 
 class ParquetOutput:
-    """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place.
-
-    Each part holds the input's columns, ``score_dataset``'s (``key``, the content key of the
-    JSONL report, ``score reason error report``), and ``format`` and ``row`` as a report line
-    has them: a folder is ours when every row of every part passes the same rule. ``PATH.lock``
-    beside the folder keeps a second process out, as the JSONL report's lock does.
+    """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place,
+    with the input's columns, ``score_dataset``'s, and a report line's ``format`` and ``row``
+    (a folder is ours when every row passes the report's rule); ``PATH.lock`` keeps others out.
     """
 
     columns = PART_COLUMNS
@@ -439,9 +405,8 @@ class ParquetOutput:
         take_lock(self._lock, self.path, self.lock_path, "folder")
 
     def done_keys(self) -> set[str]:
-        """Keys of rows saved without an error or set aside (as the JSONL report counts them);
-        refuses a folder this command did not write, leaving every file in it as it is. Parts
-        of ours cut off before their rename go only once the folder passed, under the lock."""
+        """Keys of rows saved without an error or set aside; refuses, untouched, a folder not
+        ours. Parts of ours cut off before their rename go once the folder passed."""
         import pyarrow.parquet as pq
 
         if not self.path.exists():
@@ -498,11 +463,7 @@ class ParquetOutput:
             yield batch
 
     def close(self) -> None:
-        """Release the lock (parts are complete files)."""
         self._lock.release()
-
-
-# -- the summary ----------------------------------------------------------------------------
 
 
 @dataclass
@@ -513,41 +474,28 @@ class Tally:
     scored: int = 0
     total: float = 0.0
     first_error: str | None = None
-
-    def __post_init__(self) -> None:
-        self.lowest: list[tuple[float, int, str]] = []
-
-    def add(self, batch: Any) -> None:
-        """Count one batch (a pyarrow Table with score, error and user_input)."""
-        scores = batch["score"].to_pylist()
-        errors = batch["error"].to_pylist()
-        questions = batch["user_input"].to_pylist()
-        for score, error, question in zip(scores, errors, questions, strict=True):
-            self.rows += 1
-            if score is None or not math.isfinite(score):
-                self.first_error = self.first_error or error
-                continue
-            self.scored += 1
-            self.total += score
-            item = (-score, self.rows, str(question))
-            if len(self.lowest) < LOWEST_SHOWN:
-                heapq.heappush(self.lowest, item)
-            else:
-                heapq.heappushpop(self.lowest, item)
+    lowest: list[tuple[float, int, str]] = field(default_factory=list)
 
     def usages(self, batches: Iterable[Any]) -> Iterator[Usage | None]:
-        """Count each batch as it passes, and yield each row's usage (None: not measured); rows
-        set aside are left out, as ``score`` leaves them out of its cost."""
+        """Count each batch (pyarrow Tables) as it passes, and yield each row's usage (None: not
+        measured), leaving out rows set aside as ``score`` leaves them out of its cost."""
         for batch in batches:
-            self.add(batch)
-            reports = batch["report"].to_pylist()
-            for report, error in zip(reports, batch["error"].to_pylist(), strict=True):
+            columns = (batch[c].to_pylist() for c in ("score", "error", "user_input", "report"))
+            for score, error, question, report in zip(*columns, strict=True):
+                self.rows += 1
+                if score is None or not math.isfinite(score):
+                    self.first_error = self.first_error or error
+                else:
+                    self.scored += 1
+                    self.total += score
+                    heapq.heappush(self.lowest, (-score, self.rows, str(question)))
+                    if len(self.lowest) > LOWEST_SHOWN:
+                        heapq.heappop(self.lowest)
                 if set_aside(error) is None:
                     yield None if report is None else Usage.from_dict(json.loads(report)["usage"])
 
     def show(self, console: Any, out: Path, cost: CostSummary | None = None) -> None:
-        """Rows written, how many scored or NaN, the mean, the usage and cost as ``score``
-        prints them, and the lowest scores."""
+        """Rows written, scored or NaN, the mean, usage and cost, and the lowest scores."""
         from .output.console import print_cost
 
         mean = fmt(self.total / self.scored) if self.scored else "NaN"

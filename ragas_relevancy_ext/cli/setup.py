@@ -1,9 +1,5 @@
-"""Set up a judge, embeddings and the metric from command-line settings, and score rows.
-
-Rows are scored concurrently and handed back one by one as each finishes, so a writer can save
-every row the moment it is done. A row that fails gets a NaN report; no row is ever lost, and
-no report carries an API key.
-"""
+"""Set up a judge, embeddings and the metric from command-line settings, and score rows,
+handing each back as it finishes (a failed row gets a NaN report; none is lost)."""
 
 from __future__ import annotations
 
@@ -76,11 +72,8 @@ DEFAULT_SETTINGS = Settings()
 
 @dataclass(frozen=True)
 class CheckedSettings:
-    """The user's :class:`Settings`, checked, with what they will use: labels and the settings
-    that change a score, known before anything heavy loads.
-
-    :func:`check_settings` checks the specs and the API keys, so a missing key is reported at once.
-    """
+    """The user's :class:`Settings`, checked, with labels and the settings that change a score,
+    known before anything heavy loads."""
 
     settings: Settings
     judge_label: str
@@ -104,18 +97,14 @@ class CheckedSettings:
 
     @property
     def settings_tag(self) -> str:
-        """The settings' tag: a short hash of :attr:`score_settings`, what identifies the
-        settings that change a score (part of each row's key, see ``row_key``)."""
+        """A short hash of :attr:`score_settings` (part of each row's key, see ``row_key``)."""
         text = json.dumps(self.score_settings, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def check_settings(settings: Settings) -> CheckedSettings:
-    """Check the judge and embeddings specs and their keys, and say what they will be.
-
-    Cheap: nothing is built and no provider SDK, RAGAS or numpy is imported. Raises
-    ProviderError (a bad spec) or MissingKeyError (naming the variable).
-    """
+    """Check the judge and embeddings specs and their keys without importing any SDK, RAGAS or
+    numpy: ProviderError (a bad spec) or MissingKeyError (naming the variable)."""
     judge, judge_req = provider_request(
         "judge",
         settings.judge,
@@ -153,8 +142,7 @@ def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
 
 @dataclass
 class Scorer:
-    """The built judge (cached or not) and embeddings, with labels for people: what
-    :func:`prepare` makes from :class:`Settings`, and where :meth:`metric` comes from."""
+    """The built judge (cached or not) and embeddings, with labels for people."""
 
     settings: Settings
     judge: Built
@@ -211,16 +199,17 @@ def prepare(
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
     ``say``: told what is being waited for, as it changes (a status line's text).
-    The local model's library (sentence-transformers, tens of seconds with torch) is imported
-    in a thread of its own while RAGAS is imported here, so the two loads overlap.
-    instructor's own log lines (one per failed attempt, from 1.4 on) reach the logging set up by
-    the user, if any, but not the terminal by Python's last-resort handler: each failure is
-    already said once, with its cause, masked.
     """
     say = say or (lambda text: None)
+    # instructor's per-attempt log lines are not printed: each failure is said once, masked
     logging.getLogger("instructor").addHandler(logging.NullHandler())
-    local = None
-    if _uses_local_model(settings) and LOCAL_MODEL_MODULE not in sys.modules:
+    local = None  # the local model's library loads in a thread while RAGAS loads here
+    provider = settings.embeddings.partition(":")[0].strip().lower()
+    if (
+        provider in ("local", "auto")
+        and local_extra_installed()
+        and LOCAL_MODEL_MODULE not in sys.modules
+    ):
         local = threading.Thread(
             target=_import_local_model, name="ragas-relevancy-local-model", daemon=True
         )
@@ -254,16 +243,8 @@ def prepare(
     return scorer
 
 
-def _uses_local_model(settings: Settings) -> bool:
-    """Whether ``--embeddings`` will load the local model (``local``, or ``auto`` with the
-    [local] extra installed)."""
-    provider = settings.embeddings.partition(":")[0].strip().lower()
-    return provider in ("local", "auto") and local_extra_installed()
-
-
 def _import_local_model() -> None:
-    """Import the local model's library; a failure is left to the embeddings' build, which
-    says it with its hint (or, for ``auto``, falls back to hash embeddings)."""
+    """Import the local model's library; a failure is left to the embeddings' build to say."""
     with contextlib.suppress(Exception):
         importlib.import_module(LOCAL_MODEL_MODULE)
 
@@ -297,9 +278,8 @@ async def stream_rows(
     stop: asyncio.Event | None = None,
     early_stop: EarlyStop | None = None,
 ) -> Any:
-    """Each row's :class:`Scored` as it finishes; only the rows in flight are held. Once
-    ``stop`` is set (or ``early_stop`` gives up), rows that have asked nothing yet are not
-    started (nor yielded)."""
+    """Each row's :class:`Scored` as it finishes; once ``stop`` is set (or ``early_stop`` gives
+    up), rows that have asked nothing yet are not started."""
     in_flight: dict[int, Row] = {}
 
     def inputs() -> Any:

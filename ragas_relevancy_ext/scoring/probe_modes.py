@@ -1,19 +1,7 @@
 """Probe modes: how the judge is asked for probe questions, one registry entry per mode.
 
-stock: N independent calls with RAGAS's prompt, run concurrently; replies kept as stock keeps
-them (question as written, flag as given, duplicates included).
-sequential: one call at a time, each shown the probes so far.
-diverse: one call for N probes.
-angles: N one-probe calls at once, each asked to word the question from another angle.
-In sequential, diverse and angles modes duplicates are dropped and missing probes asked for
-again, at most ``MAX_EXTRA_CALLS`` more calls per sample. Malformed replies never crash a
-sample: they are skipped and written into the notes.
-
-A new mode is a prompt class in :mod:`.prompts` and one :func:`register` call here. This module
-is the one place that knows prompt objects: which mode a prompt object fits (by its input and
-output models, for RAGAS's ``PydanticPrompt`` and collections ``BasePrompt`` alike), how it is
-rendered, and the trace step its judge calls run under. It imports neither RAGAS nor numpy at
-load time, so the command line reads :data:`MODE_NAMES` for ``--help``.
+A new mode is a prompt class in :mod:`.prompts` and one :func:`register` call here. Loads
+neither RAGAS nor numpy, so ``--help`` reads :data:`MODE_NAMES` at once.
 """
 
 from __future__ import annotations
@@ -94,16 +82,11 @@ class ProbeSet:
 
     def distinct(self) -> int:
         """How many kept probes differ once folded by :func:`normalise_question`."""
-        if len(self._seen) == len(self.questions):  # each kept through offer, folded there
-            return len(self._seen)
         return len({normalise_question(q) for q in self.questions})
 
     def keep_as_stock(self, question: str, flag: int, where: str) -> None:
-        """Stock's handling of one reply: a question is kept as written, its flag as given.
-
-        Stock drops an empty question and keeps a whitespace-only one, which every RAGAS
-        embeddings class then refuses; both are dropped here, with a note.
-        """
+        """Stock's handling of one reply: kept as written, its flag as given; an empty or
+        whitespace-only question (which RAGAS embeddings refuse) is dropped with a note."""
         if not question.strip():
             kind = "a whitespace-only" if question else "an empty"
             self.notes.append(f"{where}: dropped {kind} question")
@@ -122,11 +105,8 @@ Collect = Callable[[Ask, "BasePrompt", str, int, ProbeSet], Awaitable[None]]
 class ProbeMode:
     """One way of asking for probes: its prompt classes (by name in :mod:`.prompts`), strategy.
 
-    ``prompt`` is the default of the modern metric; ``legacy_prompt`` that of the
-    ``ragas.evaluate`` metric when it differs (stock legacy sends another prompt than stock
-    collections). A prompt object fits the mode when its input and output models are (or
-    subclass) those of one of these classes. ``ragas_replies``: a RAGAS judge's replies are
-    read as RAGAS's own prompts read them, repair requests included (as stock legacy does).
+    ``legacy_prompt``: the ``ragas.evaluate`` metric's default when it differs from ``prompt``.
+    ``ragas_replies``: replies are read as RAGAS's prompts read them, repair requests included.
     """
 
     name: str
@@ -164,13 +144,40 @@ def register(mode: ProbeMode) -> ProbeMode:
     return mode
 
 
-async def _collect_stock(
+def _registered(name: str, prompt: str, help: str, **more: Any) -> Callable[[Collect], Collect]:
+    """Register the decorated strategy as the probe mode ``name``."""
+    return lambda collect: register(ProbeMode(name, prompt, collect, help, **more)).collect
+
+
+@_registered("diverse", "DiverseProbePrompt", "one judge call returns N distinct probes")
+async def _collect_diverse(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
-    data = prompt.input_model(response=response)
-    await _ask_at_once(ask, [data] * strictness, probes, first_call=1, as_stock=True)
+    while len(probes.questions) < strictness and probes.judge_calls < 1 + MAX_EXTRA_CALLS:
+        missing = strictness - len(probes.questions)
+        avoid = list(probes.questions) or None
+        data = prompt.input_model(response=response, n=missing, avoid=avoid)
+        where = f"call {probes.judge_calls + 1}"
+        try:
+            reply = await ask(data)
+        except Exception as exc:
+            if not is_reply_error(exc):
+                raise
+            probes.notes.append(f"{where}: {_describe(exc)}")
+            continue
+        items = list(reply.probes)
+        if len(items) != missing:
+            probes.notes.append(f"{where}: asked for {missing} probe(s), got {len(items)}")
+        for used, item in enumerate(items):
+            if len(probes.questions) >= strictness:
+                extra = len(items) - used
+                probes.notes.append(f"{where}: ignored {extra} probe(s) beyond {strictness}")
+                break
+            probes.offer(item.question, item.noncommittal, where)
+    _note_shortfall(probes, strictness)
 
 
+@_registered("sequential", "SequentialProbePrompt", "N calls, each shown the probes so far")
 async def _collect_sequential(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
@@ -178,48 +185,34 @@ async def _collect_sequential(
     while len(probes.questions) < strictness and probes.judge_calls < budget:
         previous = list(probes.questions) or None
         data = prompt.input_model(response=response, previous_questions=previous)
-        where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(data), probes, where)
-        if reply is not None:
-            probes.offer(reply.question, reply.noncommittal, where)
+        await _ask_at_once(ask, [data], probes, first_call=probes.judge_calls + 1)
     _note_shortfall(probes, strictness)
 
 
-async def _collect_diverse(
+@_registered(
+    "stock",
+    "AnswerRelevancePrompt",
+    "RAGAS's own prompt, one call per probe",
+    legacy_prompt="ResponseRelevancePrompt",
+    ragas_replies=True,
+)
+async def _collect_stock(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
-    # one call for all probes, then at most MAX_EXTRA_CALLS for the missing ones
-    while len(probes.questions) < strictness and probes.judge_calls < 1 + MAX_EXTRA_CALLS:
-        missing = strictness - len(probes.questions)
-        avoid = list(probes.questions) or None
-        data = prompt.input_model(response=response, n=missing, avoid=avoid)
-        where = f"call {probes.judge_calls + 1}"
-        reply = await _reply_or_note(ask(data), probes, where)
-        if reply is None:
-            continue
-        items = list(reply.probes)
-        if len(items) != missing:
-            probes.notes.append(f"{where}: asked for {missing} probe(s), got {len(items)}")
-        used = 0
-        for item in items:
-            if len(probes.questions) >= strictness:
-                break
-            used += 1
-            probes.offer(item.question, item.noncommittal, where)
-        if used < len(items):
-            extra = len(items) - used
-            probes.notes.append(f"{where}: ignored {extra} probe(s) beyond {strictness}")
-    _note_shortfall(probes, strictness)
+    data = prompt.input_model(response=response)
+    await _ask_at_once(ask, [data] * strictness, probes, first_call=1, as_stock=True)
 
 
+@_registered("angles", "AngleProbePrompt", "N concurrent one-probe calls, each from another angle")
 async def _collect_angles(
     ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
-    # N one-probe calls at once, call i worded from angle i, so a judge that answers the same
-    # prompt with the same question still gives N questions. Duplicates and malformed replies
-    # are asked again at once from fresh angles, avoiding the probes kept: at most
-    # MAX_EXTRA_CALLS more calls in all.
-    angle = _angles_of(prompt)
+    # call i is worded from angle i (the built-in angles for a prompt without its own); what is
+    # missing is asked again from fresh angles
+    from .prompts import AngleProbePrompt
+
+    angle = getattr(prompt, "angle", None)
+    angle = angle if callable(angle) else AngleProbePrompt().angle
     asked = 0
     while len(probes.questions) < strictness:
         wanted = strictness - len(probes.questions)
@@ -237,53 +230,12 @@ async def _collect_angles(
     _note_shortfall(probes, strictness)
 
 
-register(
-    ProbeMode(
-        "diverse",
-        "DiverseProbePrompt",
-        _collect_diverse,
-        help="one judge call returns N distinct probes",
-    )
-)
-register(
-    ProbeMode(
-        "sequential",
-        "SequentialProbePrompt",
-        _collect_sequential,
-        help="N calls, each shown the probes so far",
-    )
-)
-register(
-    ProbeMode(
-        "stock",
-        "AnswerRelevancePrompt",
-        _collect_stock,
-        help="RAGAS's own prompt, one call per probe",
-        legacy_prompt="ResponseRelevancePrompt",
-        ragas_replies=True,
-    )
-)
-
-register(
-    ProbeMode(
-        "angles",
-        "AngleProbePrompt",
-        _collect_angles,
-        help="N concurrent one-probe calls, each from another angle",
-    )
-)
-
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
 
 
 def resolve_probe_prompt(spec: Any, legacy: bool = False) -> tuple[ProbeMode, BasePrompt]:
-    """Turn a mode's name or a prompt object into (mode, prompt).
-
-    A name gives a new object of the mode's default prompt class for the modern metric, or for
-    the legacy one (``legacy=True``). A prompt object's mode follows its input and output
-    models, so a subclass of any mode's prompt (new instruction, new examples, another
-    language) works as its parent does; TypeError names a combination that fits no mode.
-    """
+    """Turn a mode's name (a new default prompt, modern or ``legacy``) or a prompt object (its
+    input and output models pick the mode; TypeError when none fits) into (mode, prompt)."""
     if isinstance(spec, str):
         if spec not in MODES:
             raise ValueError(
@@ -326,86 +278,39 @@ def prompt_label(mode: ProbeMode, prompt: Any) -> str:
 
 
 def render(prompt: Any, data: Any) -> str:
-    """The text ``prompt`` sends for ``data``, as RAGAS renders it.
-
-    A ``PydanticPrompt`` passes the data through its ``process_input`` first, as its own
-    ``generate_multiple`` does; a collections ``BasePrompt`` has no such step. The part before
-    the input (instruction, output schema, examples) is rendered by RAGAS once per prompt object
-    and reused while the instruction, examples, language and models stay as they were; only the
-    input is rendered per call, so the text is RAGAS's, byte for byte.
-    """
+    """The text ``prompt`` sends for ``data``, byte for byte as RAGAS renders it; the part
+    before the input is rendered once per prompt object and reused while it is unedited."""
     process = getattr(prompt, "process_input", None)
     if process is not None:
         data = process(data)
-    held = _RENDERED.get(id(prompt))
-    if held is not None and held.fits(prompt):
-        return held.head + data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
+    tail = data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
+    head, state = _RENDERED.get(id(prompt), ("", None))
+    if state is not None and state == _state(prompt):
+        return head + tail
     text = prompt.to_string(data)
-    _remember(prompt, data, text)
+    if _renders_as_ragas(type(prompt)) and text.endswith(tail):
+        key = id(prompt)
+        try:  # the head goes when the prompt does
+            if key not in _RENDERED:
+                weakref.finalize(prompt, _RENDERED.pop, key, None)
+        except TypeError:  # not weakly referable: rendered every time
+            return text
+        _RENDERED[key] = (text[: len(text) - len(tail)], copy.deepcopy(_state(prompt)))
     return text
 
 
 # RAGAS's prompts end their text with the input's JSON and this line.
 _INPUT_TAIL = "\nOutput: "
-# The rendering methods whose output depends only on what _Rendered.fits compares.
+# The rendering methods whose output depends only on what _state holds.
 _RENDERING = ("to_string", "_generate_examples", "_generate_output_signature")
+# id(prompt) -> its text up to the input, and the state it was rendered from
+_RENDERED: dict[int, tuple[str, Any]] = {}
 
 
-@dataclass
-class _Rendered:
-    """A prompt's text up to its input, and what it was rendered from (examples deep-copied,
-    so an edit in place of an example shows up as a difference)."""
-
-    head: str
-    instruction: Any
-    examples: Any
-    language: Any
-    models: tuple[Any, Any]
-
-    @classmethod
-    def of(cls, prompt: Any, head: str) -> _Rendered:
-        return cls(
-            head,
-            prompt.instruction,
-            copy.deepcopy(prompt.examples),
-            getattr(prompt, "language", None),
-            (prompt.input_model, prompt.output_model),
-        )
-
-    def fits(self, prompt: Any) -> bool:
-        """Whether ``prompt`` still has what the head was rendered from."""
-        return (
-            prompt.instruction == self.instruction
-            and getattr(prompt, "language", None) == self.language
-            and (prompt.input_model, prompt.output_model) == self.models
-            and prompt.examples == self.examples
-        )
-
-
-# id(prompt) -> a weak reference to it, and its head; both go when the prompt does.
-_RENDERED_REFS: dict[int, weakref.ref[Any]] = {}
-_RENDERED: dict[int, _Rendered] = {}
-
-
-def _remember(prompt: Any, data: Any, text: str) -> None:
-    """Keep the head of ``text`` for ``prompt`` when RAGAS's own methods rendered it."""
-    if not _renders_as_ragas(type(prompt)):
-        return
-    tail = data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
-    if not text.endswith(tail):
-        return
-    key = id(prompt)
-    try:
-        ref = weakref.ref(prompt, lambda _, key=key: _forget(key))
-    except TypeError:  # not weakly referable: rendered every time
-        return
-    _RENDERED_REFS[key] = ref
-    _RENDERED[key] = _Rendered.of(prompt, text[: len(text) - len(tail)])
-
-
-def _forget(key: int) -> None:
-    _RENDERED_REFS.pop(key, None)
-    _RENDERED.pop(key, None)
+def _state(prompt: Any) -> tuple[Any, ...]:
+    """What a prompt's text before its input is rendered from (examples compared last)."""
+    language = getattr(prompt, "language", None)
+    return (prompt.instruction, language, prompt.input_model, prompt.output_model, prompt.examples)
 
 
 @functools.cache
@@ -421,12 +326,8 @@ def _renders_as_ragas(cls: type) -> bool:
 
 
 class _PromptStep:
-    """The trace step RAGAS opens for a prompt (``new_group`` of type ``ragas_prompt``).
-
-    Opened at the first judge call with that call's input; closed with every reply (or the
-    error), so ``ragas.evaluate`` traces keep the prompt's input and output as stock's do, and
-    the judge calls' own callbacks nest under it. Without callbacks or a name, nothing is traced.
-    """
+    """The trace step RAGAS opens for a prompt, opened at the first judge call and closed with
+    every reply (or the error); without callbacks or a name, nothing is traced."""
 
     def __init__(self, name: str | None, callbacks: Any):
         self.name, self.callbacks = name, callbacks
@@ -434,7 +335,6 @@ class _PromptStep:
         self.replies: list[Any] = []
 
     def open(self, data: Any) -> Any:
-        """The callbacks a judge call gets: the step's children once it is open."""
         if self.name is None or self.callbacks is None:
             return self.callbacks
         if self.run is None:
@@ -467,11 +367,7 @@ async def collect_probes(
     callbacks: Any = None,
     trace_name: str | None = None,
 ) -> ProbeSet:
-    """Ask ``llm`` for ``strictness`` probes of ``response`` with ``prompt`` in ``mode``.
-
-    With ``callbacks`` and a ``trace_name``, the judge calls run inside one prompt step of that
-    name, as RAGAS's own prompts trace themselves.
-    """
+    """Ask ``llm`` for ``strictness`` probes of ``response`` with ``prompt`` in ``mode``."""
     from .judges import ask_judge
 
     probes = ProbeSet()
@@ -525,26 +421,6 @@ async def _ask_at_once(
             probes.offer(reply.question, reply.noncommittal, where)
 
 
-def _angles_of(prompt: BasePrompt) -> Callable[[int], str]:
-    """The prompt's ``angle(index)``; a prompt object without one gets the built-in angles."""
-    angle = getattr(prompt, "angle", None)
-    if callable(angle):
-        return angle
-    from .prompts import AngleProbePrompt
-
-    return AngleProbePrompt().angle
-
-
-async def _reply_or_note(pending: Awaitable[Any], probes: ProbeSet, where: str) -> Any:
-    try:
-        return await pending
-    except Exception as exc:
-        if not is_reply_error(exc):
-            raise
-        probes.notes.append(f"{where}: {_describe(exc)}")
-        return None
-
-
 def _describe(exc: BaseException) -> str:
     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return redact(f"reply did not parse ({type(exc).__name__}: {first_line[:160]})")
@@ -563,7 +439,6 @@ def _is_sub(model: object, base: type) -> bool:
 
 
 def _prompt_families() -> tuple[type, ...]:
-    """The RAGAS prompt classes a probe prompt may derive from (imports RAGAS)."""
     from ragas.prompt import PydanticPrompt
     from ragas.prompt.metrics.base_prompt import BasePrompt
 

@@ -1,8 +1,5 @@
-"""One sample's path from (user_input, response) to a :class:`RelevancyReport`.
-
-Every metric flavour resolves its options with :meth:`ProbeOptions.resolve` and calls
-:func:`score_sample`; they differ only in how RAGAS calls them and how the result leaves.
-"""
+"""One sample's path from (user_input, response) to a :class:`RelevancyReport`, the same for
+every metric flavour."""
 
 from __future__ import annotations
 
@@ -21,12 +18,7 @@ from .cosines import (
 )
 from .embeddings import embed_question_and_probes
 from .languages import AUTO, AdaptedPrompts, check_language, load_in_background
-from .probe_modes import (
-    ProbeMode,
-    collect_probes,
-    prompt_label,
-    resolve_probe_prompt,
-)
+from .probe_modes import ProbeMode, collect_probes, prompt_label, resolve_probe_prompt
 from .redaction import redact
 from .report import Probe, RelevancyReport, not_scored_reason
 from .usage import Usage, UsageMeter, metering
@@ -59,12 +51,7 @@ def check_inputs(user_input: Any, response: Any) -> None:
 
 
 def check_option(name: str, value: Any) -> Any:
-    """``value`` checked when ``name`` is a metric option (ValueError naming it), else as given.
-
-    ``strictness`` (probes per sample) and ``max_concurrency`` (requests in flight) are whole
-    numbers from 1 up; ``batch_embeddings`` is True or False (a string "false" would read as
-    on); ``language`` is ``"auto"`` or a language's name, read in lower case.
-    """
+    """``value`` checked when ``name`` is a metric option (ValueError naming it), else as given."""
     if name in ("strictness", "max_concurrency"):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
@@ -76,8 +63,7 @@ def check_option(name: str, value: Any) -> Any:
 
 
 class CheckedOptions:
-    """Checks each metric option where it is set, at construction or later on the instance
-    (see :func:`check_option`), so a scoring call reads options already checked."""
+    """Checks each metric option where it is set (see :func:`check_option`)."""
 
     def __setattr__(self, name: str, value: Any) -> None:
         super().__setattr__(name, check_option(name, value))
@@ -85,13 +71,8 @@ class CheckedOptions:
 
 @dataclass(frozen=True)
 class ProbeOptions:
-    """What both flavours score with: probes per sample, mode, prompt, its label, and the
-    probes' language (``"auto"``: the prompt as it is; a name: the prompt adapted to it).
-
-    Resolved from the metric's attributes (checked where set) at each scoring call, so a
-    prompt, ``probe_prompt`` or ``strictness`` set on a ready instance takes effect, and the
-    mode follows the prompt object.
-    """
+    """What both flavours score with, resolved from the metric's attributes at each call (so
+    an attribute set on a ready instance takes effect)."""
 
     strictness: int
     mode: ProbeMode
@@ -111,12 +92,7 @@ class ProbeOptions:
         language: Any = AUTO,
         batch_embeddings: Any = True,
     ) -> ProbeOptions:
-        """Resolve a metric's settings (ValueError/TypeError naming a bad one).
-
-        ``probe_prompt`` is a mode's name (its default prompt for the modern metric, or for the
-        legacy one with ``legacy=True``) or a prompt object, whose models pick the mode.
-        ``language`` is ``"auto"`` or a language's name (the label then names it).
-        """
+        """Resolve a metric's settings (ValueError/TypeError naming a bad one)."""
         mode, prompt = resolve_probe_prompt(probe_prompt, legacy)
         name = prompt_label(mode, prompt)
         if language not in (AUTO, getattr(prompt, "language", "english")):
@@ -141,13 +117,9 @@ async def score_sample(
     """Probe, embed, score and report one sample; the report carries what it cost.
 
     ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
-    token and cost tracking see every judge call; with ``trace_name`` the judge calls run in a
-    prompt step of that name, as stock's prompt does. A sample with no usable probe is NaN
-    (not measured), with the judge's failures in its notes. With a named ``options.language``
-    the prompt is adapted to it first, once per ``adapted`` (the metric's store). With
-    ``embedder`` (the run's, for ``embeddings``), embedding requests are shared with the run's
-    other samples. The sample's judge and embedding requests add their usage to ``meter`` (a
-    new one when None), which the caller keeps to say what a sample that failed had spent.
+    token and cost tracking see every judge call, in a prompt step named ``trace_name``. With
+    ``embedder`` embedding requests are shared with the run's other samples; usage is added to
+    ``meter``, which the caller keeps to say what a sample that failed had spent.
     """
     with metering(meter) as meter:
         check_inputs(user_input, response)
@@ -176,7 +148,7 @@ async def score_sample(
             notes=probes.notes,
             question_language="",  # detected when first read
         )
-        if not probes.questions:
+        if not probes.questions:  # not measured; the judge's failures are in the notes
             report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
             report.usage = meter.usage
             return report
@@ -221,13 +193,8 @@ def failed_report(
     exc: BaseException,
     usage: Usage | None = None,
 ) -> RelevancyReport:
-    """The report of a sample that could not be scored: NaN, with the failure as its reason.
-
-    ``usage``: what its requests cost before it failed (None: not measured). Its cause is read
-    from the whole chain of ``exc``, and its error names the error that decided it (the SDK's,
-    not a retry wrapper's). An API key from the environment that the failure quotes (a server
-    echoing it) is masked.
-    """
+    """The report of a sample that could not be scored: NaN, with the failure (API keys
+    masked) as its reason and its cause read from the whole chain of ``exc``."""
     cause, error = cause_of(exc), redact(failure_text(exc))
     return RelevancyReport(
         user_input=user_input if isinstance(user_input, str) else repr(user_input),
