@@ -121,7 +121,7 @@ class LoggedRequest:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     waited: float = 0.0  # seconds the server held the answer back (latency and writing)
-    limit: Admission | None = None  # what the rate limits said (None: its endpoint has none)
+    admission: Admission | None = None  # what the rate limits said (None: its endpoint has none)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None  # when its answer began to go out (or it was given up)
 
@@ -166,7 +166,7 @@ class LoopbackServer:
         keep separate buckets, as two providers would). A request's tokens are counted as its
         usage is: chat, the prompt's plus ``max_completion_tokens`` (or ``max_tokens``) times
         ``n`` when the request sets one; embeddings, its texts'. Limited answers carry
-        ``x-ratelimit-*`` headers; a refused request gets a 429 and ``LoggedRequest.limit``
+        ``x-ratelimit-*`` headers; a refused request gets a 429 and ``LoggedRequest.admission``
         says why (see :mod:`.limits`).
     clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
 
@@ -365,7 +365,7 @@ class LoopbackServer:
 
     def rate_limited(self, endpoint: Endpoint | None = None) -> int:
         """How many requests on ``endpoint`` (all when None) were answered 429: refused by the
-        limits (``entry.limit.admitted`` is False) or hit by a ``rate_limit`` fault."""
+        limits (``entry.admission.admitted`` is False) or hit by a ``rate_limit`` fault."""
         return sum(1 for r in self.requests(endpoint) if r.status == 429)
 
     def reset(self) -> None:
@@ -433,8 +433,8 @@ class LoopbackServer:
                 body=body,
                 model=model or (body.get("model") if isinstance(body, dict) else None),
             )
-            entry.limit = self._check_limits(endpoint, body)
-            if entry.limit is None or entry.limit.admitted:  # a refused request met no model
+            entry.admission = admission = self._check_limits(endpoint, body)
+            if admission is None or admission.admitted:  # a refused request met no model
                 entry.fault = self._draw_fault(entry)
             self._log.append(entry)
             self._in_flight += 1
@@ -466,17 +466,17 @@ class LoopbackServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, entry: LoggedRequest) -> None:
         family = "gemini" if entry.endpoint == "gemini" else "openai"
-        limited = entry.limit.headers if entry.limit and family == "openai" else {}
+        admission = entry.admission
+        limited = admission.headers if admission and family == "openai" else {}
         answered = functools.partial(self._close, entry)
         send = functools.partial(_send_json, handler, headers=limited, answered=answered)
         if entry.fault == "hang":
             self._stopping.wait(self.hang_seconds)
             handler.close_connection = True
             return
-        if entry.limit is not None and not entry.limit.admitted:
-            model = entry.model or ""
-            refusal = entry.limit.gemini_error if family == "gemini" else entry.limit.openai_error
-            send(429, refusal(model))
+        if admission is not None and not admission.admitted:
+            refusal = admission.gemini_error if family == "gemini" else admission.openai_error
+            send(429, refusal(entry.model or ""))
             return
         if entry.fault == "rate_limit":
             retry = {"Retry-After": _number(self.retry_after)}

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import openai
@@ -213,13 +214,34 @@ def test_chat_admits_the_limit_then_answers_openais_429() -> None:
         assert server.rate_limited("chat") == 1
         refused = server.requests("chat")[-1]
         assert (refused.status, refused.fault, refused.replies) == (429, None, ())
-        assert refused.limit is not None and refused.limit.exceeded == "requests"
+        assert refused.admission is not None and refused.admission.exceeded == "requests"
 
         clock.advance(30)
         again = chat(client)
         assert again.http_response.status_code == 200
         assert again.headers["x-ratelimit-remaining-requests"] == "0"
         assert again.headers["x-ratelimit-reset-requests"] == "1m0s"
+
+
+@pytest.mark.slow
+def test_a_burst_of_concurrent_clients_gets_exactly_the_limit_through() -> None:
+    with LoopbackServer(rpm=5, reply=short_reply, clock=HandClock()) as server:
+        client = server.openai_client(is_async=False)
+
+        def attempt(_: int) -> int:
+            try:
+                return chat(client).http_response.status_code
+            except openai.RateLimitError as exc:
+                return exc.status_code
+
+        with ThreadPoolExecutor(max_workers=12) as pool:
+            statuses = list(pool.map(attempt, range(12)))
+
+        assert sorted(statuses) == [200] * 5 + [429] * 7
+        assert server.rate_limited("chat") == 7
+        remaining = [r.admission.headers["x-ratelimit-remaining-requests"] for r in server.log]
+        assert remaining == ["4", "3", "2", "1", "0"] + ["0"] * 7  # in arrival order
+        assert {r.admission.exceeded for r in server.log[5:]} == {"requests"}
 
 
 @pytest.mark.slow
