@@ -14,13 +14,10 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from ..scoring.report import RelevancyReport, clip, fmt, json_safe
@@ -205,30 +202,24 @@ def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> 
 
 
 def _print(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> None:
-    from .output.console import make_console, print_header
+    from .output.console import make_console, print_header, print_lines, right, simple_table
 
     console = make_console()
-    print_header(
-        console,
-        {
-            "A": f"{c.a.path} ({len(c.a.reports)} rows)",
-            "B": f"{c.b.path} ({len(c.b.reports)} rows)",
-        },
-    )
+    runs = {"A": c.a, "B": c.b}
+    print_header(console, {k: f"{run.path} ({len(run.reports)} rows)" for k, run in runs.items()})
     for number, line in enumerate(_lines(c, margin, id_column, worse)):
-        style = "bold" if number == 1 else ("red" if worse and number == 2 else None)
-        console.print(Text(line, style=style or ""))
+        style = "bold" if number == 1 else ("red" if worse and number == 2 else "")
+        print_lines(console, line, style=style)
     moved = c.moved(top)
     if not moved:
         return
-    console.print(Text(f"moved most ({len(moved)}):", style="dim"))
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("rows A/B", justify="right", style="dim", no_wrap=True)
-    table.add_column("A", justify="right", no_wrap=True)
-    table.add_column("B", justify="right", no_wrap=True)
-    table.add_column("B - A", justify="right", no_wrap=True)
-    table.add_column("A's probes")
-    table.add_column("B's probes")
+    print_lines(console, f"moved most ({len(moved)}):", style="dim")
+    table = simple_table(
+        *right("rows A/B", style="dim", no_wrap=True),
+        *right("A", "B", "B - A", no_wrap=True),
+        "A's probes",
+        "B's probes",
+    )
     for i, j, delta in moved:
         ra, rb = c.a.reports[i], c.b.reports[j]
         table.add_row(
@@ -252,7 +243,7 @@ def _probes(report: RelevancyReport) -> Text:
 
 def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> str:
     """A self-contained page in the style of the run pages (:mod:`.output.html`)."""
-    from .output.html import CSS, GENERATOR, long_text
+    from .output.html import long_text, page_head, stats_list, text
 
     r = c.result
     figures = [
@@ -265,7 +256,6 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
         (str(c.only_a), "only in A"),
         (str(c.only_b), "only in B"),
     ]
-    stats = "".join(f"<li><b>{_t(v)}</b><span>{_t(k)}</span></li>" for v, k in figures)
 
     def probes(report: RelevancyReport) -> str:
         rows = "".join(
@@ -284,21 +274,9 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
             f"{long_text(ra.user_input, 'q')}<table><tr><th>A</th><th>B</th></tr>"
             f"<tr><td>{probes(ra)}</td><td>{probes(rb)}</td></tr></table></article>"
         )
-    lines = "".join(f"<p>{_t(line)}</p>" for line in _lines(c, margin, id_column, worse))
-    title = "Answer relevancy: B against A"
+    lines = "".join(f"<p>{text(line)}</p>" for line in _lines(c, margin, id_column, worse))
     return (
-        "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8">\n{GENERATOR}\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{title}</title><style>{CSS}</style></head><body>\n<h1>{title}</h1>\n"
-        f"<p>A: {_t(c.a.path)}<br>B: {_t(c.b.path)}</p>\n"
-        f'<ul class="stats">{stats}</ul>\n{lines}\n'
-        f"<h2>Moved most</h2>\n"
-        f'<div class="cards">{"".join(cards)}</div>\n</body></html>\n'
+        f"{page_head('Answer relevancy: B against A')}\n"
+        f"<p>A: {text(c.a.path)}<br>B: {text(c.b.path)}</p>\n{stats_list(figures)}\n{lines}\n"
+        f'<h2>Moved most</h2>\n<div class="cards">{"".join(cards)}</div>\n</body></html>\n'
     )
-
-
-def _t(value: object) -> str:
-    from ..scoring.report import neutralise_controls
-
-    return escape(neutralise_controls(str(value)))

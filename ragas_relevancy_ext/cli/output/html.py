@@ -16,6 +16,7 @@ it is such a page (:func:`is_ours`), and always whole (a temporary file, then a 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -44,7 +45,12 @@ __all__ = [
     "histogram_svg",
     "is_ours",
     "long_text",
+    "page_head",
     "render_html",
+    "stats_list",
+    "text",
+    "worst_key",
+    "worst_rows",
     "write",
 ]
 
@@ -156,22 +162,18 @@ def render_html(
     """The page as a string."""
     caution = meta.get("caution")
     details = {k: v for k, v in meta.items() if k != "caution"}
+    kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        GENERATOR,
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_text(title)}</title><style>{CSS}{_control_css()}</style></head><body>",
-        f"<h1>{_text(title)}</h1>",
-        f'<p class="caution"><b>Caution:</b> {_text(caution)}</p>' if caution else "",
-        _stats(items, summary),
+        page_head(title, CSS + _control_css()),
+        f'<p class="caution"><b>Caution:</b> {text(caution)}</p>' if caution else "",
+        _stats(kinds, summary),
         _cost(summary),
         "<h2>Distribution</h2>",
         f'<div class="panel">{histogram_svg([r.score for _, r in items])}</div>',
         _worst_table(items),
         f"<details><summary>What this run used</summary>{_meta_table(details)}</details>",
         f"<h2>All rows ({len(items)})</h2>",
-        _controls(items),
+        _controls(kinds, len(items)),
         '<div class="cards">',
         *(
             _card(number, report, ranks)
@@ -182,9 +184,29 @@ def render_html(
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def _text(value: object) -> str:
+def page_head(title: str, css: str = CSS) -> str:
+    """A page's start: its head (with :data:`GENERATOR` and ``css``), then its heading."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            GENERATOR,
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{text(title)}</title><style>{css}</style></head><body>",
+            f"<h1>{text(title)}</h1>",
+        ]
+    )
+
+
+def text(value: object) -> str:
     """Data as inert text: bidi controls shown as codes, then HTML-escaped."""
     return escape(neutralise_controls(str(value)))
+
+
+def stats_list(figures: Sequence[tuple[str, str]]) -> str:
+    """(figure, what it is) pairs as a row of tiles."""
+    tiles = "".join(f"<li><b>{text(v)}</b><span>{text(k)}</span></li>" for v, k in figures)
+    return f'<ul class="stats">{tiles}</ul>'
 
 
 def long_text(text: str, css_class: str = "text") -> str:
@@ -222,18 +244,16 @@ def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> str:
-    nc = sum(1 for _, r in items if "nc" in _kinds(r))
-    low = sum(1 for _, r in items if "low" in _kinds(r))
+def _stats(kinds: Counter[str], summary: Summary) -> str:
     figures = [
         (str(summary.n), "rows"),
         (str(summary.scored), "scored"),
         (fmt(summary.mean), "mean"),
         (fmt(summary.median), "median"),
-        (str(low), f"below {LOW_SCORE}"),
+        (str(kinds["low"]), f"below {LOW_SCORE}"),
         (str(summary.zeros), "score 0"),
         (str(summary.nans), _nan_label(summary)),
-        (str(nc), "noncommittal"),
+        (str(kinds["nc"]), "noncommittal"),
     ]
     bars = summary.error_bars
     if bars is not None:
@@ -241,9 +261,8 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
             (f"{fmt(bars.mean)} ± {fmt(bars.stderr)}", "mean ± standard error"),
             (f"{fmt(bars.ci_low)}-{fmt(bars.ci_high)}", f"{bars.level:.0%} CI ({bars.method})"),
         ]
-    cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
-    split = f'<p class="note">{_text(bars.variance_text())}</p>' if bars is not None else ""
-    return f'<ul class="stats">{cells}</ul>{split}'
+    split = f'<p class="note">{text(bars.variance_text())}</p>' if bars is not None else ""
+    return stats_list(figures) + split
 
 
 def _cost(summary: Summary) -> str:
@@ -251,7 +270,7 @@ def _cost(summary: Summary) -> str:
     lines = summary.cost.lines() if summary.cost is not None else []
     if not lines:
         return ""
-    items = "".join(f"<li>{_text(line)}</li>" for line in lines)
+    items = "".join(f"<li>{text(line)}</li>" for line in lines)
     return f'<h2>What it cost</h2><ul class="cost">{items}</ul>'
 
 
@@ -322,15 +341,16 @@ def worst_rows(
     items: Sequence[tuple[int, RelevancyReport]], k: int = WORST
 ) -> tuple[list[tuple[int, RelevancyReport]], int]:
     """The ``k`` worst rows (NaN first, then lowest score) and how many more tie with the last."""
-    ranked = sorted(items, key=_worst_key)
+    ranked = sorted(items, key=worst_key)
     shown = ranked[:k]
     if not shown:
         return [], 0
-    last = _worst_key(shown[-1])[:2]
-    return shown, sum(1 for item in ranked[k:] if _worst_key(item)[:2] == last)
+    last = worst_key(shown[-1])[:2]
+    return shown, sum(1 for item in ranked[k:] if worst_key(item)[:2] == last)
 
 
-def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+def worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+    """Sorts (row number, report) pairs worst first: NaN, then by score, ties by row."""
     score = item[1].score
     return (_finite(score), score if _finite(score) else 0.0, item[0])
 
@@ -342,8 +362,8 @@ def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
     rows = "".join(
         f'<tr><td class="num"><a href="#row-{n}">#{n}</a></td>'
         f'<td class="num"><span class="score {_score_class(r.score)}">{fmt(r.score)}</span></td>'
-        f'<td>{_text(clip(r.user_input, 110))}<div class="why-m">{_text(weak_point(r))}</div></td>'
-        f'<td class="why">{_text(weak_point(r))}</td></tr>'
+        f'<td>{text(clip(r.user_input, 110))}<div class="why-m">{text(weak_point(r))}</div></td>'
+        f'<td class="why">{text(weak_point(r))}</td></tr>'
         for n, r in shown
     )
     more = (
@@ -362,72 +382,56 @@ def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
 
 
 def _meta_table(meta: Mapping[str, str]) -> str:
-    rows = "".join(f"<tr><th>{_text(k)}</th><td>{_text(v)}</td></tr>" for k, v in meta.items())
+    rows = "".join(f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in meta.items())
     return f'<table class="meta">{rows}</table>'
 
 
 def _control_css() -> str:
     """Checked sort radio -> card order; checked filter radio -> other cards hidden."""
-    rules = [
-        "#sort-up:checked~.cards .card{order:var(--up)}",
-        "#sort-down:checked~.cards .card{order:var(--down)}",
-    ]
-    for key, _, selector in FILTERS:
-        if selector:
-            rules.append(f"#show-{key}:checked~.cards .card:not({selector}){{display:none}}")
-    for key, _ in SORTS:
-        rules.append(f"#sort-{key}:checked~.controls label[for=sort-{key}]")
-    for key, _, _ in FILTERS:
-        rules.append(f"#show-{key}:checked~.controls label[for=show-{key}]")
-    selected = ",".join(r for r in rules if r.endswith("]"))
-    plain = "".join(r for r in rules if not r.endswith("]"))
-    focus = ",".join(
-        f"#{name}:focus-visible~.controls label[for={name}]"
-        for name in [f"sort-{k}" for k, _ in SORTS] + [f"show-{k}" for k, _, _ in FILTERS]
+    names = [f"sort-{key}" for key, _ in SORTS] + [f"show-{key}" for key, _, _ in FILTERS]
+    hide = "".join(
+        f"#show-{key}:checked~.cards .card:not({cards}){{display:none}}"
+        for key, _, cards in FILTERS
+        if cards
     )
+    checked = ",".join(f"#{name}:checked~.controls label[for={name}]" for name in names)
+    focus = ",".join(f"#{name}:focus-visible~.controls label[for={name}]" for name in names)
     return (
-        f"{plain}{selected}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
+        "#sort-up:checked~.cards .card{order:var(--up)}"
+        f"#sort-down:checked~.cards .card{{order:var(--down)}}{hide}"
+        f"{checked}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
         f"{focus}{{outline:2px solid #4c8bf5}}"
     )
 
 
-def _controls(items: Sequence[tuple[int, RelevancyReport]]) -> str:
-    counts = {key: 0 for key, _, _ in FILTERS}
-    counts["all"] = len(items)
-    for _, report in items:
-        for kind in _kinds(report):
-            counts[kind] += 1
-    radios = [
-        f'<input class="vh" type="radio" name="sort" id="sort-{key}"{" checked" if i == 0 else ""}>'
-        for i, (key, _) in enumerate(SORTS)
-    ] + [
-        f'<input class="vh" type="radio" name="show" id="show-{key}"{" checked" if i == 0 else ""}>'
-        for i, (key, _, _) in enumerate(FILTERS)
-    ]
-    sorts = "".join(f'<label for="sort-{key}">{escape(label)}</label>' for key, label in SORTS)
-    shows = "".join(
-        f'<label for="show-{key}">{escape(label)} ({counts[key]})</label>'
-        for key, label, _ in FILTERS
+def _controls(kinds: Counter[str], rows: int) -> str:
+    """The sort and filter buttons (radios first: the CSS reads them as siblings)."""
+    counts = {**kinds, "all": rows}
+    shows = [(key, f"{label} ({counts.get(key, 0)})") for key, label, _ in FILTERS]
+    groups = (("sort", SORTS), ("show", shows))
+    radios = "".join(
+        f'<input class="vh" type="radio" name="{name}" id="{name}-{key}"{"" if i else " checked"}>'
+        for name, buttons in groups
+        for i, (key, _) in enumerate(buttons)
     )
-    return "".join(radios) + (
-        f'<div class="controls"><div><span class="muted">sort</span>{sorts}</div>'
-        f'<div><span class="muted">show</span>{shows}</div></div>'
+    labels = "".join(
+        f'<div><span class="muted">{name}</span>'
+        + "".join(f'<label for="{name}-{key}">{escape(label)}</label>' for key, label in buttons)
+        + "</div>"
+        for name, buttons in groups
     )
+    return f'{radios}<div class="controls">{labels}</div>'
 
 
 def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]]:
     """Each row's place (ascending, descending) by score; NaN rows first going up, last down."""
-    up_order = sorted(range(len(items)), key=lambda i: _worst_key(items[i]))
-    down_order = sorted(
-        range(len(items)),
-        key=lambda i: (
-            not _finite(items[i][1].score),
-            -items[i][1].score if _finite(items[i][1].score) else 0.0,
-            items[i][0],
-        ),
-    )
-    up = {index: place for place, index in enumerate(up_order)}
-    down = {index: place for place, index in enumerate(down_order)}
+
+    def best_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+        finite, score, number = worst_key(item)
+        return (not finite, -score, number)
+
+    orders = [sorted(range(len(items)), key=lambda i: k(items[i])) for k in (worst_key, best_key)]
+    up, down = ({index: place for place, index in enumerate(order)} for order in orders)
     return [(up[i], down[i]) for i in range(len(items))]
 
 
@@ -449,8 +453,8 @@ def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
         long_text(report.user_input, "q"),
         long_text(report.response, "text"),
         _probe_table(report),
-        f'<p class="reason">{_text(clip(report.reason, 1_000))}</p>',
-        *(f'<div class="note">note: {_text(clip(note, 500))}</div>' for note in report.notes),
+        f'<p class="reason">{text(clip(report.reason, 1_000))}</p>',
+        *(f'<div class="note">note: {text(clip(note, 500))}</div>' for note in report.notes),
         "</article>",
     ]
     return "\n".join(p for p in parts if p)

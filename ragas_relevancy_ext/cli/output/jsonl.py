@@ -19,9 +19,7 @@ A symlink is written through: its target is the report, and the link stays a lin
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -30,7 +28,7 @@ from typing import IO, Any, NamedTuple
 from ...scoring.redaction import redact
 from ...scoring.report import RelevancyReport, json_safe
 from ..errors import UsageError
-from .files import PidLock, same_file, sync_dir, through_link
+from .files import PidLock, atomic_file, same_file, through_link
 
 __all__ = [
     "FORMAT",
@@ -267,30 +265,20 @@ class ReportFile:
         rename it over this one."""
         if self._handle is not None:
             self._handle.flush()
-        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         written = 0
-        try:
-            with self.path.open("rb") as old, temp.open("wb") as new:
-                for key, numbers in rows:
-                    saved = self.index.get(key)
-                    if saved is None:
-                        continue
-                    old.seek(saved.offset)
-                    raw = old.read(saved.length)
-                    if numbers is not None:
-                        record = load_record(raw)
-                        if (record.get("row"), record.get("line")) != numbers:
-                            record["row"], record["line"] = numbers
-                            raw = _dump(record)
-                    new.write(raw)
-                    written += 1
-                new.flush()
-                os.fsync(new.fileno())
-            os.replace(temp, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-        sync_dir(self.path.parent)
+        with atomic_file(self.path) as new, self.path.open("rb") as old:
+            for key, numbers in rows:
+                if (saved := self.index.get(key)) is None:
+                    continue
+                old.seek(saved.offset)
+                raw = old.read(saved.length)
+                if numbers is not None:
+                    record = load_record(raw)
+                    if (record.get("row"), record.get("line")) != numbers:
+                        record["row"], record["line"] = numbers
+                        raw = _dump(record)
+                new.write(raw)
+                written += 1
         return written
 
 
