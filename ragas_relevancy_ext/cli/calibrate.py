@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.text import Text
 
 from .datafile import DataFile, read_file
 from .errors import exit_code
@@ -23,6 +22,7 @@ from .output.console import (
     print_agreement,
     print_bad_rows,
     print_header,
+    print_lines,
     print_spread,
     run_fields,
 )
@@ -119,9 +119,8 @@ def run_calibrate(
     result = agreement(scores, human, resamples=resamples, seed=seed)
     print_agreement(console, result, ratings)
     if result.n < FEW_PAIRS:
-        console.print(
-            Text(f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide", style="yellow")
-        )
+        wide = f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide"
+        print_lines(console, wide, style="yellow")
     print_threshold(console, scores, human, ratings, good_from, resamples, seed)
     if repeats > 1:
         numbers = [r.number for r in data.rows]
@@ -157,25 +156,20 @@ def print_threshold(
 
     split = good_from if good_from is not None else default_good_from(ratings)
     if split is None:
-        console.print(Text(f"every {column} rating is the same: no threshold to pick"))
+        print_lines(console, f"every {column} rating is the same: no threshold to pick")
         return
     how = "--good-from" if good_from is not None else "default; --good-from R sets it"
     cut = best_threshold(scores, [r >= split for r in ratings], resamples=resamples, seed=seed)
-    console.print(
-        Text(
-            f"good: {column} >= {split:g} ({cut.n_good} row(s)), "
-            f"bad: below {split:g} ({cut.n_bad}) [{how}]"
-        )
-    )
+    groups = f"good: {column} >= {split:g} ({cut.n_good} row(s)), bad: below {split:g}"
+    print_lines(console, f"{groups} ({cut.n_bad}) [{how}]")
     if not (cut.n_good and cut.n_bad):
-        console.print(Text("one group is empty: no threshold to pick", style="yellow"))
+        print_lines(console, "one group is empty: no threshold to pick", style="yellow")
         return
-    console.print(
-        Text(
-            f"threshold {fmt(cut.threshold, 3)} (95% interval {fmt(cut.ci_low, 3)}-"
-            f"{fmt(cut.ci_high, 3)}, bootstrap, {cut.resamples} resamples) separates them best: "
-            f"{cut.good_above:.0%} of good and {cut.bad_above:.0%} of bad rows score at or "
-            "above it",
-            style="bold",
-        )
+    interval = f"95% interval {fmt(cut.ci_low, 3)}-{fmt(cut.ci_high, 3)}"
+    print_lines(
+        console,
+        f"threshold {fmt(cut.threshold, 3)} ({interval}, bootstrap, {cut.resamples} resamples) "
+        f"separates them best: {cut.good_above:.0%} of good and {cut.bad_above:.0%} of bad rows "
+        "score at or above it",
+        style="bold",
     )

@@ -63,27 +63,20 @@ def compare_runs(
     from ..error_bars import pair_by_question, paired_difference, question_key
 
     def keys(run: SavedRun) -> list[tuple[str, str]]:
-        if id_column is None:
-            return [question_key(r.user_input) for r in run.reports]
-        return [
-            question_key(r.user_input, e.get(id_column))
-            for r, e in zip(run.reports, run.extras, strict=True)
-        ]
+        ids = [e.get(id_column) if id_column else None for e in run.extras]
+        if id_column is not None and all(i is None for i in ids):
+            raise UsageError(f"--id {id_column}: no row of {run.path} has that input column")
+        return [question_key(r.user_input, i) for r, i in zip(run.reports, ids, strict=True)]
 
-    if id_column is not None:
-        for run in (a, b):
-            if not any(e.get(id_column) is not None for e in run.extras):
-                raise UsageError(f"--id {id_column}: no row of {run.path} has that input column")
     pairing = pair_by_question(keys(a), keys(b))
     if not pairing.pairs:
         raise UsageError(f"no question of {a.path} is in {b.path}: nothing to pair")
-    scores_a = [a.reports[i].score for i, _ in pairing.pairs]
+    in_a = [i for i, _ in pairing.pairs]
     scores_b = [b.reports[j].score for _, j in pairing.pairs]
     labels = None
     if cluster is not None:
-        reports = [a.reports[i] for i, _ in pairing.pairs]
-        labels = cluster_labels(reports, [a.extras[i] for i, _ in pairing.pairs], cluster)
-    result = paired_difference(scores_a, scores_b, clusters=labels)
+        labels = cluster_labels([a.reports[i] for i in in_a], [a.extras[i] for i in in_a], cluster)
+    result = paired_difference([a.reports[i].score for i in in_a], scores_b, clusters=labels)
     if result.n_pairs < 2:
         raise UsageError(
             f"{result.n_pairs} pair(s) scored in both runs: at least 2 are needed for an interval"
@@ -172,13 +165,6 @@ def _summary(c: Comparison, margin: float, id_column: str | None, worse: bool) -
     }
 
 
-def _verdict(r: PairedDifference, margin: float, worse: bool) -> str:
-    by = f" by more than {margin:g}" if margin else ""
-    if worse:
-        return f"B is significantly lower than A{by}: exit 1"
-    return f"no significant drop{by} (p = {fmt(r.p_value, 3)})"
-
-
 def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> list[str]:
     r = c.result
     from ..error_bars import FEW_CLUSTERS
@@ -186,12 +172,14 @@ def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> 
     how = r.method + (f" over {r.clusters} clusters" if r.clusters else "")
     if r.clusters and r.clusters < FEW_CLUSTERS:
         how += f", under {FEW_CLUSTERS} clusters: a rough interval"
+    by = f" by more than {margin:g}" if margin else ""
+    verdict = f"no significant drop{by} (p = {fmt(r.p_value, 3)})"
     lines = [
         f"paired by {_paired_by(id_column)}: {r.n_pairs} pair(s) scored in both; "
         f"only in A {c.only_a}, only in B {c.only_b}, NaN in either {r.not_scored}",
         f"mean A {fmt(r.mean_a)} | mean B {fmt(r.mean_b)} | B - A {fmt(r.diff)} ± {fmt(r.stderr)} "
         f"({r.level:.0%} CI {fmt(r.ci_low)} to {fmt(r.ci_high)}, {how}) | p = {fmt(r.p_value, 4)}",
-        _verdict(r, margin, worse),
+        f"B is significantly lower than A{by}: exit 1" if worse else verdict,
     ]
     if c.repeated:
         lines.append(

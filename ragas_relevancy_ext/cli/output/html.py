@@ -227,17 +227,10 @@ def long_text(text: str, css_class: str = "text") -> str:
 
 def _kinds(report: RelevancyReport) -> list[str]:
     """The filter classes a row belongs to: nan, zero, nc, low."""
-    kinds = []
-    if not _finite(report.score):
-        kinds.append("nan")
-    else:
-        if report.score == 0:
-            kinds.append("zero")
-        if report.score < LOW_SCORE:
-            kinds.append("low")
-    if any(p.noncommittal for p in report.probes):
-        kinds.append("nc")
-    return kinds
+    score, finite = report.score, _finite(report.score)
+    kinds = {"nan": not finite, "zero": finite and score == 0, "low": finite and score < LOW_SCORE}
+    kinds["nc"] = any(p.noncommittal for p in report.probes)
+    return [kind for kind, belongs in kinds.items() if belongs]
 
 
 def _finite(value: float | None) -> bool:
@@ -283,46 +276,38 @@ def _nan_label(summary: Summary) -> str:
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
     """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1], then a NaN bar."""
     finite = [s for s in scores if _finite(s)]
-    counts = [0] * bins
-    for score in finite:
-        counts[min(bins - 1, max(0, int(score * bins)))] += 1
+    counts = Counter(min(bins - 1, max(0, int(score * bins))) for score in finite)
     nans = len(scores) - len(finite)
     bar, pad, height, headroom = 36, 24, 170, 34
-    width = pad * 2 + (bins + 1) * bar + 12
-    top = max([*counts, nans, 1])
+    width, base, nan_x = pad * 2 + (bins + 1) * bar + 12, height - pad, pad + bins * bar + 12
+    top = max([*counts.values(), nans, 1])
+    columns = [
+        (pad + i * bar, counts[i], _bin_colour(i / bins), f"{i / bins:.1f}-{(i + 1) / bins:.1f}")
+        for i in range(bins)
+    ]
     shapes = []
-
-    def column(x: float, count: int, colour: str, title: str) -> None:
-        h = (height - pad - headroom) * count / top
-        y = height - pad - h
+    for x, count, colour, title in [*columns, (nan_x, nans, "#9aa3ab", "not scored (NaN)")]:
+        h = (base - headroom) * count / top
         shapes.append(
-            f'<rect x="{x + 2}" y="{y:.1f}" width="{bar - 4}" height="{h:.1f}" fill="{colour}">'
-            f"<title>{title}: {count}</title></rect>"
+            f'<rect x="{x + 2}" y="{base - h:.1f}" width="{bar - 4}" height="{h:.1f}" '
+            f'fill="{colour}"><title>{title}: {count}</title></rect>'
         )
         if count:
+            y = base - h - 3
             shapes.append(
-                f'<text x="{x + bar / 2}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
+                f'<text x="{x + bar / 2}" y="{y:.1f}" text-anchor="middle">{count}</text>'
             )
-
-    for i, count in enumerate(counts):
-        low = i / bins
-        colour = "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
-        column(pad + i * bar, count, colour, f"{low:.1f}-{(i + 1) / bins:.1f}")
-    nan_x = pad + bins * bar + 12
-    column(nan_x, nans, "#9aa3ab", "not scored (NaN)")
-    for i in range(0, bins + 1, 2):
-        x = pad + i * bar
-        shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{i / bins:.1f}</text>')
+    ticks = [(pad + i * bar, f"{i / bins:.1f}") for i in range(0, bins + 1, 2)]
+    for x, label in [*ticks, (nan_x + bar / 2, "NaN")]:
+        shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{label}</text>')
     shapes.append(
-        f'<text x="{nan_x + bar / 2}" y="{height - 6}" text-anchor="middle">NaN</text>'
-        f'<line x1="{pad}" y1="{height - pad}" x2="{pad + bins * bar}" y2="{height - pad}" '
-        'stroke="#9aa3ab"/>'
+        f'<line x1="{pad}" y1="{base}" x2="{pad + bins * bar}" y2="{base}" stroke="#9aa3ab"/>'
     )
     if finite:
         mean = sum(finite) / len(finite)
         x = pad + min(1.0, max(0.0, mean)) * bins * bar
         shapes.append(
-            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height - pad}" '
+            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{base}" '
             f'stroke="#1d232a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
             f'<text x="{x:.1f}" y="10" text-anchor="middle">mean {mean:.2f}</text>'
         )
@@ -335,6 +320,10 @@ def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
         f'width="{width}" height="{height}" role="img" aria-label="histogram of scores">'
         f'{"".join(shapes)}</svg><p class="note">{escape(caption)}</p>'
     )
+
+
+def _bin_colour(low: float) -> str:
+    return "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
 
 
 def worst_rows(
@@ -366,15 +355,10 @@ def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
         f'<td class="why">{text(weak_point(r))}</td></tr>'
         for n, r in shown
     )
-    more = (
-        f'<p class="note">{tied} more row(s) tied with the last one are not listed.</p>'
-        if tied
-        else ""
-    )
-    head = (
-        "<tr><th>row</th><th>score</th><th>question</th>"
-        '<th class="why">what pulled it down</th></tr>'
-    )
+    more = f'<p class="note">{tied} more row(s) tied with the last one are not listed.</p>'
+    more = more if tied else ""
+    head = "<tr><th>row</th><th>score</th><th>question</th>"
+    head += '<th class="why">what pulled it down</th></tr>'
     return (
         f"<h2>Worst {'row' if len(shown) == 1 else f'{len(shown)} rows'}</h2>"
         f'<div class="panel"><table class="worst">{head}{rows}</table>{more}</div>'
@@ -435,15 +419,18 @@ def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]
     return [(up[i], down[i]) for i in range(len(items))]
 
 
+def _flags(*flags: tuple[object, str, str]) -> str:
+    """A badge for each (shown?, CSS class, text) that is shown."""
+    return "".join(f'<span class="{css}">{escape(flag)}</span>' for on, css, flag in flags if on)
+
+
 def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
-    flags = []
-    if report.error or (report.cause is not None and not _finite(report.score)):
-        flags.append("not scored" + (f" ({report.cause})" if report.cause is not None else ""))
-    if report.all_noncommittal:
-        flags.append("all noncommittal")
-    if report.probes and report.distinct_probes < len(report.probes):
-        flags.append("repeated probes")
-    flag_html = "".join(f'<span class="flag">{escape(f)}</span>' for f in flags)
+    cause = "" if report.cause is None else f" ({report.cause})"
+    flag_html = _flags(
+        (report.error or (cause and not _finite(report.score)), "flag", "not scored" + cause),
+        (report.all_noncommittal, "flag", "all noncommittal"),
+        (report.probes and report.distinct_probes < len(report.probes), "flag", "repeated probes"),
+    )
     classes = " ".join(["card", *_kinds(report)])
     parts = [
         f'<article class="{classes}" id="row-{number}" style="--up:{ranks[0]};--down:{ranks[1]}">',
@@ -474,26 +461,21 @@ def _probe_table(report: RelevancyReport) -> str:
     pulls = {id(probe): pull for probe, pull in pull_downs(report)}
     rows = []
     for probe in report.probes:
-        flags = []
-        if probe.noncommittal:
-            flags.append(("flag", "noncommittal"))
-        if id(probe) in pulls:
-            flags.append(("flag pull", f"pulled the score down by {pulls[id(probe)]:.2f}"))
         tag = language_tag(probe.language, report.question_language).strip(" []")
-        if tag:
-            flags.append(("flag", f"in {tag}"))
+        pull = pulls.get(id(probe), 0.0)
+        flag_html = _flags(
+            (probe.noncommittal, "flag", "noncommittal"),
+            (id(probe) in pulls, "flag pull", f"pulled the score down by {pull:.2f}"),
+            (tag, "flag", f"in {tag}"),
+        )
         width = max(0.0, min(1.0, probe.cosine)) * 100 if _finite(probe.cosine) else 0.0
-        flag_html = "".join(f'<span class="{c}">{escape(f)}</span>' for c, f in flags)
         rows.append(
             f"<tr><td>{long_text(probe.question, 'probe')}{flag_html}</td>"
             f'<td><div class="bar"><span style="width:{width:.1f}%"></span></div></td>'
             f'<td class="num">{fmt(probe.cosine)}</td></tr>'
         )
-    head = (
-        "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
-        "<th>similarity</th></tr>"
-    )
-    return f'<table class="probes">{head}{"".join(rows)}</table>'
+    head = "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
+    return f'<table class="probes">{head}<th>similarity</th></tr>{"".join(rows)}</table>'
 
 
 def _score_class(score: float) -> str:

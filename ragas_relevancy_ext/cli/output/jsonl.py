@@ -3,12 +3,10 @@
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
 recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
 not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
-(:func:`~row_key`: user_input, response and the settings that
-change a score), ``judge``,
+(:func:`~row_key`: user_input, response and the settings that change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
-:func:`~json_safe` makes it: NaN and Infinity as null, a lone
-surrogate as U+FFFD, at any depth.
+at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as :func:`~json_safe`
+makes it: NaN and Infinity as null, a lone surrogate as U+FFFD, at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write: an existing file is read
 first, and refused unless every line is a report line. A lock file next to it keeps a second
@@ -100,9 +98,8 @@ def report_line(
 
 
 def load_record(line: str | bytes) -> Any:
-    """One report line's JSON value (``ValueError`` when it is not JSON), made
-    :func:`~json_safe` when the line may need it (an edit by hand),
-    so every display and writer gets values it can write."""
+    """One report line's JSON value (``ValueError`` when it is not JSON), made :func:`~json_safe`
+    when the line may need it (an edit by hand), so every display and writer can write it."""
     value = json.loads(line)
     unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
     return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
