@@ -96,23 +96,19 @@ def run_calibrate(
     from .stats import agreement, repeat_spread
 
     console = make_console()
-    cache_ignored = repeats > 1 and settings.cache is not None
+    extra = {"ratings": f"column {ratings!r}"}
     if repeats > 1:  # repeats measure the judge's own spread: never from the cache
+        ignored = " (--cache ignored)" if settings.cache is not None else ""
+        extra["repeats"] = f"{repeats} per sample, judge cache off{ignored}"
         settings = replace(settings, cache=None)
     scorer = prepare(settings)
-    extra = {"ratings": f"column {ratings!r}"}
-    if repeats > 1:
-        extra["repeats"] = f"{repeats} per sample, judge cache off" + (
-            " (--cache ignored)" if cache_ignored else ""
-        )
     print_header(console, run_fields(data, scorer, **extra))
 
     runs = []
     for _ in range(repeats):
         scored = asyncio.run(score_rows(scorer.metric(), data.rows))
         runs.append([s.report.score for s in scored])
-    per_sample = [list(values) for values in zip(*runs, strict=True)]
-    spread = repeat_spread(per_sample)
+    spread = repeat_spread([list(values) for values in zip(*runs, strict=True)])
     scores = spread.means if repeats > 1 else runs[0]
     human = [float(row.extra[ratings]) for row in data.rows]
 
@@ -123,8 +119,7 @@ def run_calibrate(
         print_lines(console, wide, style="yellow")
     print_threshold(console, scores, human, ratings, good_from, resamples, seed)
     if repeats > 1:
-        numbers = [r.number for r in data.rows]
-        questions = [r.user_input for r in data.rows]
+        numbers, questions = [r.number for r in data.rows], [r.user_input for r in data.rows]
         print_spread(console, numbers, questions, spread, deterministic=is_offline(scorer))
     if scorer.cache_line():
         console.print(scorer.cache_line())

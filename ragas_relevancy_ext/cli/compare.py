@@ -5,6 +5,7 @@ and what each costs on the same rows: stock's requests and tokens against ours i
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -104,21 +105,14 @@ async def compare_rows(
     from ..parity import compare_with_stock
 
     settings = scorer.settings
-    judge = scorer.judge_for_runs()
-    embeddings = scorer.embeddings.value
+    judge, embeddings = scorer.judge_for_runs(), scorer.embeddings.value
+    check = functools.partial(compare_with_stock, judge, embeddings, cost_mode=cost_mode)
     rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
 
     async def one(row: Row) -> Comparison:
         async with rows_in_flight:
             try:
-                result = await compare_with_stock(
-                    judge,
-                    embeddings,
-                    row.user_input,
-                    row.response,
-                    settings.strictness,
-                    cost_mode=cost_mode,
-                )
+                result = await check(row.user_input, row.response, settings.strictness)
             except Exception as exc:  # one row failing is reported with the others
                 error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
                 return Comparison(row, None, math.nan, False, error=error)

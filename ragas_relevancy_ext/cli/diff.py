@@ -210,14 +210,9 @@ def _print(c: Comparison, margin: float, id_column: str | None, worse: bool, top
     )
     for i, j, delta in moved:
         ra, rb = c.a.reports[i], c.b.reports[j]
-        table.add_row(
-            f"{c.a.numbers[i]}/{c.b.numbers[j]}",
-            fmt(ra.score),
-            fmt(rb.score),
-            Text(f"{delta:+.4f}", style="red" if delta < 0 else "green"),
-            Text(clip(ra.user_input, 200), style="bold"),
-            "",
-        )
+        rows, question = f"{c.a.numbers[i]}/{c.b.numbers[j]}", clip(ra.user_input, 200)
+        change = Text(f"{delta:+.4f}", style="red" if delta < 0 else "green")
+        table.add_row(rows, fmt(ra.score), fmt(rb.score), change, Text(question, style="bold"), "")
         table.add_row("", "", "", "", _probes(ra), _probes(rb))
         table.add_section()
     console.print(table)

@@ -25,7 +25,7 @@ from .output.console import (
     print_summary,
     print_table,
 )
-from .saved import extra_of, meta_of, read_records, report_of, run_bars
+from .saved import SavedRun, run_bars
 
 __all__ = ["show"]
 
@@ -65,12 +65,9 @@ def show(
         from .output import check_outputs
 
         html = check_outputs({"html": html}, input_path=report)["html"]
-    records = read_records(report)
-    if not records:
-        raise UsageError(f"{report}: no report lines")
-    items = [(int(record["row"]), report_of(record)) for record in records]
-    meta = meta_of(report, records)
-    extras = {id(r): extra_of(record) for (_, r), record in zip(items, records, strict=True)}
+    run = SavedRun.read(report)
+    items, meta = list(zip(run.numbers, run.reports, strict=True)), run.meta
+    extras = {id(r): extra for r, extra in zip(run.reports, run.extras, strict=True)}
     causes = {n: not_scored_cause(r) for n, r in items}
 
     def summary_of(rows: Sequence[tuple[int, RelevancyReport]]) -> Summary:

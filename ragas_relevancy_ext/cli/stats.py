@@ -202,9 +202,13 @@ class Summary:
     cost: CostSummary | None = None  # what the run cost, when known
     error_bars: ErrorBars | None = None  # the mean's interval and variance parts, when asked
 
+    def causes_text(self) -> str:
+        """Why rows are NaN, e.g. ``no usable probe 1, TimeoutError 1`` ("" when none is)."""
+        return ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
+
     def nans_text(self) -> str:
         """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""
-        causes = ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
+        causes = self.causes_text()
         return f"{self.nans} ({causes})" if causes else str(self.nans)
 
     def lowest_title(self) -> str:

@@ -46,12 +46,11 @@ def make_console(stderr: bool = False) -> Console:
     """A :class:`TerminalConsole` on stdout (or stderr) that reads no markup; piped, 120 columns
     wide at most, with no trailing spaces on any line."""
     stream = sys.stderr if stderr else sys.stdout
-    console = TerminalConsole(file=stream, highlight=False, markup=False, soft_wrap=True)
+    plain: dict[str, Any] = {"highlight": False, "markup": False, "soft_wrap": True}
+    console = TerminalConsole(file=stream, **plain)
     if not console.is_terminal:
         width = None if "COLUMNS" in os.environ else PIPED_WIDTH
-        console = TerminalConsole(
-            file=TrimmedLines(stream), highlight=False, markup=False, soft_wrap=True, width=width
-        )
+        console = TerminalConsole(file=TrimmedLines(stream), width=width, **plain)
     return console
 
 

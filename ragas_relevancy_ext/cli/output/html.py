@@ -49,7 +49,6 @@ __all__ = [
     "render_html",
     "stats_list",
     "text",
-    "worst_key",
     "worst_rows",
     "write",
 ]
@@ -238,6 +237,7 @@ def _finite(value: float | None) -> bool:
 
 
 def _stats(kinds: Counter[str], summary: Summary) -> str:
+    causes = summary.causes_text()  # NaN: TimeoutError 1, ...
     figures = [
         (str(summary.n), "rows"),
         (str(summary.scored), "scored"),
@@ -245,7 +245,7 @@ def _stats(kinds: Counter[str], summary: Summary) -> str:
         (fmt(summary.median), "median"),
         (str(kinds["low"]), f"below {LOW_SCORE}"),
         (str(summary.zeros), "score 0"),
-        (str(summary.nans), _nan_label(summary)),
+        (str(summary.nans), f"NaN: {causes}" if causes else "NaN, not scored"),
         (str(kinds["nc"]), "noncommittal"),
     ]
     bars = summary.error_bars
@@ -265,12 +265,6 @@ def _cost(summary: Summary) -> str:
         return ""
     items = "".join(f"<li>{text(line)}</li>" for line in lines)
     return f'<h2>What it cost</h2><ul class="cost">{items}</ul>'
-
-
-def _nan_label(summary: Summary) -> str:
-    """``NaN, not scored``, with the causes when known: ``NaN: TimeoutError 1, ...``."""
-    causes = ", ".join(f"{cause} {count}" for cause, count in summary.nan_causes.items())
-    return f"NaN: {causes}" if causes else "NaN, not scored"
 
 
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
@@ -330,15 +324,15 @@ def worst_rows(
     items: Sequence[tuple[int, RelevancyReport]], k: int = WORST
 ) -> tuple[list[tuple[int, RelevancyReport]], int]:
     """The ``k`` worst rows (NaN first, then lowest score) and how many more tie with the last."""
-    ranked = sorted(items, key=worst_key)
+    ranked = sorted(items, key=_worst_key)
     shown = ranked[:k]
     if not shown:
         return [], 0
-    last = worst_key(shown[-1])[:2]
-    return shown, sum(1 for item in ranked[k:] if worst_key(item)[:2] == last)
+    last = _worst_key(shown[-1])[:2]
+    return shown, sum(1 for item in ranked[k:] if _worst_key(item)[:2] == last)
 
 
-def worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
     """Sorts (row number, report) pairs worst first: NaN, then by score, ties by row."""
     score = item[1].score
     return (_finite(score), score if _finite(score) else 0.0, item[0])
@@ -411,10 +405,10 @@ def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]
     """Each row's place (ascending, descending) by score; NaN rows first going up, last down."""
 
     def best_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
-        finite, score, number = worst_key(item)
+        finite, score, number = _worst_key(item)
         return (not finite, -score, number)
 
-    orders = [sorted(range(len(items)), key=lambda i: k(items[i])) for k in (worst_key, best_key)]
+    orders = [sorted(range(len(items)), key=lambda i: k(items[i])) for k in (_worst_key, best_key)]
     up, down = ({index: place for place, index in enumerate(order)} for order in orders)
     return [(up[i], down[i]) for i in range(len(items))]
 
