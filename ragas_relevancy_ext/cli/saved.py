@@ -25,7 +25,6 @@ __all__ = [
     "extra_of",
     "meta_of",
     "read_records",
-    "read_saved",
     "report_of",
     "run_bars",
 ]
@@ -56,20 +55,13 @@ class SavedRun:
         return cls(path, numbers, reports, [extra_of(r) for r in records], meta_of(path, records))
 
 
-def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str, str]]:
-    """(row, report) pairs in row order, and what the run used, from a JSONL report.
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """A JSONL report's lines as JSON objects, in row order.
 
     A later line for the same row and input replaces an earlier one (a re-run retried it);
     JSON objects without a ``row`` (a header) are passed over; a line cut off mid-write at the
     end is left out; any other line that is not a report line is a :class:`UsageError`.
     """
-    records = read_records(path)
-    return [(int(r["row"]), report_of(r)) for r in records], meta_of(path, records)
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The report lines of :func:`read_saved` as JSON objects (``extra`` and ``key`` kept), in
-    row order."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:

@@ -187,8 +187,8 @@ def is_offline(scorer: Any) -> bool:
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
     """The run's caution (see :func:`run_fields`), if any, on one highlighted line."""
     if "caution" in fields:
-        line = Text(f"caution: {fields['caution']}", style="bold yellow")
-        console.print(line, soft_wrap=not console.is_terminal)
+        caution = f"caution: {fields['caution']}"
+        print_lines(console, caution, style="bold yellow", soft_wrap=not console.is_terminal)
 
 
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:

@@ -213,10 +213,9 @@ def long_text(text: str, css_class: str = "text") -> str:
     shown = neutralise_controls(text)
     if len(shown) <= CLIP:
         return f'<div class="{css_class}" dir="auto">{escape(shown)}</div>'
+    label = f"show the full text ({len(shown):,} characters)"
     if len(shown) > FULL_CAP:
         label = f"show more (first {FULL_CAP:,} of {len(shown):,} characters)"
-    else:
-        label = f"show the full text ({len(shown):,} characters)"
     return (
         f'<div class="{css_class}" dir="auto">{escape(shown[:CLIP])}…'
         f"<details><summary>{label}</summary>"
@@ -426,11 +425,13 @@ def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
         (report.probes and report.distinct_probes < len(report.probes), "flag", "repeated probes"),
     )
     classes = " ".join(["card", *_kinds(report)])
+    se, tip = report.score_stderr, "standard error from the probes"  # when there is one
+    spread = f'<span class="muted" title="{tip}">± {se:.3f}</span>' if _finite(se) else ""
     parts = [
         f'<article class="{classes}" id="row-{number}" style="--up:{ranks[0]};--down:{ranks[1]}">',
         f'<h3><a href="#row-{number}">#{number}</a>'
         f'<span class="score {_score_class(report.score)}">{fmt(report.score)}</span>'
-        f"{_stderr(report)}{flag_html}</h3>",
+        f"{spread}{flag_html}</h3>",
         long_text(report.user_input, "q"),
         long_text(report.response, "text"),
         _probe_table(report),
@@ -439,14 +440,6 @@ def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
         "</article>",
     ]
     return "\n".join(p for p in parts if p)
-
-
-def _stderr(report: RelevancyReport) -> str:
-    """``± 0.023``, the score's standard error from its probes, when there is one."""
-    se = report.score_stderr
-    if not _finite(se):
-        return ""
-    return f'<span class="muted" title="standard error from the probes">± {se:.3f}</span>'
 
 
 def _probe_table(report: RelevancyReport) -> str:

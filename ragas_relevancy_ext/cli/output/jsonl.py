@@ -196,10 +196,7 @@ class ReportFile:
         if not self.path.exists():
             return
         with self.path.open("rb") as handle:
-            for raw in handle:
-                record = _record(raw) if raw.endswith(b"\n") else None
-                if record is not None:
-                    yield record
+            yield from filter(None, (_record(raw) for raw in handle if raw.endswith(b"\n")))
 
     def in_order(self, keys: Iterable[tuple[str, int]]) -> bool:
         """True when the file holds exactly these (key, row) lines in this order."""
@@ -208,10 +205,6 @@ class ReportFile:
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
         take_lock(self._lock, self.path, self.lock_path, "file")
-
-    def unlock(self) -> None:
-        """Release and remove the lock file (safe to call twice)."""
-        self._lock.release()
 
     def begin(self) -> None:
         """Open for appending, after dropping a torn last line of ours (a stopped write)."""
@@ -232,11 +225,11 @@ class ReportFile:
         self.appended += 1
 
     def close(self) -> None:
-        """Close the file and release the lock."""
+        """Close the file, then release and remove the lock file (safe to call twice)."""
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-        self.unlock()
+        self._lock.release()
 
     def compact(self, rows: Iterable[tuple[str, int, int | None]]) -> int:
         """Rewrite the file as one line per ``(key, row, line)``, in that order; lines count.
