@@ -5,8 +5,7 @@ COLUMN`` also that input column), never by the response, which two systems write
 a reordered file pairs the same, and a question asked twice pairs its first rows together, then
 its second. The paired mean difference B - A gets a 95% interval (clustered with ``--cluster``)
 and a two-sided p-value; the exit code is 1 when B is significantly lower than A by more than
-``--margin``. Also the run-level helpers ``score`` and ``show`` use for ``--cluster`` and
-``--interval``. No RAGAS, no judge, no network.
+``--margin``. No RAGAS, no judge, no network.
 """
 
 from __future__ import annotations
@@ -28,11 +27,7 @@ from .saved import SavedRun, cluster_labels
 if TYPE_CHECKING:  # numpy loads when a command runs, not for --help
     from ..error_bars import PairedDifference
 
-__all__ = [
-    "Comparison",
-    "compare_runs",
-    "diff",
-]
+__all__ = ["Comparison", "compare_runs", "diff"]
 
 TOP = 5
 

@@ -29,8 +29,7 @@ def plan(
         Path, typer.Argument(metavar="REPORT", help="An earlier run's JSONL report (score --out).")
     ],
     detect: Annotated[
-        float,
-        typer.Option(metavar="DROP", help="The drop in mean score to find (above 0)."),
+        float, typer.Option(metavar="DROP", help="The drop in mean score to find (above 0).")
     ],
     correlation: Annotated[
         float,

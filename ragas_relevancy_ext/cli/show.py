@@ -14,9 +14,10 @@ from typing import Annotated
 
 import typer
 
-from ..scoring.report import RelevancyReport, not_scored_cause
+from ..scoring.report import not_scored_cause
 from .errors import UsageError, exit_code
 from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
+from .output import Item
 from .output.console import (
     make_console,
     print_causes,
@@ -70,7 +71,7 @@ def show(
     extras = {id(r): extra for r, extra in zip(run.reports, run.extras, strict=True)}
     causes = {n: not_scored_cause(r) for n, r in items}
 
-    def summary_of(rows: Sequence[tuple[int, RelevancyReport]]) -> Summary:
+    def summary_of(rows: Sequence[Item]) -> Summary:
         summary = summarise([(n, r.score, r.user_input) for n, r in rows], causes=causes)
         cost = summarise_cost([r.usage for _, r in rows if not is_skipped(r)])
         bars = run_bars(((r, extras[id(r)]) for _, r in rows), cluster, interval)

@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 
 from .files import OutputPathError, check_target, same_file
 
-__all__ = ["FORMATS", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
+__all__ = ["FORMATS", "Item", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
 
-# (path, (row number, report) pairs, summary, what the run used) -> None
-Writer = Callable[
-    [Path, "Sequence[tuple[int, RelevancyReport]]", "Summary", Mapping[str, str]], None
-]
+Item = tuple[int, "RelevancyReport"]  # (row number, report): what the tables and pages show
+# (path, items, summary, what the run used) -> None
+Writer = Callable[[Path, Sequence[Item], "Summary", Mapping[str, str]], None]
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from ...scoring.report import (
     pull_downs,
     weak_point,
 )
+from . import Item
 
 if TYPE_CHECKING:
     from ..stats import Agreement, CostSummary, Spread, Summary
@@ -193,8 +194,8 @@ def print_caution(console: Console, fields: Mapping[str, str]) -> None:
 
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
     """``warning: ...`` lines (stderr) about the input."""
-    shown = (neutralise_controls(warning, one_line=True) for warning in warnings)
-    print_lines(console, *(f"warning: {warning}" for warning in shown), style="yellow")
+    lines = [f"warning: {neutralise_controls(warning, one_line=True)}" for warning in warnings]
+    print_lines(console, *lines, style="yellow")
 
 
 @contextlib.contextmanager
@@ -216,10 +217,7 @@ RICH_ROWS = 200
 
 
 def print_scores(
-    console: Console,
-    items: Iterable[tuple[int, RelevancyReport]],
-    probes: bool = True,
-    rows: int = 0,
+    console: Console, items: Iterable[Item], probes: bool = True, rows: int = 0
 ) -> None:
     """:func:`print_table` a chunk of rows at a time, with fixed columns so chunks align."""
     width, rest, first = max(3, len(str(rows))), iter(items), True
@@ -230,7 +228,7 @@ def print_scores(
 
 def print_table(
     console: Console,
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -287,7 +285,7 @@ TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
 
 
 def scores_table(
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -312,7 +310,7 @@ def scores_table(
 
 
 def plain_lines(
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -368,13 +366,14 @@ def print_summary(
             console.print(line)
 
 
-def print_causes(console: Console, items: Iterable[tuple[int, RelevancyReport]]) -> None:
+def print_causes(console: Console, items: Iterable[Item]) -> None:
     """One line per cause of NaN rows (skipped rows aside): how many, and the first's reason."""
-    first: dict[str, tuple[int, RelevancyReport]] = {}
+    first: dict[str, Item] = {}
     counts: Counter[str] = Counter()
     for number, report in items:
         if not (math.isfinite(report.score) or (report.error or "").startswith(SKIPPED)):
-            counts[cause := not_scored_cause(report)] += 1
+            cause = not_scored_cause(report)
+            counts[cause] += 1
             first.setdefault(cause, (number, report))
     for cause, (number, report) in first.items():
         reason = f"row {number}: {clip(report.reason, 300)}"

@@ -32,6 +32,7 @@ from ...scoring.report import (
     pull_downs,
     weak_point,
 )
+from . import Item
 from .files import check_target, write_atomically
 
 if TYPE_CHECKING:
@@ -130,7 +131,7 @@ th{white-space:nowrap}.why-m{display:none}
 
 def write(
     path: str | Path,
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     summary: Summary,
     meta: Mapping[str, str],
     title: str = TITLE,
@@ -153,10 +154,7 @@ def is_ours(path: str | Path) -> bool:
 
 
 def render_html(
-    items: Sequence[tuple[int, RelevancyReport]],
-    summary: Summary,
-    meta: Mapping[str, str],
-    title: str = TITLE,
+    items: Sequence[Item], summary: Summary, meta: Mapping[str, str], title: str = TITLE
 ) -> str:
     """The page as a string."""
     caution = meta.get("caution")
@@ -260,10 +258,8 @@ def _stats(kinds: Counter[str], summary: Summary) -> str:
 def _cost(summary: Summary) -> str:
     """What the run cost: totals, per-row means and USD, as the summary's lines say it."""
     lines = summary.cost.lines() if summary.cost is not None else []
-    if not lines:
-        return ""
     items = "".join(f"<li>{text(line)}</li>" for line in lines)
-    return f'<h2>What it cost</h2><ul class="cost">{items}</ul>'
+    return f'<h2>What it cost</h2><ul class="cost">{items}</ul>' if items else ""
 
 
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
@@ -319,9 +315,7 @@ def _bin_colour(low: float) -> str:
     return "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
 
 
-def worst_rows(
-    items: Sequence[tuple[int, RelevancyReport]], k: int = WORST
-) -> tuple[list[tuple[int, RelevancyReport]], int]:
+def worst_rows(items: Sequence[Item], k: int = WORST) -> tuple[list[Item], int]:
     """The ``k`` worst rows (NaN first, then lowest score) and how many more tie with the last."""
     ranked = sorted(items, key=_worst_key)
     shown = ranked[:k]
@@ -331,13 +325,13 @@ def worst_rows(
     return shown, sum(1 for item in ranked[k:] if _worst_key(item)[:2] == last)
 
 
-def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+def _worst_key(item: Item) -> tuple[bool, float, int]:
     """Sorts (row number, report) pairs worst first: NaN, then by score, ties by row."""
     score = item[1].score
     return (_finite(score), score if _finite(score) else 0.0, item[0])
 
 
-def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
+def _worst_table(items: Sequence[Item]) -> str:
     shown, tied = worst_rows(items)
     if not shown:
         return ""
@@ -400,10 +394,10 @@ def _controls(kinds: Counter[str], rows: int) -> str:
     return f'{radios}<div class="controls">{labels}</div>'
 
 
-def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]]:
+def _ranks(items: Sequence[Item]) -> list[tuple[int, int]]:
     """Each row's place (ascending, descending) by score; NaN rows first going up, last down."""
 
-    def best_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+    def best_key(item: Item) -> tuple[bool, float, int]:
         finite, score, number = _worst_key(item)
         return (not finite, -score, number)
 
