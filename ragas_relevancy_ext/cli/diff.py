@@ -22,6 +22,9 @@ from rich.text import Text
 from ..scoring.report import RelevancyReport, clip, fmt, json_safe
 from .errors import EXIT_FAILED, EXIT_OK, UsageError
 from .options import ClusterOpt
+from .output import check_outputs
+from .output.console import make_console, print_header, print_lines, right, simple_table
+from .output.files import OutputPathError, same_file, write_atomically
 from .saved import SavedRun, cluster_labels
 
 if TYPE_CHECKING:  # numpy loads when a command runs, not for --help
@@ -117,27 +120,19 @@ def diff(
     2 bad input.
     """
     if html is not None:
-        from .output import check_outputs
-        from .output.files import OutputPathError, same_file
-
         html = check_outputs({"html": html}, input_path=a)["html"]
         if same_file(html, b):
             raise OutputPathError(f"--html {html} is the input file; give --html a file of its own")
     comparison = compare_runs(SavedRun.read(a), SavedRun.read(b), id_, cluster)
-    result = comparison.result
-    worse = result.worse_by_more_than(margin)
+    worse = comparison.result.worse_by_more_than(margin)
     if json_:
         print(json.dumps(json_safe(_summary(comparison, margin, id_, worse)), allow_nan=False))
     else:
         _print(comparison, margin, id_, worse, top)
     if html is not None:
-        from .output.files import write_atomically
-
         html.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(html, _page(comparison, margin, id_, worse, top).encode("utf-8"))
         if not json_:
-            from .output.console import make_console
-
             make_console().print(f"wrote {html}", soft_wrap=True)
     return EXIT_FAILED if worse else EXIT_OK
 
@@ -185,8 +180,6 @@ def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> 
 
 
 def _print(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> None:
-    from .output.console import make_console, print_header, print_lines, right, simple_table
-
     console = make_console()
     runs = {"A": c.a, "B": c.b}
     print_header(console, {k: f"{run.path} ({len(run.reports)} rows)" for k, run in runs.items()})

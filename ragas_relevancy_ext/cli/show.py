@@ -17,7 +17,7 @@ import typer
 from ..scoring.report import not_scored_cause
 from .errors import UsageError, exit_code
 from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
-from .output import Item
+from .output import FORMATS, Item, check_outputs
 from .output.console import (
     make_console,
     print_causes,
@@ -63,8 +63,6 @@ def show(
     if row is not None and worst is not None:
         raise UsageError("give --row or --worst, not both")
     if html is not None:
-        from .output import check_outputs
-
         html = check_outputs({"html": html}, input_path=report)["html"]
     run = SavedRun.read(report)
     items, meta = list(zip(run.numbers, run.reports, strict=True)), run.meta
@@ -97,8 +95,6 @@ def show(
         print_causes(make_console(stderr=True), items)
     print_caution(console, meta)
     if html is not None:
-        from .output import FORMATS
-
         FORMATS["html"].writer()(html, chosen, summary_of(chosen), meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)

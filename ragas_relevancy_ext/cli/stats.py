@@ -275,9 +275,8 @@ class CostSummary:
         """Totals, per-row means and the cost, "not reported" where the provider said nothing."""
         total, n = self.total, self.rows
         if not n:
-            if not self.missing:
-                return []
-            return [f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"]
+            saved = f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"
+            return [saved] if self.missing else []
         covered = f"{n} row(s)" + (
             f"; {self.missing} more saved without usage" if self.missing else ""
         )

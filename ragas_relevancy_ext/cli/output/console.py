@@ -253,12 +253,8 @@ def _sample_lines(
     neutralised before they become a :class:`Text`, which would drop BEL, CR and a few other
     controls without a trace."""
     no_text = Text("")
-    yield (
-        str(number),
-        Text(fmt(report.score), style=_score_style(report.score)),
-        "",
-        Text(clip(report.user_input, 300), style="bold"),
-    )
+    score = Text(fmt(report.score), style=_score_style(report.score))
+    yield str(number), score, "", Text(clip(report.user_input, 300), style="bold")
     se = report.score_stderr
     spread = Text(f"±{se:.3f}", style="dim") if se is not None and math.isfinite(se) else no_text
     yield "", spread, "", Text("> " + clip(report.response, 300), style="dim")
