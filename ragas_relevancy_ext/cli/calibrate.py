@@ -9,9 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
+from rich.console import Console
 
 from .datafile import DataFile, read_file
 from .errors import exit_code
@@ -27,9 +28,6 @@ from .output.console import (
     run_fields,
 )
 from .setup import DEFAULT_SETTINGS, Settings, prepare, score_rows
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = ["calibrate", "default_good_from", "print_threshold", "run_calibrate"]
 

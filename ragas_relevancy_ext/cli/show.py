@@ -75,17 +75,18 @@ def show(
         bars = run_bars(((r, extras[id(r)]) for _, r in rows), cluster, interval)
         return replace(summary, cost=cost, error_bars=bars)
 
-    chosen = items
+    chosen, showing = items, f"all {len(items)} row(s)"
     if row is not None:
-        chosen = [(n, r) for n, r in items if n == row]
+        chosen, showing = [(n, r) for n, r in items if n == row], f"row {row}"
         if not chosen:
             numbers = sorted({n for n, _ in items})
             raise UsageError(f"{report}: no row {row} (rows {numbers[0]}-{numbers[-1]})")
     elif worst is not None:
         chosen = worst_rows(items, worst)[0]
+        showing = f"the {len(chosen)} lowest of {len(items)} row(s), NaN first"
     console = make_console()
     fields = {k: v for k, v in meta.items() if k != "caution"}
-    print_header(console, {**fields, "showing": _showing(row, worst, len(chosen), len(items))})
+    print_header(console, {**fields, "showing": showing})
     if table is not False:
         reasons = row is not None or worst is not None
         print_table(console, chosen, probes=probes, reasons=reasons)
@@ -98,11 +99,3 @@ def show(
         FORMATS["html"].writer()(html, chosen, summary_of(chosen), meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)
-
-
-def _showing(row: int | None, worst: int | None, shown: int, total: int) -> str:
-    if row is not None:
-        return f"row {row}"
-    if worst is not None:
-        return f"the {shown} lowest of {total} row(s), NaN first"
-    return f"all {total} row(s)"

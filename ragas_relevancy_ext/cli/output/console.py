@@ -82,9 +82,8 @@ def neutralised_text(text: Text) -> Text:
     shown = neutralise_controls(plain)
     if shown == plain:
         return text
-    ends = [0]  # where each character of ``plain`` ends in ``shown``
-    for char in plain:
-        ends.append(ends[-1] + len(neutralise_controls(char)))
+    # where each character of ``plain`` ends in ``shown``
+    ends = [0, *itertools.accumulate(len(neutralise_controls(char)) for char in plain)]
     copy = text.blank_copy(shown)
     for span in text.spans:
         copy.stylize(span.style, ends[min(span.start, len(plain))], ends[min(span.end, len(plain))])
@@ -390,13 +389,8 @@ def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[],
     if not enabled or total < 2 or not console.is_terminal:
         yield lambda: None
         return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
 

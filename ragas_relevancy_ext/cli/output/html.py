@@ -158,7 +158,10 @@ def render_html(
 ) -> str:
     """The page as a string."""
     caution = meta.get("caution")
-    details = {k: v for k, v in meta.items() if k != "caution"}
+    used = "".join(
+        f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in meta.items() if k != "caution"
+    )
+    used = f'<table class="meta">{used}</table>'  # what the run used, the caution aside
     kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
         page_head(title, CSS + _control_css()),
@@ -168,7 +171,7 @@ def render_html(
         "<h2>Distribution</h2>",
         f'<div class="panel">{histogram_svg([r.score for _, r in items])}</div>',
         _worst_table(items),
-        f"<details><summary>What this run used</summary>{_meta_table(details)}</details>",
+        f"<details><summary>What this run used</summary>{used}</details>",
         f"<h2>All rows ({len(items)})</h2>",
         _controls(kinds, len(items)),
         '<div class="cards">',
@@ -350,11 +353,6 @@ def _worst_table(items: Sequence[Item]) -> str:
         f"<h2>Worst {'row' if len(shown) == 1 else f'{len(shown)} rows'}</h2>"
         f'<div class="panel"><table class="worst">{head}{rows}</table>{more}</div>'
     )
-
-
-def _meta_table(meta: Mapping[str, str]) -> str:
-    rows = "".join(f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in meta.items())
-    return f'<table class="meta">{rows}</table>'
 
 
 def _control_css() -> str:
