@@ -129,5 +129,3 @@ def worst_first(
         return (finite, score if finite else 0.0, item[0])
 
     return sorted(items, key=rank)
-
-
