@@ -1,4 +1,5 @@
-"""What the tests share besides fixtures: paths, the shared fixture cases, a forked command.
+"""What the tests share besides fixtures: paths, the shared fixture cases, a forked command, a
+local OTLP trace receiver.
 
 Importable from every test folder (``pythonpath = ["tests"]`` in pyproject.toml).
 """

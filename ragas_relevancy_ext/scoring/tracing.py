@@ -279,7 +279,8 @@ def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | No
     if isinstance(provider, str):  # LangChain's kind: "openai-chat"
         provider = provider.lower().partition("-")[0]
         provider = _PROVIDERS.get(provider, provider)
-    url = getattr(getattr(target, "client", None), "base_url", None)
+    sdk = getattr(target, "client", None)  # instructor's client, or the OpenAI SDK's
+    url = getattr(sdk, "base_url", None) or getattr(getattr(sdk, "client", None), "base_url", None)
     host = urlsplit(str(url or getattr(target, "openai_api_base", None) or ""))
     server = (host.hostname, host.port) if host.hostname else None
     return provider if isinstance(provider, str) else None, model, server
