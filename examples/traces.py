@@ -9,15 +9,18 @@ Then, from this package's environment (with the [otel] extra):
 
     python examples/traces.py                    # Phoenix at http://localhost:6006
     python examples/traces.py --texts            # questions, answers and probes recorded too
+    python examples/traces.py --loopback         # an OpenAI-shaped judge on a local server
 
 It scores the first rows of ``support_qa.jsonl`` with ``ragas-relevancy score --otel``
-(offline judge and hash embeddings: no key needed) into a Phoenix project of its own, then
-reads the run's trace back from Phoenix's REST API and prints it as a tree.
+(offline judge and hash embeddings, or the loopback server: no key needed) into a Phoenix
+project of its own, then reads the run's trace back from Phoenix's REST API and prints it as a
+tree.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -54,20 +57,28 @@ def spans_of(phoenix: str, project: str, **query: str) -> list[dict[str, Any]]:
             return found
 
 
-def score(phoenix: str, rows: int, texts: bool) -> tuple[list[str], str]:
-    """Run ``ragas-relevancy score --otel`` on the first ``rows`` rows; the command and output."""
+def score(phoenix: str, rows: int, texts: bool, loopback: bool) -> tuple[list[str], str]:
+    """Run ``ragas-relevancy score --otel`` on the first ``rows`` rows; the command and output.
+    With ``loopback`` the judge and embeddings are OpenAI-shaped, on the package's loopback
+    server (the real openai SDK; token usage as a provider reports it)."""
     lines = DATA.read_text(encoding="utf-8").splitlines()[:rows]
-    with tempfile.TemporaryDirectory() as folder:
+    with tempfile.TemporaryDirectory() as folder, contextlib.ExitStack() as stack:
         data = Path(folder, "rows.jsonl")
         data.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        command = ["ragas-relevancy", "score", data.name, "--judge", "offline"]
-        command += ["--embeddings", "hash", "--no-table", "--otel", phoenix]
+        providers = ["--judge", "offline", "--embeddings", "hash"]
         env = {
             **os.environ,
             "RAGAS_DO_NOT_TRACK": "true",
             # Phoenix files spans under the project their resource names
             "OTEL_RESOURCE_ATTRIBUTES": f"openinference.project.name={PROJECT}",
         }
+        if loopback:
+            from ragas_relevancy_ext.testing.loopback import LoopbackServer
+
+            providers = stack.enter_context(LoopbackServer(width=64)).cli_options()
+            env["OPENAI_API_KEY"] = "sk-loopback-not-a-real-key"
+        command = ["ragas-relevancy", "score", data.name, *providers]
+        command += ["--no-table", "--otel", phoenix]
         if texts:
             env["OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"] = "true"
         run = [sys.executable, "-m", "ragas_relevancy_ext", *command[1:]]
@@ -81,9 +92,13 @@ def read_back(phoenix: str, after: float) -> list[dict[str, Any]]:
     """The spans of the newest run started after ``after`` (seconds since the epoch), waiting
     for Phoenix to store them (it writes what it receives in the background)."""
     for _ in range(60):
-        runs = [
-            s for s in spans_of(phoenix, PROJECT, name=RUN_SPAN) if _epoch(s["start_time"]) >= after
-        ]
+        try:
+            runs = spans_of(phoenix, PROJECT, name=RUN_SPAN)
+        except urllib.error.HTTPError as exc:  # 404 until Phoenix has made the project
+            if exc.code != 404:
+                raise
+            runs = []
+        runs = [s for s in runs if _epoch(s["start_time"]) >= after]
         if runs:
             trace_id = max(runs, key=lambda s: s["start_time"])["context"]["trace_id"]
             spans = spans_of(phoenix, PROJECT, trace_id=trace_id)
@@ -109,20 +124,24 @@ def show(spans: list[dict[str, Any]]) -> None:
     children: dict[str | None, list[dict[str, Any]]] = {}
     for span in sorted(spans, key=lambda s: s["start_time"]):
         children.setdefault(span.get("parent_id"), []).append(span)
-    keys = (
-        "ragas_relevancy.score",
-        "ragas_relevancy.cause",
-        "ragas_relevancy.probe_mode",
-        "ragas_relevancy.probe_similarity",
-        "ragas_relevancy.user_input",
-        "gen_ai.operation.name",
-        "gen_ai.request.model",
-        "ragas_relevancy.vectors",
-    )
+    keys = {
+        "ragas_relevancy.score": "score",
+        "ragas_relevancy.cause": "cause",
+        "ragas_relevancy.probe_mode": "mode",
+        "ragas_relevancy.probe_similarity": "probe_similarity",
+        "ragas_relevancy.user_input": "question",
+        "gen_ai.operation.name": "gen_ai.operation",
+        "gen_ai.request.model": "model",
+        "gen_ai.usage.input_tokens": "input_tokens",
+        "gen_ai.usage.output_tokens": "output_tokens",
+        "server.address": "server",
+        "ragas_relevancy.vectors": "vectors",
+        "ragas_relevancy.samples": "shared by samples",
+    }
 
     def walk(span: dict[str, Any], depth: int) -> None:
         flat = _flatten(span["attributes"])
-        shown = [f"{k.split('.')[-1]}={_fmt(flat[k])}" for k in keys if k in flat]
+        shown = [f"{label}={_fmt(flat[key])}" for key, label in keys.items() if key in flat]
         probes = [e for e in span.get("events", []) if e["name"] == "ragas_relevancy.probe"]
         if probes:
             cosines = [
@@ -158,6 +177,11 @@ def main() -> None:
     parser.add_argument("--phoenix", default="http://localhost:6006", help="Phoenix's URL")
     parser.add_argument("--rows", type=int, default=4, help="rows of support_qa.jsonl to score")
     parser.add_argument("--texts", action="store_true", help="record the texts in the spans")
+    parser.add_argument(
+        "--loopback",
+        action="store_true",
+        help="an OpenAI-shaped judge and embeddings on the package's loopback server",
+    )
     args = parser.parse_args()
     phoenix = args.phoenix.rstrip("/")
     try:
@@ -169,7 +193,7 @@ def main() -> None:
         )
         sys.exit(2)
     started = time.time() - 1  # Phoenix's clock is this machine's
-    command, output = score(phoenix, args.rows, args.texts)
+    command, output = score(phoenix, args.rows, args.texts, args.loopback)
     print("$ " + " ".join(command))
     print(output.rstrip())
     spans = read_back(phoenix, started)

@@ -104,3 +104,13 @@ def test_the_standard_variable_sends_the_spans_without_the_option():
         result = invoke("score", EXAMPLE, *OFFLINE, "--no-table", env=env)
         assert result.exit_code == 0, result.output
         check_run(received)
+
+
+@pytest.mark.slow
+def test_the_traces_example_says_so_when_no_phoenix_answers():
+    example = ROOT / "examples" / "traces.py"
+    command = [sys.executable, str(example), "--phoenix", "http://127.0.0.1:9"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert "no Phoenix answers at http://127.0.0.1:9" in done.stderr
+    assert "Traceback" not in done.stderr
