@@ -89,11 +89,19 @@ def every_text(exporter: InMemorySpanExporter) -> str:
     return "\n".join(parts)
 
 
-def test_nothing_is_traced_without_a_tracer_provider():
+def test_nothing_is_traced_without_a_tracer_provider(monkeypatch):
     assert isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     assert tracing.tracer() is None and tracing.span_context() is None
+
+    def no_span(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a span was started with no tracer provider")
+
+    for name in ("span", "sample_span", "gen_ai_span", "start_span", "attached_context"):
+        monkeypatch.setattr(tracing, name, no_span)
     metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
     assert math.isfinite(metric.score(user_input=QUESTION, response=ANSWER).value)
+    results = metric.batch_score([{"user_input": QUESTION, "response": ANSWER}] * 3)
+    assert all(math.isfinite(r.value) for r in results)
 
 
 def test_a_scored_sample_is_a_span_under_the_callers_with_its_calls_and_probes(spans):
