@@ -209,7 +209,8 @@ def metric_loop(variant: str, rows: list[dict[str, str]], judge: Any, embeddings
 def traced(run: Any) -> Any:
     """``run`` with a tracer provider of the package's own set for its length: the SDK's batch
     span processor (a queue large enough that no span is dropped) into an in-memory exporter,
-    flushed before the run ends, so exporting counts too. ``.spans`` holds the last run's."""
+    flushed before the run ends, so exporting counts too. ``.spans``: how many the last run
+    exported."""
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -221,7 +222,6 @@ def traced(run: Any) -> Any:
     provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1_000_000))
 
     async def loop() -> None:
-        exporter.clear()
         previous = tracing.use_provider(provider)
         try:
             await run()
@@ -229,6 +229,7 @@ def traced(run: Any) -> Any:
             tracing.use_provider(previous)
             provider.force_flush()
             loop.spans = len(exporter.get_finished_spans())  # type: ignore[attr-defined]
+            exporter.clear()  # kept, they would weigh on the other rows' garbage collections
 
     return loop
 
