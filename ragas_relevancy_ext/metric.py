@@ -134,25 +134,16 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
             batch_embeddings=self.batch_embeddings,
         )
 
-    async def ascore(  # type: ignore[override]
-        self,
-        user_input: str,
-        response: str,
-        *,
-        _limiter: Any = None,
-        _embedder: RunEmbedder | None = None,
-    ) -> RelevancyResult:
+    async def ascore(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Score one sample; the result's ``.report`` lists every probe."""
-        limiter = _limiter or asyncio.Semaphore(self.max_concurrency)
         report = await score_sample(
             user_input,
             response,
             llm=self.llm,
             embeddings=self.embeddings,
             options=self.probe_options(),
-            limiter=limiter,
+            limiter=asyncio.Semaphore(self.max_concurrency),
             adapted=self.adapted,
-            embedder=_embedder,
         )
         return RelevancyResult(report)
 

@@ -24,7 +24,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli import setup as cli_setup
-from ragas_relevancy_ext.cli.providers import Built, Spec
+from ragas_relevancy_ext.cli.providers import Built, MissingKeyError, ProviderError, Spec
 from ragas_relevancy_ext.scoring import languages
 from ragas_relevancy_ext.store.cache import CachedJudge, disk_store
 from ragas_relevancy_ext.store.sqlite import SqliteStore
@@ -233,3 +233,41 @@ def test_a_store_that_cannot_be_written_warns_once_and_keeps_every_score(tmp_pat
     warnings = [line for line in capsys.readouterr().err.splitlines() if "warning:" in line]
     assert len(warnings) == 1 and "cache is off" in warnings[0]
     assert cached.off is not None
+
+
+def test_a_judge_that_fails_to_build_leaves_no_import_running(monkeypatch) -> None:
+    # pytest's own in-process runs read sys.modules after a command fails: an import still
+    # running in a thread would change it under them
+    failed = threading.Event()
+    finished: list[bool] = []
+
+    def import_local_model() -> None:
+        # held until the judge has failed, then while prepare waits (or until the test looks)
+        failed.wait(timeout=60)
+        returned.wait(timeout=0.5)
+        finished.append(True)
+
+    def build_judge(spec: str, **kwargs: Any) -> Built:
+        failed.set()
+        raise ProviderError("the judge cannot be built")
+
+    returned = threading.Event()
+    monkeypatch.setattr(cli_setup, "_import_local_model", import_local_model)
+    monkeypatch.setattr(cli_setup, "local_extra_installed", lambda: True)
+    monkeypatch.setattr(cli_setup, "build_judge", build_judge)
+    monkeypatch.delitem(sys.modules, cli_setup.LOCAL_MODEL_MODULE, raising=False)
+    with pytest.raises(ProviderError):
+        cli_setup.prepare(cli_setup.Settings(embeddings="local"))
+    assert finished == [True]  # the import had ended before prepare raised
+    returned.set()
+
+
+def test_a_missing_key_fails_before_the_local_model_import_starts(monkeypatch) -> None:
+    started: list[bool] = []
+    monkeypatch.setattr(cli_setup, "_import_local_model", lambda: started.append(True))
+    monkeypatch.setattr(cli_setup, "local_extra_installed", lambda: True)
+    monkeypatch.delitem(sys.modules, cli_setup.LOCAL_MODEL_MODULE, raising=False)
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(MissingKeyError, match="OPENAI_API_KEY"):
+        cli_setup.prepare(cli_setup.Settings(judge="openai:gpt-4o-mini", embeddings="local"))
+    assert started == []

@@ -202,6 +202,7 @@ def prepare(
     ``say``: told what is being waited for, as it changes (a status line's text).
     """
     say = say or (lambda text: None)
+    check_settings(settings)  # a bad spec or a missing key fails before any thread starts
     # instructor's per-attempt log lines are not printed: each failure is said once, masked
     logging.getLogger("instructor").addHandler(logging.NullHandler())
     local = None  # the local model's library loads in a thread while RAGAS loads here
@@ -216,15 +217,17 @@ def prepare(
         )
         local.start()
         say("loading RAGAS and the local model (sentence-transformers)…")
-    judge = build_judge(
-        settings.judge,
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
-    )
-    if local is not None:
-        say("loading the local model (sentence-transformers)…")
-        local.join()
+    try:
+        judge = build_judge(
+            settings.judge,
+            base_url=settings.base_url,
+            max_retries=settings.max_retries,
+            timeout=settings.timeout,
+        )
+    finally:  # never return, even with an error, while the import thread changes sys.modules
+        if local is not None:
+            say("loading the local model (sentence-transformers)…")
+            local.join()
     embeddings = build_embeddings(
         settings.embeddings,
         base_url=_embeddings_url(settings, judge.spec.provider),

@@ -200,17 +200,27 @@ def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
     """Every sample scored at once on one embedder that sends every sample's probes in one
     request (15 texts) and the 4 distinct questions in another."""
     from ragas_relevancy_ext.run.batching import RunEmbedder
+    from ragas_relevancy_ext.scoring.sample import score_sample
 
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server), embeddings=embeddings, strictness=3
     )
     embedder = RunEmbedder(embeddings, max_batch=3 * len(SAMPLES), window=2.0)
 
-    async def score_all() -> list[Any]:
-        results = await asyncio.gather(
-            *(metric.ascore(s["user_input"], s["response"], _embedder=embedder) for s in SAMPLES)
+    async def one(sample: dict[str, Any]) -> Any:
+        return await score_sample(
+            sample["user_input"],
+            sample["response"],
+            llm=metric.llm,
+            embeddings=embeddings,
+            options=metric.probe_options(),
+            limiter=asyncio.Semaphore(metric.max_concurrency),
+            adapted=metric.adapted,
+            embedder=embedder,
         )
-        return [r.report for r in results]
+
+    async def score_all() -> list[Any]:
+        return list(await asyncio.gather(*(one(s) for s in SAMPLES)))
 
     return asyncio.run(score_all())
 
