@@ -20,6 +20,7 @@ from ragas.metrics.result import MetricResult
 
 from .run.batching import RunEmbedder
 from .run.streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
+from .scoring import tracing
 from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
 from .scoring.languages import AUTO, AdaptedPrompts
@@ -184,17 +185,18 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
             meter = UsageMeter()
             try:
                 user_input, response = _fields(row)
-                report = await score_sample(
-                    user_input,
-                    response,
-                    llm=self.llm,
-                    embeddings=self.embeddings,
-                    options=options,
-                    limiter=limiter.slot(index),
-                    adapted=self.adapted,
-                    embedder=embedder,
-                    meter=meter,
-                )
+                with tracing.row(index):  # under the span its caller gave this row, if any
+                    report = await score_sample(
+                        user_input,
+                        response,
+                        llm=self.llm,
+                        embeddings=self.embeddings,
+                        options=options,
+                        limiter=limiter.slot(index),
+                        adapted=self.adapted,
+                        embedder=embedder,
+                        meter=meter,
+                    )
                 return finished(RelevancyResult(report))
             except RowNotStarted:  # stopped before it asked anything: not a result
                 return None

@@ -65,6 +65,7 @@ class Settings:
     concurrency: int = DEFAULT_MAX_CONCURRENCY
     cache: Path | None = None
     analytics: bool = False
+    otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
 
 DEFAULT_SETTINGS = Settings()
