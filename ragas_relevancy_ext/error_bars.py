@@ -217,9 +217,7 @@ def _variance_parts(
     s = np.asarray(stderrs, dtype=float).reshape(-1)[keep]
     s = s[np.isfinite(s)]
     within = float(np.mean(s * s)) if s.size else math.nan
-    if not math.isfinite(within):
-        return total, within
-    return max(total - within, 0.0), within
+    return (max(total - within, 0.0) if math.isfinite(within) else total), within
 
 
 def question_key(user_input: Any, id_value: Any = None) -> tuple[str, str]:
@@ -398,8 +396,7 @@ def best_threshold(
     cut = _youden(s, g)
     low = high = math.nan
     if math.isfinite(cut):
-        rng = np.random.default_rng(seed)
-        picks = rng.integers(0, s.size, size=(resamples, s.size))
+        picks = np.random.default_rng(seed).integers(0, s.size, size=(resamples, s.size))
         values = np.array([_youden(s[p], g[p]) for p in picks])
         values = values[np.isfinite(values)]
         if values.size:

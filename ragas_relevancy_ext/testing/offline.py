@@ -152,9 +152,8 @@ class PretendJudge(_RecordingJudge):
             fresh = [v for v in variants if v.lower() not in taken] or variants
             items = [{"question": fresh[i % len(fresh)], "noncommittal": flag} for i in range(n)]
             return response_model.model_validate({"probes": items})
-        previous = data.get("previous_questions") or []
-        if previous:
-            question = self._VARIANTS[len(previous) % len(self._VARIANTS)].format(q=question)
+        asked = len(data.get("previous_questions") or [])  # sequential: the next wording
+        question = self._VARIANTS[asked % len(self._VARIANTS)].format(q=question)
         if data.get("angle") is not None:  # word it as the angle asks, skipping taken wordings
             base = str(data["angle"]).split(" (wording ", 1)[0]
             start = ANGLES.index(base) if base in ANGLES else zlib.crc32(base.encode())
@@ -319,9 +318,9 @@ def pretend_reply_text(prompt: str) -> str:
         data = prompt_input(prompt)
     except ValueError:
         data = {}
-    if "Statements to translate:\n" in prompt or "statements" in data:
-        return Translated(statements=_to_translate(prompt)).model_dump_json()
     model = DiverseProbeOutput if "n" in data else AnswerRelevanceOutput
+    if "Statements to translate:\n" in prompt or "statements" in data:
+        model = Translated
     return PretendJudge()._reply(prompt, model).model_dump_json()
 
 
