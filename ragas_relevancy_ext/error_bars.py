@@ -6,7 +6,7 @@ After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640); normal quan
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
@@ -240,19 +240,16 @@ class Pairing:
 
 def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> Pairing:
     """Pair rows by key, whatever their order: the k-th row of A with a key and of B."""
-    where_b: dict[Hashable, list[int]] = defaultdict(list)
+    left: dict[Hashable, deque[int]] = defaultdict(deque)  # B's rows not paired yet, in order
     for j, key in enumerate(keys_b):
-        where_b[key].append(j)
-    queues = {key: iter(rows) for key, rows in where_b.items()}  # B's rows left, in row order
+        left[key].append(j)
     pairs, only_a = [], []
     for i, key in enumerate(keys_a):
-        j = next(queues.get(key, iter(())), None)
-        if j is None:
-            only_a.append(i)
+        if left.get(key):
+            pairs.append((i, left[key].popleft()))
         else:
-            pairs.append((i, j))
-    paired_b = {j for _, j in pairs}
-    only_b = [j for j in range(len(keys_b)) if j not in paired_b]
+            only_a.append(i)
+    only_b = sorted(j for rows in left.values() for j in rows)
     repeated = {k for keys in (keys_a, keys_b) for k, c in Counter(keys).items() if c > 1}
     return Pairing(pairs, only_a, only_b, len(repeated))
 

@@ -43,18 +43,8 @@ class DataFileError(UsageError):
     """The file as a whole cannot be read as samples."""
 
 
-class _Located:
-    number: int
-    line: int | None
-
-    @property
-    def where(self) -> str:
-        """``row 3, line 4``: the data row, and the file line when the format has lines."""
-        return f"row {self.number}" + (f", line {self.line}" if self.line is not None else "")
-
-
 @dataclass(frozen=True)
-class Row(_Located):
+class Row:
     """One usable sample: its data row number, its two texts, every other column, its line."""
 
     number: int
@@ -65,7 +55,7 @@ class Row(_Located):
 
 
 @dataclass(frozen=True)
-class BadRow(_Located):
+class BadRow:
     """A row that cannot be scored, and why; its texts as text and its other columns, kept."""
 
     number: int
@@ -74,6 +64,11 @@ class BadRow(_Located):
     user_input: str = ""
     response: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def where(self) -> str:
+        """``row 3, line 4``: the data row, and the file line when the format has lines."""
+        return f"row {self.number}" + (f", line {self.line}" if self.line is not None else "")
 
 
 Entry = Row | BadRow
@@ -203,7 +198,7 @@ class Source:
 
     def _check_columns(self, columns: set[str]) -> None:
         if not columns:
-            return  # every row is bad; read_rows lists them
+            return  # every row is bad; scan lists them
         names = sorted(columns)
         found = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
         for column in self.mapping:
