@@ -193,30 +193,25 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
     return [Usage(*parts) for parts in zip(*columns, strict=True)]
 
 
-def _amount(value: int, per: int) -> str:
-    return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
-
-
-def _tokens(values: Sequence[int | None], names: Sequence[str], per: int) -> str:
-    if any(v is None for v in values):
-        return f"tokens {NOT_REPORTED}"
-    amounts = " + ".join(
-        f"{_amount(v, per)} {name}".rstrip() for v, name in zip(values, names, strict=True)
-    )
-    return f"{amounts} tokens"
-
-
 def format_usage(usage: Usage | None, per: int = 1) -> str:
     """One line: requests and tokens of judge and embeddings, "not reported" where unknown;
     with ``per`` > 1, each figure divided by it (a mean per row)."""
     if usage is None:
         return f"usage {NOT_REPORTED}"
-    judge = _tokens(
-        [usage.judge_prompt_tokens, usage.judge_completion_tokens], ["prompt", "completion"], per
+
+    def amount(value: int) -> str:
+        return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
+
+    def tokens(*parts: tuple[int | None, str]) -> str:
+        if any(value is None for value, _ in parts):
+            return f"tokens {NOT_REPORTED}"
+        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in parts) + " tokens"
+
+    judge = tokens(
+        (usage.judge_prompt_tokens, "prompt"), (usage.judge_completion_tokens, "completion")
     )
-    embeddings = _tokens([usage.embedding_tokens], [""], per)
     return (
-        f"judge {_amount(usage.judge_requests, per)} request(s), {judge} | embeddings "
-        f"{_amount(usage.embedding_requests, per)} request(s), {embeddings} | "
-        f"cached {_amount(usage.cached, per)}"
+        f"judge {amount(usage.judge_requests)} request(s), {judge} | embeddings "
+        f"{amount(usage.embedding_requests)} request(s), {tokens((usage.embedding_tokens, ''))} | "
+        f"cached {amount(usage.cached)}"
     )
