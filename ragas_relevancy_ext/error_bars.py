@@ -337,10 +337,29 @@ def detectable_drop(
     return z * math.sqrt(variance) / math.sqrt(n)
 
 
-def rows_needed(detect: float, **design: Any) -> int:
-    """Pairs needed to find a drop of ``detect``: the inverse of :func:`detectable_drop`,
-    which takes the same keywords (``between``, ``within``, ``strictness_then``, ...)."""
-    return max(2, math.ceil((detectable_drop(1, **design) / detect) ** 2))
+def rows_needed(
+    detect: float,
+    *,
+    between: float,
+    within: float,
+    strictness_then: int,
+    strictness: int,
+    correlation: float = 0.5,
+    alpha: float = 0.05,
+    power: float = POWER,
+) -> int:
+    """Pairs needed to find a drop of ``detect``: the inverse of :func:`detectable_drop`."""
+    one = detectable_drop(
+        1,
+        between=between,
+        within=within,
+        strictness_then=strictness_then,
+        strictness=strictness,
+        correlation=correlation,
+        alpha=alpha,
+        power=power,
+    )
+    return max(2, math.ceil((one / detect) ** 2))
 
 
 @dataclass(frozen=True)
