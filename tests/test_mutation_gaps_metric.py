@@ -1,6 +1,7 @@
 """What the modern metric must keep, found unchecked by mutation testing of ``metric.py``: one
-translation per metric and language across calls, and a run that ``early_stop`` stops sends
-one request at a time and sets ``stop``."""
+translation per metric and language across calls, a run that ``early_stop`` stops sends one
+request at a time and sets ``stop``, rows read ahead, error texts, and each row traced under the
+span its caller gave it."""
 
 from __future__ import annotations
 
@@ -8,8 +9,16 @@ import asyncio
 import math
 from typing import Any
 
+import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.run.streaming import EarlyStop
+from ragas_relevancy_ext.scoring import tracing
+from ragas_relevancy_ext.scoring.tracing import SAMPLE_SPAN
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 ROWS = [
@@ -189,3 +198,27 @@ def test_other_stock_arguments_reach_stock() -> None:
         llm=PretendJudge(), embeddings=HashEmbeddings(), allowed_values=(0.0, 2.0)
     )
     assert metric.allowed_values == (0.0, 2.0)
+
+
+def test_each_row_is_traced_under_the_span_its_caller_gave_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    tracer = trace.get_tracer("caller")
+    parents = [tracer.start_span(f"row {i}") for i in range(3)]
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
+
+    async def batch() -> None:
+        with tracing.row_parents([trace.set_span_in_context(p) for p in parents]):
+            await metric.abatch_score(ROWS[:3])
+
+    asyncio.run(batch())
+    for parent in parents:
+        parent.end()
+    samples = [s for s in exporter.get_finished_spans() if s.name.startswith(SAMPLE_SPAN)]
+    by_parent = {s.parent.span_id: s for s in samples if s.parent is not None}
+    assert set(by_parent) == {p.get_span_context().span_id for p in parents}
+    provider.shutdown()
