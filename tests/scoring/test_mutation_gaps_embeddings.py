@@ -22,6 +22,7 @@ from ragas_relevancy_ext.scoring.embeddings import (
     embed_one,
     embed_question_and_probes,
     embed_texts,
+    embeddings_kind,
     metered,
     request_slot,
     usage_http_client,
@@ -354,3 +355,54 @@ def test_langchain_embeddings_holding_a_client_get_the_module_loaded_too() -> No
     embeddings = Held()
     asyncio.run(embed_one(embeddings, "a"))
     assert embeddings.loaded == [True]
+
+
+def test_embeddings_kinds_are_named_and_anything_else_is_refused_by_type() -> None:
+    assert embeddings_kind(HashEmbeddings()) == "modern"
+    assert embeddings_kind(LangchainHashEmbeddings()) == "langchain"
+    with pytest.raises(TypeError) as caught:
+        embeddings_kind(Counting())
+    assert str(caught.value) == (
+        "embeddings must be a ragas BaseRagasEmbedding, a legacy BaseRagasEmbeddings or a "
+        "LangChain Embeddings, got Counting"
+    )
+
+
+class Chunks(httpx.AsyncByteStream, httpx.SyncByteStream):
+    """A body that arrives in chunks, as a streamed reply does."""
+
+    def __iter__(self) -> Any:
+        yield b'{"usage": {"total_tokens": 5}}'
+
+    async def __aiter__(self) -> Any:
+        yield b'{"usage": {"total_tokens": 5}}'
+
+
+def _streamed(path: str) -> httpx.Response:
+    request = httpx.Request("POST", f"https://api.example.com/v1{path}")
+    return httpx.Response(200, stream=Chunks(), request=request)
+
+
+def test_the_hooks_leave_other_answers_and_answers_outside_a_call_unread() -> None:
+    (async_hook,) = usage_http_client().event_hooks["response"]
+    (sync_hook,) = usage_http_client(is_async=False).event_hooks["response"]
+    outside = [_streamed("/embeddings"), _streamed("/chat/completions")]
+    for response in outside:
+        asyncio.run(async_hook(response))
+        sync_hook(response)
+    inside = [_streamed("/chat/completions"), _streamed("/chat/completions")]
+
+    async def call() -> None:
+        await async_hook(inside[0])
+        sync_hook(inside[1])
+
+    async def run() -> Any:
+        with metering() as meter:
+            await metered(object(), call())
+        return meter.usage
+
+    usage = asyncio.run(run())
+    assert (usage.embedding_requests, usage.embedding_tokens) == (1, None)
+    for response in outside + inside:
+        with pytest.raises(httpx.ResponseNotRead):
+            _ = response.content
