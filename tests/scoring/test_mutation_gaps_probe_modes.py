@@ -10,7 +10,10 @@ from typing import Any
 
 import pytest
 from langchain_core.callbacks import BaseCallbackHandler
+from ragas.callbacks import ChainType
+from ragas.llms.base import LangchainLLMWrapper
 from ragas.prompt import PydanticPrompt
+from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.errors import JudgeReplyError
@@ -22,10 +25,16 @@ from ragas_relevancy_ext.scoring.probe_modes import (
     collect_probes,
     normalise_question,
     register,
+    render,
     resolve_probe_prompt,
 )
 from ragas_relevancy_ext.scoring.prompts import AngleProbePrompt, DiverseProbePrompt
-from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
+from ragas_relevancy_ext.testing.offline import (
+    HashEmbeddings,
+    PretendJudge,
+    ScriptedChatModel,
+    ScriptedJudge,
+)
 
 RESPONSE = "Refunds reach your card within five working days of the return."
 
@@ -167,13 +176,23 @@ def test_offer_says_whether_it_kept_the_probe() -> None:
 
 
 class ChainStarts(BaseCallbackHandler):
-    """Notes the name of each traced chain."""
+    """Notes each traced chain: its name and metadata when it starts, and how it ends."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.metadata: list[Any] = []
+        self.ends: list[Any] = []
+        self.errors: list[BaseException] = []
 
     def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
         self.names.append(kwargs.get("name") or (serialized or {}).get("name", "?"))
+        self.metadata.append(kwargs.get("metadata"))
+
+    def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+        self.ends.append(outputs)
+
+    def on_chain_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.errors.append(error)
 
 
 @pytest.mark.parametrize("trace_name", [None, "probe_prompt"])
@@ -187,3 +206,98 @@ def test_a_prompt_step_is_traced_only_when_named(trace_name: str | None) -> None
     assert probes.questions == [P1, P2]
     assert handler.names == ([] if trace_name is None else [trace_name])
 
+
+def test_a_traced_prompt_step_is_marked_as_a_ragas_prompt() -> None:
+    handler = ChainStarts()
+    mode, prompt = resolve_probe_prompt("diverse")
+    judge = ScriptedJudge([[(P1, 0), (P2, 0)]])
+    asyncio.run(collect_probes(judge, mode, prompt, RESPONSE, 2, None, [handler], "probes"))
+    assert handler.metadata == [{"type": ChainType.RAGAS_PROMPT}]
+    assert len(handler.ends) == 1 and not handler.errors
+
+
+def test_a_traced_prompt_step_ends_with_the_error_that_stopped_it() -> None:
+    handler = ChainStarts()
+    mode, prompt = resolve_probe_prompt("sequential")
+    failure = ConnectionError("judge unreachable")
+    judge = ScriptedJudge([(P1, 0), failure])
+    with pytest.raises(ConnectionError):
+        asyncio.run(collect_probes(judge, mode, prompt, RESPONSE, 2, None, [handler], "probes"))
+    assert handler.errors == [failure]
+    assert handler.ends == []
+
+
+def test_our_modes_read_a_ragas_judge_s_reply_without_ragas_repair_requests() -> None:
+    model = ScriptedChatModel(replies={RESPONSE: ["no JSON here", [(P1, 0), (P2, 0)]]})
+    mode, prompt = resolve_probe_prompt("diverse")
+    probes = asyncio.run(collect_probes(LangchainLLMWrapper(model), mode, prompt, RESPONSE, 2))
+    assert probes.questions == [P1, P2]
+    assert probes.judge_calls == 2
+    assert probes.notes == [
+        "call 1: reply did not parse (JudgeReplyError: judge reply holds no JSON object: "
+        "'no JSON here')"
+    ]
+
+
+def test_a_prompt_without_models_fits_no_mode() -> None:
+    class Bare(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+
+    class BareModern(BasePrompt):
+        instruction = "Say something."
+
+        def to_string(self, data: Any = None) -> str:
+            return self.instruction
+
+    for prompt in (Bare(), BareModern()):
+        with pytest.raises(TypeError, match=r"has input/output models None/None, which fit no"):
+            resolve_probe_prompt(prompt)
+
+
+def test_a_prompt_fitting_no_mode_is_told_every_mode_s_models() -> None:
+    class Bare(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+
+    with pytest.raises(TypeError) as caught:
+        resolve_probe_prompt(Bare())
+    assert str(caught.value).endswith(
+        "a probe prompt needs the input/output models of one of "
+        "(diverse: DiverseProbeInput/DiverseProbeOutput; "
+        "sequential: SequentialProbeInput/AnswerRelevanceOutput; "
+        "stock: AnswerRelevanceInput/AnswerRelevanceOutput or "
+        "ResponseRelevanceInput/ResponseRelevanceOutput; "
+        "angles: AngleProbeInput/AngleProbeOutput)"
+    )
+
+
+def test_a_mode_lists_its_legacy_prompt_class_only_when_it_has_one() -> None:
+    assert MODES["diverse"].prompt_classes() == [DiverseProbePrompt]
+    assert [c.__name__ for c in MODES["stock"].prompt_classes()] == [
+        "AnswerRelevancePrompt",
+        "ResponseRelevancePrompt",
+    ]
+
+
+class Shouting(DiverseProbePrompt):
+    """A prompt that edits its input before rendering, as RAGAS lets a prompt do."""
+
+    def process_input(self, input: Any) -> Any:
+        return input.model_copy(update={"response": input.response.upper()})
+
+
+def test_render_sends_the_input_as_the_prompt_processes_it() -> None:
+    prompt = Shouting()
+    data = prompt.input_model(response=RESPONSE, n=2)
+    for _ in range(2):  # rendered, then from the kept head
+        text = render(prompt, data)
+        assert text == prompt.to_string(prompt.process_input(data))
+        assert RESPONSE.upper() in text and RESPONSE not in text
+
+
+def test_render_leaves_out_empty_fields_after_a_kept_head() -> None:
+    prompt = DiverseProbePrompt()
+    with_avoid = prompt.input_model(response=RESPONSE, n=2, avoid=[P1])
+    without = prompt.input_model(response=RESPONSE, n=2)
+    assert render(prompt, with_avoid) == prompt.to_string(with_avoid)
+    assert render(prompt, without) == prompt.to_string(without)
+    assert "avoid" not in render(prompt, without).rsplit("input: ", 1)[1]
