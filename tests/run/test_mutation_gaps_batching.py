@@ -240,3 +240,64 @@ def test_what_a_run_embedder_says_it_is_and_how_many_rows_it_keeps_in_flight() -
     per_text = RunEmbedder(OneTextPerCall(HashEmbeddings()))
     assert per_text.coalesce is False
     assert per_text.rows_in_flight(3) == 3
+
+
+class Slots:
+    """A limiter that counts the slots taken."""
+
+    def __init__(self) -> None:
+        self.taken = 0
+
+    async def __aenter__(self) -> None:
+        self.taken += 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+def test_each_retry_after_a_failed_shared_request_takes_a_slot_of_its_own() -> None:
+    slots = Slots()
+    embeddings = Recorder(bad=["How long do refunds take?"])
+    run_samples(RunEmbedder(embeddings, slots), SAMPLES)
+    # the shared questions and probes requests, then each sample's probes alone
+    assert len(embeddings.requests) == 5
+    assert slots.taken == 5
+
+
+class Gated(Recorder):
+    """Recorder whose requests holding ``held`` note that they ``started``, then wait until
+    ``gate`` opens."""
+
+    def __init__(self, held: str, bad: Sequence[str] = ()):
+        super().__init__(bad=bad)
+        self.held, self.started, self.gate = held, asyncio.Event(), asyncio.Event()
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        if self.held in texts:
+            self.started.set()
+            await self.gate.wait()
+        return await super().aembed_texts(texts, **kwargs)
+
+
+def test_a_sample_whose_question_failed_takes_back_its_probes_not_yet_sent() -> None:
+    # the question's request is already under way for another caller when the sample comes,
+    # and fails while the sample's probes still wait for their window: they are never sent
+    embeddings = Gated(held="Q bad?", bad=["Q bad?"])
+    embedder = RunEmbedder(embeddings, window=0.5)
+
+    async def run() -> Any:
+        first = asyncio.ensure_future(embedder.question("Q bad?"))
+        await embeddings.started.wait()
+        sample = asyncio.ensure_future(_sample(embedder, "Q bad?", ["pa?", "pb?"]))
+        for _ in range(3):
+            await asyncio.sleep(0)
+        embeddings.gate.set()
+        result = await sample
+        with pytest.raises(ValueError):
+            await first
+        return result
+
+    failed, usage = asyncio.run(run())
+    assert str(failed) == "refused ['Q bad?']"
+    assert embeddings.requests == [["Q bad?"]]
+    assert usage.embedding_requests == 0  # the question's request is its first caller's
