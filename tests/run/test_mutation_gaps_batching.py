@@ -301,3 +301,48 @@ def test_a_sample_whose_question_failed_takes_back_its_probes_not_yet_sent() -> 
     assert str(failed) == "refused ['Q bad?']"
     assert embeddings.requests == [["Q bad?"]]
     assert usage.embedding_requests == 0  # the question's request is its first caller's
+
+
+def test_asking_again_after_differing_widths_takes_a_slot_per_request() -> None:
+    slots = Slots()
+    embeddings = Recorder(wide=lambda texts: len(texts) >= 4)
+    run_samples(RunEmbedder(embeddings, slots), SAMPLES)
+    # the shared questions (3) and probes (6, wide) requests, then each sample's two alone
+    assert len(embeddings.requests) == 2 + 2 * len(SAMPLES)
+    assert slots.taken == len(embeddings.requests)
+
+
+def test_differing_widths_in_a_sample_s_own_requests_name_the_embeddings() -> None:
+    embeddings = Recorder(wide=lambda texts: len(texts) >= 2)
+    ((error, _),) = run_samples(RunEmbedder(embeddings, coalesce=False), [SAMPLES[0]])
+    assert isinstance(error, EmbeddingShapeError)
+    assert str(error) == (
+        "Recorder returned a vector of length 8 for the question but vectors of length 16 "
+        "for the 2 probe(s)"
+    )
+    assert len(embeddings.requests) == 2  # not asked again: these were its own requests
+
+
+class Stop(BaseException):
+    """Something that stops a run, beyond an error (as KeyboardInterrupt does)."""
+
+
+class StopOnQuestion(Gated):
+    """Probes wait for a gate that never opens; the question's request raises :class:`Stop`."""
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        if texts == ["Q stop?"]:
+            raise Stop
+        return await super().aembed_texts(texts, **kwargs)
+
+
+def test_a_sample_stopped_while_its_question_is_embedded_stops_with_the_same_signal() -> None:
+    embeddings = StopOnQuestion(held="p?")
+    embedder = RunEmbedder(embeddings, coalesce=False)
+
+    async def run() -> None:
+        with pytest.raises(Stop):
+            await embedder.question_and_probes("Q stop?", ["p?"])
+
+    asyncio.run(run())
+    assert embeddings.requests == []  # the probes' request was cancelled while it waited
