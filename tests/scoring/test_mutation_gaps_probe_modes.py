@@ -301,3 +301,12 @@ def test_render_leaves_out_empty_fields_after_a_kept_head() -> None:
     assert render(prompt, with_avoid) == prompt.to_string(with_avoid)
     assert render(prompt, without) == prompt.to_string(without)
     assert "avoid" not in render(prompt, without).rsplit("input: ", 1)[1]
+
+
+def test_a_prompt_with_a_mode_s_input_model_but_no_output_model_fits_no_mode() -> None:
+    class HalfMade(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+        input_model = DiverseProbePrompt.input_model
+
+    with pytest.raises(TypeError, match=r"has input/output models DiverseProbeInput/None, which"):
+        resolve_probe_prompt(HalfMade())
