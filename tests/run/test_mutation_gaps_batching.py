@@ -346,3 +346,38 @@ def test_a_sample_stopped_while_its_question_is_embedded_stops_with_the_same_sig
 
     asyncio.run(run())
     assert embeddings.requests == []  # the probes' request was cancelled while it waited
+
+
+def test_a_full_request_leaves_at_once_without_waiting_for_its_window() -> None:
+    embeddings = Recorder()
+    embedder = RunEmbedder(embeddings, max_batch=2, window=60.0)
+
+    async def run() -> list[list[str]]:
+        asked = [asyncio.ensure_future(embedder.question(q)) for q in ("a?", "b?")]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        sent = list(embeddings.requests)
+        for task in asked:
+            task.cancel()
+        await asyncio.gather(*asked, return_exceptions=True)
+        return sent
+
+    assert asyncio.run(run()) == [["a?", "b?"]]
+
+
+def test_a_shared_request_cut_off_when_its_run_ends_ends_quietly() -> None:
+    embeddings = Gated(held="p?")
+    reported: list[dict[str, Any]] = []
+
+    async def run() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _, context: reported.append(context)
+        )
+        embedder = RunEmbedder(embeddings, window=0.0)
+        asyncio.ensure_future(embedder.question_and_probes("q?", ["p?"]))
+        await embeddings.started.wait()
+        # the run ends here, its probes' request still under way: asyncio.run cancels it
+
+    asyncio.run(run())
+    assert embeddings.started.is_set()
+    assert reported == []
