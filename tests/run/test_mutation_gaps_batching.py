@@ -381,3 +381,11 @@ def test_a_shared_request_cut_off_when_its_run_ends_ends_quietly() -> None:
     asyncio.run(run())
     assert embeddings.started.is_set()
     assert reported == []
+
+
+def test_without_coalescing_each_request_takes_a_slot() -> None:
+    slots = Slots()
+    embeddings = Recorder()
+    run_samples(RunEmbedder(embeddings, slots, coalesce=False), SAMPLES)
+    assert len(embeddings.requests) == 2 * len(SAMPLES)
+    assert slots.taken == len(embeddings.requests)
