@@ -389,3 +389,21 @@ def test_without_coalescing_each_request_takes_a_slot() -> None:
     run_samples(RunEmbedder(embeddings, slots, coalesce=False), SAMPLES)
     assert len(embeddings.requests) == 2 * len(SAMPLES)
     assert slots.taken == len(embeddings.requests)
+
+
+def test_texts_short_of_a_full_request_wait_for_their_window_after_a_full_one_left() -> None:
+    embeddings = Recorder()
+    embedder = RunEmbedder(embeddings, max_batch=3, window=60.0)
+
+    async def run() -> list[list[str]]:
+        await asyncio.gather(*(embedder.question(q) for q in ("a?", "b?", "c?")))
+        waiting = [asyncio.ensure_future(embedder.question(q)) for q in ("d?", "e?")]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        sent = list(embeddings.requests)
+        for task in waiting:
+            task.cancel()
+        await asyncio.gather(*waiting, return_exceptions=True)
+        return sent
+
+    assert asyncio.run(run()) == [["a?", "b?", "c?"]]
