@@ -407,3 +407,14 @@ def test_texts_short_of_a_full_request_wait_for_their_window_after_a_full_one_le
         return sent
 
     assert asyncio.run(run()) == [["a?", "b?", "c?"]]
+
+
+def test_a_request_takes_no_more_than_max_batch_texts_of_one_text_shares() -> None:
+    embeddings = Recorder()
+    embedder = RunEmbedder(embeddings, max_batch=3)
+
+    async def run() -> None:
+        await asyncio.gather(*(embedder.question(q) for q in ("a?", "b?", "c?", "d?")))
+
+    asyncio.run(run())
+    assert embeddings.requests == [["a?", "b?", "c?"], ["d?"]]
