@@ -9,10 +9,15 @@ import functools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, astuple, dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 NOT_REPORTED = "not reported"
+
+
+def _values(data: Any) -> tuple[Any, ...]:
+    """A dataclass's field values in order (``dataclasses.astuple`` deep-copies each: slow)."""
+    return tuple(getattr(data, name) for name in data.__dataclass_fields__)
 
 
 def _add(a: int | None, b: int | None) -> int | None:
@@ -33,7 +38,7 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Field-by-field sum; a token field not reported on either side stays not reported."""
-        return Usage(*map(_add, astuple(self), astuple(other)))
+        return Usage(*map(_add, _values(self), _values(other)))
 
     __add__ = add
 
@@ -84,7 +89,7 @@ class Prices:
     embeddings: float | None = None
 
     def __str__(self) -> str:
-        judge_in, judge_out, embeddings = ("?" if v is None else f"{v:g}" for v in astuple(self))
+        judge_in, judge_out, embeddings = ("?" if v is None else f"{v:g}" for v in _values(self))
         return f"${judge_in} in, ${judge_out} out, ${embeddings} embeddings per million tokens"
 
 
@@ -188,7 +193,7 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
     """``usage`` of one shared request split over its callers by ``weights``, so the parts add
     up to exactly ``usage``; a field not reported stays so."""
     columns = [
-        [None] * len(weights) if v is None else apportion(v, weights) for v in astuple(usage)
+        [None] * len(weights) if v is None else apportion(v, weights) for v in _values(usage)
     ]
     return [Usage(*parts) for parts in zip(*columns, strict=True)]
 
