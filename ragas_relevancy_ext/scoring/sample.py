@@ -26,7 +26,7 @@ from .usage import Usage, UsageMeter, metering
 if TYPE_CHECKING:
     from ragas.prompt.metrics.base_prompt import BasePrompt
 
-    from ..run.batching import RunEmbedder
+    from ..run.batching import RowEmbeddings
     from .embeddings import Embeddings
     from .judges import Judge
 
@@ -111,7 +111,7 @@ async def score_sample(
     callbacks: Any = None,
     trace_name: str | None = None,
     adapted: AdaptedPrompts | None = None,
-    embedder: RunEmbedder | None = None,
+    embedder: RowEmbeddings | None = None,
     meter: UsageMeter | None = None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample; the report carries what it cost.
