@@ -10,7 +10,6 @@ before any arithmetic sees them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -22,6 +21,7 @@ from ragas.embeddings.base import BaseRagasEmbedding
 
 from .errors import EmbeddingCallError
 from .run.scheduler import Row, Scheduler
+from .scoring import aio
 from .scoring.aio import run_sync
 from .scoring.embeddings import (
     Embeddings,
@@ -92,7 +92,7 @@ class OneTextPerCall(BaseRagasEmbedding):
         limit = self._limit()
 
         async def one(index: int, text: str) -> Any:
-            async with limit.slot(), slot if slot is not None else contextlib.nullcontext():
+            async with limit.slot(), aio.request(slot, "embeddings", text):
                 try:
                     return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:

@@ -27,7 +27,7 @@ from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
 from .results import REPORT_TRACE
 from .run.batching import RunEmbedder
-from .run.scheduler import Scheduler
+from .run.scheduler import RateLimits, Scheduler
 from .scoring.embeddings import embeddings_kind
 from .scoring.judges import judge_kind
 from .scoring.languages import AUTO, AdaptedPrompts, detector_ready
@@ -81,6 +81,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     batch_embeddings: rows scored concurrently in one run share embedding requests (up to 64
         texts each); False sends two per row, as stock. Never for embeddings that send a
         request per text (``OneTextPerCall``). A question met again in a run is embedded once.
+    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` an ``evaluate``
+        run keeps to; fields left None are learned from the provider's headers and 429s.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -93,6 +95,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     language: str = AUTO
     batch_embeddings: bool = True
+    rate_limits: RateLimits | None = None
     _adapted: AdaptedPrompts = field(
         default_factory=AdaptedPrompts, init=False, repr=False, compare=False
     )
@@ -193,7 +196,9 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
-        calls, embeds = self._run.row(self._calls_in_flight(options), self.embeddings, options)
+        calls, embeds = self._run.row(
+            self._calls_in_flight(options), self.embeddings, options, self.rate_limits
+        )
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")
@@ -256,7 +261,9 @@ class _CurrentRun:
         self.batch = True
         self._rows = itertools.count()
 
-    def row(self, limit: int, embeddings: t.Any, options: ProbeOptions) -> t.Any:
+    def row(
+        self, limit: int, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
+    ) -> t.Any:
         """(the row's calls, its embeddings) for the next row of the run."""
         loop = asyncio.get_running_loop()
         scheduler, embedder = self.scheduler, self.embedder
@@ -267,8 +274,9 @@ class _CurrentRun:
             or scheduler.limit != limit
             or embedder.embeddings is not embeddings
             or self.batch != options.batch_embeddings
+            or scheduler.rates != (rates or RateLimits())
         ):
-            scheduler = Scheduler(limit)
+            scheduler = Scheduler(limit, rates=rates)
             embedder = RunEmbedder(embeddings, scheduler, coalesce=options.batch_embeddings)
             self.loop, self.scheduler, self.embedder = loop, scheduler, embedder
             self.batch = options.batch_embeddings

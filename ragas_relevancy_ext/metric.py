@@ -20,7 +20,7 @@ from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockA
 from ragas.metrics.result import MetricResult
 
 from .run.batching import RunEmbedder
-from .run.scheduler import RowNotStarted, Scheduler
+from .run.scheduler import RateLimits, RowNotStarted, Scheduler
 from .run.streaming import EarlyStop, bounded_map
 from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
@@ -69,6 +69,11 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``prompt.adapt`` does.
+    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)``, the provider's
+        requests and tokens per minute a call keeps to (tokens estimated from each request's
+        text before it is sent). Not given (None or a field left None): learned from the
+        provider's ``x-ratelimit-*`` headers and 429s on clients the package builds; a 429 slows
+        every request of the call at once, honouring ``retry-after``.
     batch_embeddings: in ``abatch_score`` (and ``ascore_each``), send the texts of concurrent
         samples in shared embedding requests (up to 64 texts each); False sends two per sample,
         as stock. Never for embeddings that send a request per text (``OneTextPerCall``).
@@ -92,9 +97,11 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         language: str = AUTO,
         batch_embeddings: bool = True,
+        rate_limits: RateLimits | None = None,
         **kwargs: Any,
     ):
         self.max_concurrency = max_concurrency
+        self.rate_limits = rate_limits
         self.language = language
         self.batch_embeddings = batch_embeddings
         self.adapted = AdaptedPrompts()
@@ -138,7 +145,7 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
 
     async def ascore(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Score one sample; the result's ``.report`` lists every probe."""
-        async with Scheduler(self.max_concurrency) as run:
+        async with Scheduler(self.max_concurrency, rates=self.rate_limits) as run:
             report = await score_sample(
                 user_input,
                 response,
@@ -176,7 +183,9 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         ``max_concurrency`` at once.
         """
         options = self.probe_options()
-        run = Scheduler(options.max_concurrency, cautious=early_stop is not None)
+        run = Scheduler(
+            options.max_concurrency, cautious=early_stop is not None, rates=self.rate_limits
+        )
         embedder = RunEmbedder(self.embeddings, run, coalesce=self.batch_embeddings)
 
         def finished(result: RelevancyResult) -> RelevancyResult:

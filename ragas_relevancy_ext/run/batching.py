@@ -39,12 +39,22 @@ from ..scoring.embeddings import (
     embed_texts,
     sends_one_request,
 )
-from ..scoring.usage import Usage, UsageMeter, current_meter, metering, split_usage
+from ..scoring.usage import (
+    Usage,
+    UsageMeter,
+    current_meter,
+    estimate_tokens,
+    metering,
+    split_usage,
+)
 from .scheduler import Row, Scheduler
 
 __all__ = ["DEFAULT_MAX_BATCH", "MAX_REUSED_QUESTIONS", "RowEmbeddings", "RunEmbedder"]
 
 DEFAULT_MAX_BATCH = 64
+# Loop steps between a slot left free and the check of what waits: the row whose call freed it
+# hands in its texts first (its reply goes up through a gather or two).
+FREE_SLOT_STEPS = 4
 # Question vectors kept for reuse in one run, the least recently used dropped first.
 MAX_REUSED_QUESTIONS = 20_000
 
@@ -100,6 +110,7 @@ class _Coalescer:
         self._pending_texts = 0
         self._ahead = 0  # requests started, waiting for a slot
         self._due: float | None = None  # what is waiting goes once the frontier reaches this
+        self._checking = False  # a free slot's check is under way
         self._shares = self._texts = 0  # seen so far: how many rows fill a request
         scheduler.on_frontier.append(self._frontier_moved)
         scheduler.on_free.append(self._slot_free)
@@ -150,7 +161,18 @@ class _Coalescer:
             self.flush()
 
     def _slot_free(self) -> None:
-        if self._due is not None:
+        """A slot was left free: once the row that freed it has handed in its texts (a few
+        loop steps on), what waits goes if nothing is in line."""
+        if self._due is not None and not self._checking:
+            self._checking = True
+            asyncio.get_running_loop().call_soon(self._check_free, FREE_SLOT_STEPS)
+
+    def _check_free(self, steps: int) -> None:
+        if steps > 1:
+            asyncio.get_running_loop().call_soon(self._check_free, steps - 1)
+            return
+        self._checking = False
+        if self._due is not None and not self.scheduler.saturated:
             self.flush()
 
     def _start(self) -> None:
@@ -186,6 +208,7 @@ class _Coalescer:
                 if self.on_take is not None:
                     self.on_take()
                 texts = [text for share in shares for text in share.texts]
+                await self.scheduler.pace("embeddings", estimate_tokens(texts))
                 meter = UsageMeter()
                 try:
                     with metering(meter):

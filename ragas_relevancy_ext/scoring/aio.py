@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import contextlib
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .usage import estimate_tokens
+
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "run_sync"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "request", "run_sync"]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
@@ -27,6 +30,15 @@ async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: 
     if is_sync_client(obj):
         return await asyncio.to_thread(getattr(obj, sync_name), *args, **kwargs)
     return await getattr(obj, async_name)(*args, **kwargs)
+
+
+def request(limiter: Any, kind: str, texts: str | Sequence[str]) -> Any:
+    """What one request holds while it is sent: a run's slot and rate limits (a run's row,
+    whose ``call`` takes the request's kind and estimated tokens), any other async context
+    manager as it is, or nothing."""
+    if callable(getattr(limiter, "call", None)):
+        return limiter.call(kind, estimate_tokens(texts))
+    return limiter if limiter is not None else contextlib.nullcontext()
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -10,7 +10,6 @@ in numpy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import importlib
 import json
@@ -26,7 +25,7 @@ import numpy as np
 
 from ..errors import EmbeddingShapeError
 from . import aio
-from .usage import Usage, record, tokens_from
+from .usage import PROVIDER_REPORTS, Usage, record, tokens_from
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings as LangChainEmbeddings
@@ -99,13 +98,16 @@ _SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage
 
 def usage_http_client(is_async: bool = True) -> Any:
     """The OpenAI SDK's default HTTP client, with an httpx response hook that notes the
-    ``usage`` of each embeddings answer for :func:`metered`. The package builds its OpenAI
-    clients on it; a client built without it reports no embedding tokens (None)."""
+    ``usage`` of each embeddings answer for :func:`metered`, and one that tells running
+    schedulers the provider's rate-limit headers and 429s (:data:`.usage.PROVIDER_REPORTS`).
+    The package builds its OpenAI clients on it; a client built without it reports no
+    embedding tokens (None) and teaches no limits."""
     import openai
 
     if is_async:
-        return openai.DefaultAsyncHttpxClient(event_hooks={"response": [_note_async]})
-    return openai.DefaultHttpxClient(event_hooks={"response": [_note]})
+        hooks = {"response": [_note_async, PROVIDER_REPORTS]}
+        return openai.DefaultAsyncHttpxClient(event_hooks=hooks)
+    return openai.DefaultHttpxClient(event_hooks={"response": [_note, PROVIDER_REPORTS.note]})
 
 
 async def _note_async(response: Any) -> None:
@@ -194,7 +196,7 @@ async def embed_texts(
     if not sends_one_request(embeddings):
         vectors = await embeddings.aembed_each(list(texts), limiter)
         return check_vectors(vectors, len(texts), type(embeddings).__name__)
-    async with limiter if limiter is not None else contextlib.nullcontext():
+    async with aio.request(limiter, "embeddings", texts):
         if kind == "modern":
             call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import is_reply_error
+from . import aio
 from .redaction import redact
 
 if TYPE_CHECKING:
@@ -382,7 +383,7 @@ async def collect_probes(
         probes.judge_calls += 1
         step_callbacks = step.open(data)
         text = render(prompt, data)
-        async with limiter if limiter is not None else contextlib.nullcontext():
+        async with aio.request(limiter, "judge", text):
             reply = await ask_judge(
                 llm,
                 text,

@@ -59,6 +59,8 @@ def check_option(name: str, value: Any) -> Any:
         raise ValueError(f"{name} must be True or False, got {value!r}")
     elif name == "language":
         return check_language(value)
+    elif name == "rate_limits" and value is not None and not hasattr(value, "embedding_tpm"):
+        raise ValueError(f"{name} must be a RateLimits or None, got {value!r}")
     return value
 
 

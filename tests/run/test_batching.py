@@ -191,9 +191,10 @@ def test_rows_waiting_on_shared_requests_fill_them(server: LoopbackServer) -> No
     reports = score_all(metric, inputs)
     assert all(r.error is None for r in reports)
     # 1,440 probes fill 22.5 requests of 64 texts; the questions of each probes request's rows
-    # (21) leave with it, so those rows finish together: about 0.1 per row. About 0.24 with
-    # no more rows in flight than slots; stock: 2
-    assert server.count("embeddings") <= 0.11 * len(inputs)
+    # (21) leave with it, so those rows finish together: about 0.1 per row (up to 0.12 as rows
+    # meet in time on a loaded machine). About 0.24 with no more rows in flight than slots;
+    # stock: 2
+    assert server.count("embeddings") <= 0.125 * len(inputs)
     probes = [len(r.texts) for r in server.requests("embeddings") if "Where is" not in r.texts[0]]
     full = sum(size > 64 - 3 for size in probes)  # no room for another row's 3 probes
     assert full >= 0.5 * len(probes), probes

@@ -206,7 +206,7 @@ def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server), embeddings=embeddings, strictness=3
     )
-    run = Scheduler(metric.max_concurrency)
+    run = Scheduler(1)  # one call at a time: every sample is in before a slot is left free
     embedder = RunEmbedder(embeddings, run, max_batch=3 * len(SAMPLES))
 
     async def one(index: int, sample: dict[str, Any], rows: list[Any]) -> Any:
