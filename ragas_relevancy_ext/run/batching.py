@@ -6,15 +6,16 @@ takes for one, so two requests per sample waste both. A :class:`RunEmbedder` liv
 it its question and its probes, and it sends the texts of concurrent samples as one request of up to
 ``max_batch`` texts. A request leaves ahead of the judge calls of rows not yet judged when it is
 full, or when no more texts are coming (every row under way is waiting on its vectors or done), once
-as many more rows as fill one have been given a slot since its first text came, or when a slot is
-free with no call in line for it. The questions of the rows in a probes request leave with it, so
-those rows finish together. There is no time window: rows finish as they go, a few dozen at most
-waiting on a request. The vectors are checked once per request (one per text, one width, finite,
-non-zero), then split back per sample; questions and probes go in separate requests, so each
-sample's two widths still come from two answers. A coalesced request that fails is sent again per
-sample, so a sample whose texts are fine never fails with a neighbour's. Embeddings that send a
-request per text (:class:`OneTextPerCall`) are never coalesced; unshared requests take their row's
-place in line. A question seen before in the run is not embedded again.
+enough rows have been given a slot since its first text came to fill one, or when a slot is free
+with no call in line for it and at least as many rows wait on it as may still add texts. The
+questions of the rows in a probes request leave with it, so those rows finish together. There is no
+time window: rows finish as they go, a few dozen at most waiting on a request. The vectors are
+checked once per request (one per text, one width, finite, non-zero), then split back per sample;
+questions and probes go in separate requests, so each sample's two widths still come from two
+answers. A coalesced request that fails is sent again per sample, so a sample whose texts are fine
+never fails with a neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`)
+are never coalesced; unshared requests take their row's place in line. A question seen before in the
+run is not embedded again.
 
 Usage: a shared request's requests and tokens are split over the samples in it in proportion
 to the characters of each sample's texts (whole numbers, largest remainders), so each sample
@@ -101,9 +102,11 @@ class _Coalescer:
         embeddings: Any,
         scheduler: Scheduler,
         max_batch: int,
+        coming: Callable[[], int],
         on_take: Callable[[], None] | None = None,
     ):
         self.embeddings, self.scheduler = embeddings, scheduler
+        self.coming = coming  # rows under way that may still add texts
         self.max_batch = max_batch
         self.on_take = on_take
         self._pending: list[_Share] = []
@@ -152,8 +155,19 @@ class _Coalescer:
             self._start()
         if self._due is None and self._ahead * self.max_batch < self._pending_texts:
             rows = self.max_batch * self._shares // max(1, self._texts)  # rows filling one
-            self._due = self.scheduler.frontier + max(1, rows)
-        if self._due is not None and not self.scheduler.saturated:
+            # the rows given a slot by then, less those still in their calls, fill one
+            self._due = self.scheduler.frontier + max(1, rows) + self.scheduler.limit
+        self.check_free()
+
+    def check_free(self) -> None:
+        """With a slot free and nothing in line, what waits goes once at least as many rows
+        wait on it as may still add texts: a row whose judge hangs holds back no more rows than
+        there are such rows, and the last rows of a run leave in a few requests, not one each."""
+        if (
+            self._due is not None
+            and not self.scheduler.saturated
+            and len(self._pending) >= self.coming()
+        ):
             self.flush()
 
     def _frontier_moved(self, frontier: float) -> None:
@@ -172,8 +186,7 @@ class _Coalescer:
             asyncio.get_running_loop().call_soon(self._check_free, steps - 1)
             return
         self._checking = False
-        if self._due is not None and not self.scheduler.saturated:
-            self.flush()
+        self.check_free()
 
     def _start(self) -> None:
         self._ahead += 1
@@ -192,6 +205,7 @@ class _Coalescer:
             if not share.future.done():  # its sample was cancelled
                 taken.append(share)
                 size += len(share.texts)
+        self._due = None  # what is left waits for rows from here on
         self._schedule()
         return taken
 
@@ -279,9 +293,11 @@ class RunEmbedder:
         self.scheduler = scheduler
         self.coalesce = coalesce and sends_one_request(embeddings)
         self.max_batch = max_batch
-        questions = _Coalescer(embeddings, scheduler, max_batch)
+        questions = _Coalescer(embeddings, scheduler, max_batch, self._rows_coming)
         # the questions of the rows in a probes request leave with it
-        probes = _Coalescer(embeddings, scheduler, max_batch, on_take=questions.flush)
+        probes = _Coalescer(
+            embeddings, scheduler, max_batch, self._rows_coming, on_take=questions.flush
+        )
         self._streams = {"questions": questions, "probes": probes}
         self._questions: OrderedDict[str, asyncio.Future[np.ndarray]] = OrderedDict()
         self._coming = 0  # rows under way that have not handed in their texts
@@ -302,9 +318,15 @@ class RunEmbedder:
         """One row has handed in its texts, or will hand in none: with no row left to hand in
         any, what is waiting goes now."""
         self._coming -= 1
-        if self._coming <= 0 and self.coalesce:
+        if self.coalesce:
             for stream in self._streams.values():
-                stream.flush()
+                if self._coming <= 0:
+                    stream.flush()
+                else:
+                    stream.check_free()
+
+    def _rows_coming(self) -> int:
+        return self._coming
 
     def _embed(self, stream: str, texts: list[str], calls: Row) -> asyncio.Future[np.ndarray]:
         """The checked vectors of ``texts``, to come: a share of a coalesced request (a future,
