@@ -222,7 +222,8 @@ class _Coalescer:
                 if self.on_take is not None:
                     self.on_take()
                 texts = [text for share in shares for text in share.texts]
-                await self.scheduler.pace("embeddings", estimate_tokens(texts))
+                estimate = estimate_tokens(texts)
+                await self.scheduler.pace("embeddings", estimate)
                 meter = UsageMeter()
                 try:
                     with metering(meter):
@@ -234,6 +235,7 @@ class _Coalescer:
                     raise
                 except Exception as exc:
                     failed = exc
+                self.scheduler.correct("embeddings", estimate, meter.usage)
                 _charge(shares, meter)
         finally:
             if waiting:  # cancelled before a slot

@@ -16,10 +16,11 @@ keeps going, so it finishes and is counted.
 Rate limits: requests and tokens per minute for the judge and for embeddings, given
 (:class:`RateLimits`) or learned from the provider's ``x-ratelimit-*`` headers and 429 answers
 (:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them; a
-request's tokens are estimated from its text (4 characters a token) before it is sent, and the
-provider's ``x-ratelimit-remaining-*`` headers correct the bucket. A 429 pauses every request of
-its kind at once for ``retry-after``/``retry-after-ms`` (one second when not said) and, when
-learning, halves the rate the run keeps to; each success then raises it back by a little.
+request's tokens are estimated from its text (4 characters a token) before it is sent; the usage the
+provider reports for it, and its ``x-ratelimit-remaining-*`` headers, correct the bucket. A 429
+pauses every request of its kind at once for ``retry-after``/``retry-after-ms`` (one second when not
+said) and, when learning, halves the rate the run keeps to; each success then raises it back by a
+little.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any, Literal, TypeVar
 
 __all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
 
-from ..scoring.usage import PROVIDER_REPORTS
+from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
 
 Kind = Literal["judge", "embeddings"]
 
@@ -152,6 +153,13 @@ class _Pace:
                 self.sent.popleft()
         return 0.0
 
+    def correct(self, estimated: int, used: int) -> None:
+        """A request estimated at ``estimated`` tokens used ``used``: the bucket pays the
+        difference (or gets it back)."""
+        if self.tpm:
+            self._refill(self.clock())
+            self.tokens -= used - estimated
+
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
         """Learn from one answer: limits and what remains (headers), or a 429."""
         now = self.clock()
@@ -246,6 +254,16 @@ class Scheduler:
     def observe(self, kind: Kind, status: int, headers: Mapping[str, str]) -> None:
         """What one provider answer says about ``kind``'s limits (see the module's note)."""
         self._paces[kind].observe(status, headers)
+
+    def correct(self, kind: Kind, estimated: int, usage: Usage) -> None:
+        """Correct ``kind``'s token bucket by what the provider reported a request used."""
+        if kind == "judge":
+            parts = (usage.judge_prompt_tokens, usage.judge_completion_tokens)
+            used = None if None in parts else sum(parts)  # type: ignore[arg-type]
+        else:
+            used = usage.embedding_tokens
+        if used:
+            self._paces[kind].correct(estimated, used)
 
     def rate(self, kind: Kind) -> tuple[float | None, float | None]:
         """(requests, tokens) per minute the run keeps to now for ``kind`` (None: no limit)."""
@@ -406,7 +424,16 @@ class Row:
 
     @contextlib.asynccontextmanager
     async def call(self, kind: Kind, tokens: int) -> AsyncIterator[None]:
-        """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits."""
+        """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits; what
+        the provider reports it used corrects the estimate (and still reaches the caller's
+        meter)."""
         async with self:
             await self.scheduler.pace(kind, tokens)
-            yield
+            outer = current_meter()
+            with metering() as meter:
+                try:
+                    yield
+                finally:
+                    if outer is not None:
+                        outer.add(meter.usage)
+                    self.scheduler.correct(kind, tokens, meter.usage)

@@ -14,7 +14,13 @@ import pytest
 from ragas_relevancy_ext import AnswerRelevancy, RateLimits, ResponseRelevancy
 from ragas_relevancy_ext.cli.setup import Settings
 from ragas_relevancy_ext.run.scheduler import Scheduler
-from ragas_relevancy_ext.scoring.usage import PROVIDER_REPORTS
+from ragas_relevancy_ext.scoring.usage import (
+    PROVIDER_REPORTS,
+    Usage,
+    UsageMeter,
+    metering,
+    record,
+)
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 
@@ -65,6 +71,24 @@ def test_tokens_per_minute_given_hold_a_request_until_its_tokens_are_there() -> 
 
     asyncio.run(go())
     assert sent == [0.0, pytest.approx(18.0)]
+
+
+def test_what_the_provider_reports_corrects_the_estimate() -> None:
+    run, time = scheduler(RateLimits(tpm=1000))
+    sent: list[float] = []
+    outer = UsageMeter()
+
+    async def go() -> None:
+        with metering(outer):
+            async with run.row(0).call("judge", 100):  # estimated 100, used 700
+                record(
+                    Usage(judge_requests=1, judge_prompt_tokens=600, judge_completion_tokens=100)
+                )
+        await send(run, "judge", 600, sent, time)  # 300 left: 300 more come in 18 s
+
+    asyncio.run(go())
+    assert sent == [pytest.approx(18.0)]
+    assert outer.usage.judge_prompt_tokens == 600  # the row's meter still sees it
 
 
 def test_judge_and_embedding_limits_are_kept_apart() -> None:
