@@ -11,7 +11,11 @@ Two parts:
    shown; no server, no latency) at vector widths 64, 1536 and 3072: each metric's process time
    less a replay of the stand-in calls it made, i.e. the metric's own overhead. The stand-ins
    answer from memory after a first untimed run, so what is subtracted is small and the
-   difference is not lost in their noise; the median of ``--repeats`` runs counts.
+   difference is not lost in their noise; the median of ``--repeats`` runs counts. "ours,
+   traced" is "ours, shared requests" with a tracer provider set (OpenTelemetry SDK, batch span
+   processor, in-memory exporter): a span per sample with its probe events, per judge call and
+   per embeddings request, exported in the background thread and flushed at the end of the run
+   (its CPU counted); every other row runs with no tracer provider, as a user without one.
 
 Usage::
 
@@ -52,6 +56,8 @@ from ragas_relevancy_ext import AnswerRelevancy  # noqa: E402
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge  # noqa: E402
 
 VARIANTS = ("stock", "ours, shared requests", "ours, 2 requests/sample")
+TRACED = "ours, traced"
+CPU_VARIANTS = (*VARIANTS, TRACED)  # part 2 also measures tracing on
 WIDTHS = (64, 1536, 3072)
 REPEATED_QUESTIONS = 50
 
@@ -65,7 +71,7 @@ def metric(variant: str, llm: Any, embeddings: Any, concurrency: int) -> Any:
         embeddings=embeddings,
         strictness=3,
         max_concurrency=concurrency,
-        batch_embeddings=variant == VARIANTS[1],
+        batch_embeddings=variant != VARIANTS[2],
     )
 
 
@@ -185,7 +191,8 @@ def replay(log: list[tuple[Any, ...]], judge: FreeJudge, embeddings: FreeEmbeddi
 
 
 def metric_loop(variant: str, rows: list[dict[str, str]], judge: Any, embeddings: Any) -> Any:
-    """Stock: ``ascore`` one sample after another; ours: ``abatch_score`` over all rows."""
+    """Stock: ``ascore`` one sample after another; ours: ``abatch_score`` over all rows (traced:
+    see :func:`traced`)."""
     scorer = metric(variant, judge, embeddings, 16)
     if variant == "stock":
 
@@ -194,7 +201,37 @@ def metric_loop(variant: str, rows: list[dict[str, str]], judge: Any, embeddings
                 await scorer.ascore(**row)
 
         return one_by_one
+    if variant == TRACED:
+        return traced(lambda: scorer.abatch_score(rows))
     return lambda: scorer.abatch_score(rows)
+
+
+def traced(run: Any) -> Any:
+    """``run`` with a tracer provider of the package's own set for its length: the SDK's batch
+    span processor (a queue large enough that no span is dropped) into an in-memory exporter,
+    flushed before the run ends, so exporting counts too. ``.spans``: how many the last run
+    exported."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragas_relevancy_ext.scoring import tracing
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter, max_queue_size=1_000_000))
+
+    async def loop() -> None:
+        previous = tracing.use_provider(provider)
+        try:
+            await run()
+        finally:
+            tracing.use_provider(previous)
+            provider.force_flush()
+            loop.spans = len(exporter.get_finished_spans())  # type: ignore[attr-defined]
+            exporter.clear()  # kept, they would weigh on the other rows' garbage collections
+
+    return loop
 
 
 def process_seconds(run: Any) -> tuple[float, float]:
@@ -231,7 +268,7 @@ def cpu_overheads(
     less replay, both process CPU time.
     """
     runs = {}
-    for variant in VARIANTS:
+    for variant in CPU_VARIANTS:
         judge, embeddings = FreeJudge(), FreeEmbeddings(width)
         log: list[tuple[Any, ...]] = []
         judge.log = embeddings.log = log
@@ -240,21 +277,23 @@ def cpu_overheads(
         judge.log = embeddings.log = None
         runs[variant] = (run, replay(log, judge, embeddings))
     per_ms = 1000 / len(rows)
-    overheads: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    bare: dict[str, list[float]] = {v: [] for v in VARIANTS}
-    collecting: dict[str, list[float]] = {v: [] for v in VARIANTS}
+    overheads: dict[str, list[float]] = {v: [] for v in CPU_VARIANTS}
+    bare: dict[str, list[float]] = {v: [] for v in CPU_VARIANTS}
+    collecting: dict[str, list[float]] = {v: [] for v in CPU_VARIANTS}
     for repeat in range(repeats):
-        shift = repeat % len(VARIANTS)
-        for variant in VARIANTS[shift:] + VARIANTS[:shift]:
+        shift = repeat % len(CPU_VARIANTS)
+        for variant in CPU_VARIANTS[shift:] + CPU_VARIANTS[:shift]:
             run, stand_ins = runs[variant]
             metric_s, gc_s = process_seconds(run)
             bare_s, _ = process_seconds(stand_ins)
             overheads[variant].append((metric_s - bare_s) * per_ms)
             bare[variant].append(bare_s * per_ms)
             collecting[variant].append(gc_s * per_ms)
+    spans = getattr(runs[TRACED][0], "spans", 0) / len(rows)
+    print(f"  (width {width}: {TRACED} exported {spans:.2f} spans per sample)")
     return {
         v: (overheads[v], statistics.median(bare[v]), statistics.median(collecting[v]))
-        for v in VARIANTS
+        for v in CPU_VARIANTS
     }
 
 
@@ -267,7 +306,9 @@ def part_cpu(samples: int, repeats: int) -> None:
         "of ours / stock in the same repeat. gc = CPU of the metric's run spent in garbage "
         "collection (a full pass walks every object RAGAS's import left, some 250,000: "
         "hundreds of ms, about once per 2,000 samples for either metric, so it weighs more "
-        "on the one that costs less per sample)."
+        "on the one that costs less per sample). ours, traced: spans exported through the "
+        "OpenTelemetry SDK (see the top of this file); the other rows run with no tracer "
+        "provider set."
     )
     header = (
         f"{'width':>5}  {'metric':<24} {'stand-ins ms/sample':>19} {'overhead ms/sample':>18} "
@@ -279,7 +320,7 @@ def part_cpu(samples: int, repeats: int) -> None:
     for width in WIDTHS:
         measured = cpu_overheads(rows, width, repeats)
         stock = measured["stock"][0]
-        for variant in VARIANTS:
+        for variant in CPU_VARIANTS:
             overheads, bare, collecting = measured[variant]
             ratio = statistics.median(o / s for o, s in zip(overheads, stock, strict=True))
             print(

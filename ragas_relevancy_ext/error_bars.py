@@ -6,9 +6,10 @@ After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640); normal quan
 from __future__ import annotations
 
 import math
-from collections import Counter, defaultdict
-from collections.abc import Hashable, Sequence
+from collections import Counter, defaultdict, deque
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from statistics import NormalDist
 from typing import Any
 
@@ -40,11 +41,6 @@ FEW_CLUSTERS = 10  # under this many clusters a clustered standard error is itse
 POWER = 0.8
 RESAMPLES = 2000
 SEED = 20240611
-
-
-def _z(level: float) -> float:
-    """The two-sided normal quantile of ``level`` (1.96 at 0.95)."""
-    return NormalDist().inv_cdf(0.5 + level / 2.0)
 
 
 def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
@@ -152,18 +148,14 @@ def mean_interval(
     keep = np.isfinite(values)
     x = values[keep]
     n = int(x.size)
-    groups = (
-        _group_ids([c for c, k in zip(clusters, keep, strict=True) if k])
-        if clusters is not None
-        else None
-    )
+    groups = _group_ids(compress(clusters, keep)) if clusters is not None else None
     mean = float(x.mean()) if n else math.nan
     between, within = _variance_parts(x, stderrs, keep)
     if method == "bootstrap":
         stderr, low, high = _bootstrap(x, groups, level, resamples, seed)
     else:
         stderr = _clustered_stderr(x, groups) if groups is not None else _clt_stderr(x)
-        half = _z(level) * stderr
+        half = NormalDist().inv_cdf(0.5 + level / 2.0) * stderr  # 1.96 at 0.95
         low, high = mean - half, mean + half
     return ErrorBars(
         mean=mean,
@@ -180,7 +172,7 @@ def mean_interval(
     )
 
 
-def _group_ids(labels: Sequence[Hashable]) -> np.ndarray:
+def _group_ids(labels: Iterable[Hashable]) -> np.ndarray:
     """Each label's group as 0..G-1, in order of first appearance."""
     index: dict[Hashable, int] = {}
     return np.asarray([index.setdefault(label, len(index)) for label in labels], dtype=int)
@@ -204,17 +196,14 @@ def _clustered_stderr(x: np.ndarray, groups: np.ndarray) -> float:
 def _bootstrap(
     x: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int
 ) -> tuple[float, float, float]:
-    """Seeded percentile bootstrap of the mean: rows resampled, or whole clusters."""
+    """Seeded percentile bootstrap of the mean: whole clusters resampled (rows, without)."""
     if x.size < 2:
         return math.nan, math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    if groups is None:
-        means = x[rng.integers(0, x.size, size=(resamples, x.size))].mean(axis=1)
-    else:
-        g = int(groups.max()) + 1
-        sums, counts = np.bincount(groups, weights=x, minlength=g), np.bincount(groups, minlength=g)
-        picks = rng.integers(0, g, size=(resamples, g))
-        means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
+    groups = np.arange(x.size) if groups is None else groups
+    g = int(groups.max()) + 1
+    sums, counts = np.bincount(groups, weights=x, minlength=g), np.bincount(groups, minlength=g)
+    picks = np.random.default_rng(seed).integers(0, g, size=(resamples, g))
+    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
     return (float(means.std(ddof=1)), *_percentiles(means, level))
 
 
@@ -228,9 +217,7 @@ def _variance_parts(
     s = np.asarray(stderrs, dtype=float).reshape(-1)[keep]
     s = s[np.isfinite(s)]
     within = float(np.mean(s * s)) if s.size else math.nan
-    if not math.isfinite(within):
-        return total, within
-    return max(total - within, 0.0), within
+    return (max(total - within, 0.0) if math.isfinite(within) else total), within
 
 
 def question_key(user_input: Any, id_value: Any = None) -> tuple[str, str]:
@@ -253,21 +240,17 @@ class Pairing:
 
 def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> Pairing:
     """Pair rows by key, whatever their order: the k-th row of A with a key and of B."""
-    where_b: dict[Hashable, list[int]] = defaultdict(list)
+    left: dict[Hashable, deque[int]] = defaultdict(deque)  # B's rows not paired yet, in order
     for j, key in enumerate(keys_b):
-        where_b[key].append(j)
-    queues = {key: iter(rows) for key, rows in where_b.items()}  # B's rows left, in row order
+        left[key].append(j)
     pairs, only_a = [], []
     for i, key in enumerate(keys_a):
-        j = next(queues.get(key, iter(())), None)
-        if j is None:
-            only_a.append(i)
+        if left.get(key):
+            pairs.append((i, left[key].popleft()))
         else:
-            pairs.append((i, j))
-    paired_b = {j for _, j in pairs}
-    only_b = [j for j in range(len(keys_b)) if j not in paired_b]
-    repeated = {k for k, c in Counter(keys_a).items() if c > 1}
-    repeated |= {k for k, rows in where_b.items() if len(rows) > 1}
+            only_a.append(i)
+    only_b = sorted(j for rows in left.values() for j in rows)
+    repeated = {k for keys in (keys_a, keys_b) for k, c in Counter(keys).items() if c > 1}
     return Pairing(pairs, only_a, only_b, len(repeated))
 
 
@@ -335,20 +318,23 @@ def _p_value(diff: float, stderr: float) -> float:
     return 2.0 * NormalDist().cdf(-abs(diff) / stderr)
 
 
-def _drop_in_sds(
+def detectable_drop(
+    n: int,
+    *,
     between: float,
     within: float,
     strictness_then: int,
     strictness: int,
-    correlation: float,
-    alpha: float,
-    power: float,
+    correlation: float = 0.5,
+    alpha: float = 0.05,
+    power: float = POWER,
 ) -> float:
-    """(z(1 - alpha/2) + z(power)) times the sd of one pair's difference B - A: questions'
-    part 2 (1 - correlation) between, plus the probe noise rescaled to ``strictness``."""
+    """The smallest drop ``n`` pairs find with ``power`` (paired test at ``alpha``): the sd of
+    one pair's difference B - A (questions' part 2 (1 - correlation) between, plus the probe
+    noise rescaled to ``strictness``) times z(1 - alpha/2) + z(power), over sqrt(n)."""
     variance = 2.0 * (1.0 - correlation) * between + 2.0 * (within * strictness_then) / strictness
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
-    return z * math.sqrt(variance)
+    return z * math.sqrt(variance) / math.sqrt(n)
 
 
 def rows_needed(
@@ -362,25 +348,18 @@ def rows_needed(
     alpha: float = 0.05,
     power: float = POWER,
 ) -> int:
-    """Pairs needed to find a drop of ``detect`` with ``power`` (paired test at ``alpha``)."""
-    spread = _drop_in_sds(between, within, strictness_then, strictness, correlation, alpha, power)
-    return max(2, math.ceil((spread / detect) ** 2))
-
-
-def detectable_drop(
-    n: int,
-    *,
-    between: float,
-    within: float,
-    strictness_then: int,
-    strictness: int,
-    correlation: float = 0.5,
-    alpha: float = 0.05,
-    power: float = POWER,
-) -> float:
-    """The smallest drop ``n`` pairs find with ``power``: the inverse of :func:`rows_needed`."""
-    spread = _drop_in_sds(between, within, strictness_then, strictness, correlation, alpha, power)
-    return spread / math.sqrt(n)
+    """Pairs needed to find a drop of ``detect``: the inverse of :func:`detectable_drop`."""
+    one = detectable_drop(
+        1,
+        between=between,
+        within=within,
+        strictness_then=strictness_then,
+        strictness=strictness,
+        correlation=correlation,
+        alpha=alpha,
+        power=power,
+    )
+    return max(2, math.ceil((one / detect) ** 2))
 
 
 @dataclass(frozen=True)
@@ -433,8 +412,7 @@ def best_threshold(
     cut = _youden(s, g)
     low = high = math.nan
     if math.isfinite(cut):
-        rng = np.random.default_rng(seed)
-        picks = rng.integers(0, s.size, size=(resamples, s.size))
+        picks = np.random.default_rng(seed).integers(0, s.size, size=(resamples, s.size))
         values = np.array([_youden(s[p], g[p]) for p in picks])
         values = values[np.isfinite(values)]
         if values.size:

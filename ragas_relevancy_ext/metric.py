@@ -22,6 +22,7 @@ from ragas.metrics.result import MetricResult
 from .run.batching import RunEmbedder
 from .run.scheduler import RateLimits, RowNotStarted, Scheduler
 from .run.streaming import EarlyStop, bounded_map
+from .scoring import tracing
 from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
 from .scoring.languages import AUTO, AdaptedPrompts
@@ -201,17 +202,18 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
             embeds = embedder.row(calls)
             try:
                 user_input, response = _fields(row)
-                report = await score_sample(
-                    user_input,
-                    response,
-                    llm=self.llm,
-                    embeddings=self.embeddings,
-                    options=options,
-                    limiter=calls,
-                    adapted=self.adapted,
-                    embedder=embeds,
-                    meter=meter,
-                )
+                with tracing.row(index):  # under the span its caller gave this row, if any
+                    report = await score_sample(
+                        user_input,
+                        response,
+                        llm=self.llm,
+                        embeddings=self.embeddings,
+                        options=options,
+                        limiter=calls,
+                        adapted=self.adapted,
+                        embedder=embeds,
+                        meter=meter,
+                    )
                 return finished(RelevancyResult(report))
             except RowNotStarted:  # stopped before it asked anything: not a result
                 return None

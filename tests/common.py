@@ -1,4 +1,5 @@
-"""What the tests share besides fixtures: paths, the shared fixture cases, a forked command.
+"""What the tests share besides fixtures: paths, the shared fixture cases, a forked command, a
+local OTLP trace receiver.
 
 Importable from every test folder (``pythonpath = ["tests"]`` in pyproject.toml).
 """
@@ -101,3 +102,87 @@ class ForkedCommand:
         """:meth:`wait`, then ``(None, stderr)``."""
         self.wait(timeout)
         return None, self.stderr()
+
+
+class OtlpReceiver:
+    """A tiny OTLP/HTTP trace receiver on 127.0.0.1 (a thread of this process): it answers
+    every ``POST /v1/traces`` with 200 and keeps the spans, decoded from protobuf."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.spans: list[dict[str, Any]] = []
+        self.paths: list[str] = []
+        self._lock = threading.Lock()
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                owner._receive(self.path, body)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """The base URL (``--otel`` takes it; the exporter posts to ``/v1/traces`` under it)."""
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def _receive(self, path: str, body: bytes) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+        )
+
+        request = ExportTraceServiceRequest()
+        request.ParseFromString(body)
+        found = []
+        for resource_spans in request.resource_spans:
+            resource = {a.key: _value(a.value) for a in resource_spans.resource.attributes}
+            for scope_spans in resource_spans.scope_spans:
+                for span in scope_spans.spans:
+                    found.append(
+                        {
+                            "name": span.name,
+                            "trace_id": span.trace_id.hex(),
+                            "span_id": span.span_id.hex(),
+                            "parent_id": span.parent_span_id.hex() or None,
+                            "attributes": {a.key: _value(a.value) for a in span.attributes},
+                            "events": [
+                                (e.name, {a.key: _value(a.value) for a in e.attributes})
+                                for e in span.events
+                            ],
+                            "status": span.status.code,
+                            "resource": resource,
+                        }
+                    )
+        with self._lock:
+            self.paths.append(path)
+            self.spans.extend(found)
+
+    def named(self, prefix: str) -> list[dict[str, Any]]:
+        """The spans received whose name starts with ``prefix``."""
+        with self._lock:
+            return [s for s in self.spans if s["name"].startswith(prefix)]
+
+    def __enter__(self) -> OtlpReceiver:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+def _value(value: Any) -> Any:
+    """An OTLP ``AnyValue`` as Python."""
+    kind = value.WhichOneof("value")
+    return None if kind is None else getattr(value, kind)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich.text import Text
+from rich.console import Console
 
 from .datafile import DataFile, read_file
 from .errors import exit_code
@@ -23,13 +23,11 @@ from .output.console import (
     print_agreement,
     print_bad_rows,
     print_header,
+    print_lines,
     print_spread,
     run_fields,
 )
 from .setup import DEFAULT_SETTINGS, Settings, prepare, score_rows
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = ["calibrate", "default_good_from", "print_threshold", "run_calibrate"]
 
@@ -96,36 +94,30 @@ def run_calibrate(
     from .stats import agreement, repeat_spread
 
     console = make_console()
-    cache_ignored = repeats > 1 and settings.cache is not None
+    extra = {"ratings": f"column {ratings!r}"}
     if repeats > 1:  # repeats measure the judge's own spread: never from the cache
+        ignored = " (--cache ignored)" if settings.cache is not None else ""
+        extra["repeats"] = f"{repeats} per sample, judge cache off{ignored}"
         settings = replace(settings, cache=None)
     scorer = prepare(settings)
-    extra = {"ratings": f"column {ratings!r}"}
-    if repeats > 1:
-        extra["repeats"] = f"{repeats} per sample, judge cache off" + (
-            " (--cache ignored)" if cache_ignored else ""
-        )
     print_header(console, run_fields(data, scorer, **extra))
 
     runs = []
     for _ in range(repeats):
         scored = asyncio.run(score_rows(scorer.metric(), data.rows))
         runs.append([s.report.score for s in scored])
-    per_sample = [list(values) for values in zip(*runs, strict=True)]
-    spread = repeat_spread(per_sample)
+    spread = repeat_spread([list(values) for values in zip(*runs, strict=True)])
     scores = spread.means if repeats > 1 else runs[0]
     human = [float(row.extra[ratings]) for row in data.rows]
 
     result = agreement(scores, human, resamples=resamples, seed=seed)
     print_agreement(console, result, ratings)
     if result.n < FEW_PAIRS:
-        console.print(
-            Text(f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide", style="yellow")
-        )
+        wide = f"only {result.n} pairs: under {FEW_PAIRS}, the interval is wide"
+        print_lines(console, wide, style="yellow")
     print_threshold(console, scores, human, ratings, good_from, resamples, seed)
     if repeats > 1:
-        numbers = [r.number for r in data.rows]
-        questions = [r.user_input for r in data.rows]
+        numbers, questions = [r.number for r in data.rows], [r.user_input for r in data.rows]
         print_spread(console, numbers, questions, spread, deterministic=is_offline(scorer))
     if scorer.cache_line():
         console.print(scorer.cache_line())
@@ -157,25 +149,20 @@ def print_threshold(
 
     split = good_from if good_from is not None else default_good_from(ratings)
     if split is None:
-        console.print(Text(f"every {column} rating is the same: no threshold to pick"))
+        print_lines(console, f"every {column} rating is the same: no threshold to pick")
         return
     how = "--good-from" if good_from is not None else "default; --good-from R sets it"
     cut = best_threshold(scores, [r >= split for r in ratings], resamples=resamples, seed=seed)
-    console.print(
-        Text(
-            f"good: {column} >= {split:g} ({cut.n_good} row(s)), "
-            f"bad: below {split:g} ({cut.n_bad}) [{how}]"
-        )
-    )
+    groups = f"good: {column} >= {split:g} ({cut.n_good} row(s)), bad: below {split:g}"
+    print_lines(console, f"{groups} ({cut.n_bad}) [{how}]")
     if not (cut.n_good and cut.n_bad):
-        console.print(Text("one group is empty: no threshold to pick", style="yellow"))
+        print_lines(console, "one group is empty: no threshold to pick", style="yellow")
         return
-    console.print(
-        Text(
-            f"threshold {fmt(cut.threshold, 3)} (95% interval {fmt(cut.ci_low, 3)}-"
-            f"{fmt(cut.ci_high, 3)}, bootstrap, {cut.resamples} resamples) separates them best: "
-            f"{cut.good_above:.0%} of good and {cut.bad_above:.0%} of bad rows score at or "
-            "above it",
-            style="bold",
-        )
+    interval = f"95% interval {fmt(cut.ci_low, 3)}-{fmt(cut.ci_high, 3)}"
+    print_lines(
+        console,
+        f"threshold {fmt(cut.threshold, 3)} ({interval}, bootstrap, {cut.resamples} resamples) "
+        f"separates them best: {cut.good_above:.0%} of good and {cut.bad_above:.0%} of bad rows "
+        "score at or above it",
+        style="bold",
     )

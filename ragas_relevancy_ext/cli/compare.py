@@ -5,29 +5,36 @@ and what each costs on the same rows: stock's requests and tokens against ours i
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
+from rich.console import Console
+from rich.table import Column, Table
 from rich.text import Text
 
 from ..scoring.redaction import redact
+from ..scoring.report import clip, fmt, neutralise_controls
 from ..scoring.usage import Prices, Usage
 from .datafile import DataFile, Row, read_file
 from .errors import EXIT_FAILED, exit_code
 from .options import FileArg, MapOpt, ProbePrompt, with_settings
 from .output.console import (
-    compare_table,
-    cost_table,
     make_console,
     print_bad_rows,
+    print_cost,
     print_header,
+    print_lines,
+    right,
     run_fields,
+    simple_table,
 )
 from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
-__all__ = ["Comparison", "compare", "compare_rows", "run_compare"]
+__all__ = ["Comparison", "compare", "compare_rows", "compare_table", "cost_table", "run_compare"]
 
 DEFAULT_OURS = ProbePrompt("diverse")  # type: ignore[call-arg]  # the default probe mode
 
@@ -98,21 +105,14 @@ async def compare_rows(
     from ..parity import compare_with_stock
 
     settings = scorer.settings
-    judge = scorer.judge_for_runs()
-    embeddings = scorer.embeddings.value
+    judge, embeddings = scorer.judge_for_runs(), scorer.embeddings.value
+    check = functools.partial(compare_with_stock, judge, embeddings, cost_mode=cost_mode)
     rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
 
     async def one(row: Row) -> Comparison:
         async with rows_in_flight:
             try:
-                result = await compare_with_stock(
-                    judge,
-                    embeddings,
-                    row.user_input,
-                    row.response,
-                    settings.strictness,
-                    cost_mode=cost_mode,
-                )
+                result = await check(row.user_input, row.response, settings.strictness)
             except Exception as exc:  # one row failing is reported with the others
                 error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
                 return Comparison(row, None, math.nan, False, error=error)
@@ -147,36 +147,16 @@ def run_compare(
     scorer = prepare(settings)
     print_header(console, run_fields(data, scorer, tolerance=f"{tol:g}"))
     results = asyncio.run(compare_rows(scorer, data.rows, ours))
-    console.print(
-        compare_table(
-            [
-                (
-                    c.row.number,
-                    c.row.user_input,
-                    c.stock,
-                    c.ours,
-                    c.same_prompts,
-                    c.error or c.stock_error,
-                    c.mode_score,
-                )
-                for c in results
-            ],
-            ours,
-        )
-    )
+    console.print(compare_table(results, ours))
     failing = [c for c in results if c.differs(tol)]
     stock_failed = [c for c in results if c.stock is None and c.error is None]
     judge_failed = [c for c in results if c.error is not None]
     gaps = [abs(c.stock - c.ours) for c in results if c.stock is not None and c.error is None]
     largest = max((g for g in gaps if math.isfinite(g)), default=0.0)
-    console.print(
-        Text(
-            f"{len(results)} row(s): largest |difference| {largest:.2e}, "
-            f"{len(failing)} beyond tolerance {tol:g}, stock failed on {len(stock_failed)}"
-            + (f", the judge failed on {len(judge_failed)}" if judge_failed else ""),
-            style="red" if failing else "green",
-        )
-    )
+    line = f"{len(results)} row(s): largest |difference| {largest:.2e}, {len(failing)} beyond "
+    line += f"tolerance {tol:g}, stock failed on {len(stock_failed)}"
+    line += f", the judge failed on {len(judge_failed)}" if judge_failed else ""
+    print_lines(console, line, style="red" if failing else "green")
     if ours is not None:
         _print_cost(console, results, ours, settings.strictness, prices or Prices())
     if scorer.cache_line():
@@ -189,16 +169,83 @@ def run_compare(
 
 
 def _print_cost(
-    console: Any, results: list[Comparison], mode: str, strictness: int, prices: Prices
+    console: Console, results: list[Comparison], mode: str, strictness: int, prices: Prices
 ) -> None:
     """Stock's requests and tokens against ours, row by row and in total, and in USD."""
     from .stats import summarise_cost
 
     rows = [(c.row.number, c.stock_usage, c.ours_usage) for c in results if c.error is None]
-    console.print(
-        Text(f"what each costs, strictness {strictness}: stock against ours ({mode})", style="bold")
-    )
+    what = f"what each costs, strictness {strictness}: stock against ours ({mode})"
+    print_lines(console, what, style="bold")
     console.print(cost_table(rows, mode))
     for name, usages in (("stock", [r[1] for r in rows]), (f"ours ({mode})", [r[2] for r in rows])):
-        for line in summarise_cost(usages, prices).lines():
-            console.print(Text(f"{name} {line}"), soft_wrap=True)
+        print_cost(console, summarise_cost(usages, prices), prefix=f"{name} ")
+
+
+def compare_table(results: Sequence[Comparison], mode: str | None = None) -> Table:
+    """The rows side by side: stock, ours in stock mode, their gap and whether the prompts were
+    the same (the parity check), then the score ours gives in ``mode`` (None: no column)."""
+    table = simple_table(
+        *right("row", style="dim"),
+        *right("stock", "ours in\nstock mode", "|stock\n- ours|"),
+        Column("same\nprompts", justify="center"),
+        *right(*([] if mode is None else [f"ours in\n{mode}"])),
+        "question",
+    )
+    for c in results:
+        error = c.error or c.stock_error
+        gap = None if c.stock is None else abs(c.stock - c.ours)
+        cells: list[str | Text] = [
+            str(c.row.number),
+            fmt(c.stock) if error is None else Text("failed", style="red"),
+            fmt(c.ours),
+            "-" if gap is None else Text(f"{gap:.2e}", style="green" if gap <= 1e-9 else "red"),
+            "yes" if c.same_prompts else Text("no", style="red"),
+        ]
+        if mode is not None:
+            cells.append("-" if c.mode_score is None else fmt(c.mode_score))
+        suffix = f"  (stock: {neutralise_controls(error, True)})" if error else ""
+        table.add_row(*cells, Text(clip(c.row.user_input, 60) + suffix))
+    return table
+
+
+# Headers on two lines, so 80 columns hold them whole
+_COST_HEADERS = ("judge\nreq", "prompt\ntok", "compl.\ntok", "emb\nreq", "emb\ntok")
+_COST_HEADERS += ("prompt\n×stock", "tokens\n×stock")
+
+
+def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
+    """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
+    tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
+    tokens (never 0)."""
+    table = simple_table(*right("row", style="dim"), "probes", *right(*_COST_HEADERS))
+
+    def add(label: str, stock: Usage | None, ours: Usage | None, style: str = "") -> None:
+        table.add_row(label, "stock", *_usage_cells(stock), "", "", style=style)
+        table.add_row(label, mode, *_usage_cells(ours), *_ratios(stock, ours), style=style)
+
+    for number, stock, ours in rows:
+        add(str(number), stock, ours)
+    if rows:
+        table.add_section()
+        add("all", Usage.total(r[1] for r in rows), Usage.total(r[2] for r in rows), "bold")
+    return table
+
+
+def _usage_cells(usage: Usage | None) -> list[str]:
+    if usage is None:
+        return ["-"] * 5
+    counts = (usage.judge_requests, usage.judge_prompt_tokens, usage.judge_completion_tokens)
+    counts += (usage.embedding_requests, usage.embedding_tokens)
+    return ["n/r" if count is None else f"{count:,}" for count in counts]
+
+
+def _ratios(stock: Usage | None, ours: Usage | None) -> list[str]:
+    """Ours' judge prompt tokens, then all judge tokens, over stock's ("-": not known)."""
+    if stock is None or ours is None:
+        return ["-", "-"]
+    pairs = [
+        (ours.judge_prompt_tokens, stock.judge_prompt_tokens),
+        (ours.judge_tokens, stock.judge_tokens),
+    ]
+    return ["-" if not theirs or mine is None else f"{mine / theirs:.2f}" for mine, theirs in pairs]

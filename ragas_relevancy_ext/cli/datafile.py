@@ -27,13 +27,10 @@ __all__ = [
     "Row",
     "Scan",
     "Source",
-    "describe_bad",
     "parse_map",
     "read_file",
-    "read_rows",
     "row_key",
     "to_number",
-    "where",
 ]
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".json": "json"}
@@ -46,18 +43,8 @@ class DataFileError(UsageError):
     """The file as a whole cannot be read as samples."""
 
 
-class _Located:
-    number: int
-    line: int | None
-
-    @property
-    def where(self) -> str:
-        """``row 3, line 4`` (``row 3`` for JSON)."""
-        return where(self.number, self.line)
-
-
 @dataclass(frozen=True)
-class Row(_Located):
+class Row:
     """One usable sample: its data row number, its two texts, every other column, its line."""
 
     number: int
@@ -68,7 +55,7 @@ class Row(_Located):
 
 
 @dataclass(frozen=True)
-class BadRow(_Located):
+class BadRow:
     """A row that cannot be scored, and why; its texts as text and its other columns, kept."""
 
     number: int
@@ -78,13 +65,13 @@ class BadRow(_Located):
     response: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def where(self) -> str:
+        """``row 3, line 4``: the data row, and the file line when the format has lines."""
+        return f"row {self.number}" + (f", line {self.line}" if self.line is not None else "")
+
 
 Entry = Row | BadRow
-
-
-def where(number: int, line: int | None) -> str:
-    """``row N, line L``: the data row, and the file line when the format has lines."""
-    return f"row {number}" + (f", line {line}" if line is not None else "")
 
 
 @dataclass
@@ -98,8 +85,11 @@ class Scan:
     first_bad: list[BadRow] = field(default_factory=list)
 
     def describe_bad(self, limit: int = 10) -> list[str]:
-        """One line per bad row (at most ``limit``, then a count of the rest)."""
-        return describe_bad(self.first_bad, self.bad_count, limit)
+        """``row 3, line 4: no response`` per bad row (at most ``limit``, then a count)."""
+        lines = [f"{b.where}: {b.problem}" for b in self.first_bad[:limit]]
+        if self.bad_count > limit:
+            lines.append(f"... and {self.bad_count - limit} more bad row(s)")
+        return lines
 
 
 @dataclass
@@ -112,14 +102,6 @@ class DataFile(Scan):
     @property
     def bad(self) -> list[BadRow]:
         return self.first_bad
-
-
-def describe_bad(bad: Iterable[BadRow], total: int, limit: int = 10) -> list[str]:
-    """``row 3, line 4: no response`` per bad row (at most ``limit``, then a count)."""
-    lines = [f"{b.where}: {b.problem}" for _, b in zip(range(limit), bad, strict=False)]
-    if total > limit:
-        lines.append(f"... and {total - limit} more bad row(s)")
-    return lines
 
 
 def parse_map(specs: Iterable[str]) -> dict[str, str]:
@@ -145,16 +127,9 @@ def parse_map(specs: Iterable[str]) -> dict[str, str]:
 def read_file(
     path: str | Path, map_specs: Iterable[str] | None = None, numeric: str | None = None
 ) -> DataFile:
-    """:func:`read_rows` with ``--map`` specs as the command line gives them."""
-    return read_rows(path, parse_map(map_specs or []), numeric=numeric)
-
-
-def read_rows(
-    path: str | Path, mapping: Mapping[str, str] | None = None, numeric: str | None = None
-) -> DataFile:
-    """Read ``path`` into rows with ``user_input`` and ``response`` (after ``mapping``);
+    """Read ``path`` into rows with ``user_input`` and ``response`` (after the ``--map`` specs);
     ``numeric``: a column every row must hold a finite number in (human ratings)."""
-    source = Source(path, mapping, numeric)
+    source = Source(path, parse_map(map_specs or []), numeric)
     scan = source.scan(keep_bad=sys.maxsize)
     rows = [e for e in source.entries() if isinstance(e, Row)]
     return DataFile(**vars(scan), kind=source.kind, rows=rows)
@@ -192,21 +167,18 @@ class Source:
         :class:`DataFileError` when the file cannot give a single usable row."""
         scan = Scan(self.path)
         columns: set[str] = set()
-        records = 0
-        for _, _, record in self.records():
-            records += 1
-            if isinstance(record, dict):
-                columns.update(clean_text(str(name)) for name in record)
-        if not records:
-            raise DataFileError(f"{self.path}: no rows")
-        self._check_columns(columns)
-        for entry in self.entries():
-            if isinstance(entry, Row):
+        for record in self.records():
+            if isinstance(record[2], dict):
+                columns.update(clean_text(str(name)) for name in record[2])
+            if isinstance(entry := self._entry(*record), Row):
                 scan.row_count += 1
             else:
                 scan.bad_count += 1
                 if len(scan.first_bad) < keep_bad:
                     scan.first_bad.append(entry)
+        if not scan.row_count + scan.bad_count:
+            raise DataFileError(f"{self.path}: no rows")
+        self._check_columns(columns)
         scan.warnings = list(self.warnings)
         if not scan.row_count:
             listed = "; ".join(scan.describe_bad(limit=3))
@@ -215,11 +187,7 @@ class Source:
 
     def entries(self) -> Iterator[Entry]:
         """Every row in file order: a :class:`Row`, or a :class:`BadRow` saying why not."""
-        for number, line, record in self.records():
-            if isinstance(record, str):
-                yield BadRow(number, record, line)
-            else:
-                yield self._entry(number, line, record)
+        return (self._entry(*record) for record in self.records())
 
     def records(self) -> Iterator[tuple[int, int | None, dict[str, Any] | str]]:
         """(row number, file line, record) triples; a record that is a str is its problem."""
@@ -230,7 +198,7 @@ class Source:
 
     def _check_columns(self, columns: set[str]) -> None:
         if not columns:
-            return  # every row is bad; read_rows lists them
+            return  # every row is bad; scan lists them
         names = sorted(columns)
         found = ", ".join(names[:8]) + (f", ... ({len(names)} in all)" if len(names) > 8 else "")
         for column in self.mapping:
@@ -246,9 +214,11 @@ class Source:
         if self.numeric is not None and self.numeric not in columns:
             raise DataFileError(f"{self.path}: no {self.numeric!r} column (found: {found})")
 
-    def _entry(self, number: int, line: int | None, record: dict[str, Any]) -> Entry:
-        """A :class:`Row` or a :class:`BadRow`, made JSON-safe after the checks (a NaN
-        ``user_input`` is not text, it is not turned into null)."""
+    def _entry(self, number: int, line: int | None, record: dict[str, Any] | str) -> Entry:
+        """A :class:`Row` or a :class:`BadRow` (a str record is its problem), made JSON-safe
+        after the checks (a NaN ``user_input`` is not text, it is not turned into null)."""
+        if isinstance(record, str):
+            return BadRow(number, record, line)
         values = {self.mapping.get(key, key): value for key, value in record.items()}
         problem = input_problem(values)
         if problem is None and self.numeric is not None:

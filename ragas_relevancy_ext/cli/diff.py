@@ -5,8 +5,7 @@ COLUMN`` also that input column), never by the response, which two systems write
 a reordered file pairs the same, and a question asked twice pairs its first rows together, then
 its second. The paired mean difference B - A gets a 95% interval (clustered with ``--cluster``)
 and a two-sided p-value; the exit code is 1 when B is significantly lower than A by more than
-``--margin``. Also the run-level helpers ``score`` and ``show`` use for ``--cluster`` and
-``--interval``. No RAGAS, no judge, no network.
+``--margin``. No RAGAS, no judge, no network.
 """
 
 from __future__ import annotations
@@ -14,28 +13,24 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass
-from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich import box
-from rich.table import Table
 from rich.text import Text
 
 from ..scoring.report import RelevancyReport, clip, fmt, json_safe
 from .errors import EXIT_FAILED, EXIT_OK, UsageError
 from .options import ClusterOpt
+from .output import check_outputs
+from .output.console import make_console, print_header, print_lines, right, simple_table
+from .output.files import OutputPathError, same_file, write_atomically
 from .saved import SavedRun, cluster_labels
 
 if TYPE_CHECKING:  # numpy loads when a command runs, not for --help
     from ..error_bars import PairedDifference
 
-__all__ = [
-    "Comparison",
-    "compare_runs",
-    "diff",
-]
+__all__ = ["Comparison", "compare_runs", "diff"]
 
 TOP = 5
 
@@ -66,27 +61,20 @@ def compare_runs(
     from ..error_bars import pair_by_question, paired_difference, question_key
 
     def keys(run: SavedRun) -> list[tuple[str, str]]:
-        if id_column is None:
-            return [question_key(r.user_input) for r in run.reports]
-        return [
-            question_key(r.user_input, e.get(id_column))
-            for r, e in zip(run.reports, run.extras, strict=True)
-        ]
+        ids = [e.get(id_column) if id_column else None for e in run.extras]
+        if id_column is not None and all(i is None for i in ids):
+            raise UsageError(f"--id {id_column}: no row of {run.path} has that input column")
+        return [question_key(r.user_input, i) for r, i in zip(run.reports, ids, strict=True)]
 
-    if id_column is not None:
-        for run in (a, b):
-            if not any(e.get(id_column) is not None for e in run.extras):
-                raise UsageError(f"--id {id_column}: no row of {run.path} has that input column")
     pairing = pair_by_question(keys(a), keys(b))
     if not pairing.pairs:
         raise UsageError(f"no question of {a.path} is in {b.path}: nothing to pair")
-    scores_a = [a.reports[i].score for i, _ in pairing.pairs]
+    in_a = [i for i, _ in pairing.pairs]
     scores_b = [b.reports[j].score for _, j in pairing.pairs]
     labels = None
     if cluster is not None:
-        reports = [a.reports[i] for i, _ in pairing.pairs]
-        labels = cluster_labels(reports, [a.extras[i] for i, _ in pairing.pairs], cluster)
-    result = paired_difference(scores_a, scores_b, clusters=labels)
+        labels = cluster_labels([a.reports[i] for i in in_a], [a.extras[i] for i in in_a], cluster)
+    result = paired_difference([a.reports[i].score for i in in_a], scores_b, clusters=labels)
     if result.n_pairs < 2:
         raise UsageError(
             f"{result.n_pairs} pair(s) scored in both runs: at least 2 are needed for an interval"
@@ -132,27 +120,19 @@ def diff(
     2 bad input.
     """
     if html is not None:
-        from .output import check_outputs
-        from .output.files import OutputPathError, same_file
-
         html = check_outputs({"html": html}, input_path=a)["html"]
         if same_file(html, b):
             raise OutputPathError(f"--html {html} is the input file; give --html a file of its own")
     comparison = compare_runs(SavedRun.read(a), SavedRun.read(b), id_, cluster)
-    result = comparison.result
-    worse = result.worse_by_more_than(margin)
+    worse = comparison.result.worse_by_more_than(margin)
     if json_:
         print(json.dumps(json_safe(_summary(comparison, margin, id_, worse)), allow_nan=False))
     else:
         _print(comparison, margin, id_, worse, top)
     if html is not None:
-        from .output.files import write_atomically
-
         html.parent.mkdir(parents=True, exist_ok=True)
         write_atomically(html, _page(comparison, margin, id_, worse, top).encode("utf-8"))
         if not json_:
-            from .output.console import make_console
-
             make_console().print(f"wrote {html}", soft_wrap=True)
     return EXIT_FAILED if worse else EXIT_OK
 
@@ -175,13 +155,6 @@ def _summary(c: Comparison, margin: float, id_column: str | None, worse: bool) -
     }
 
 
-def _verdict(r: PairedDifference, margin: float, worse: bool) -> str:
-    by = f" by more than {margin:g}" if margin else ""
-    if worse:
-        return f"B is significantly lower than A{by}: exit 1"
-    return f"no significant drop{by} (p = {fmt(r.p_value, 3)})"
-
-
 def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> list[str]:
     r = c.result
     from ..error_bars import FEW_CLUSTERS
@@ -189,12 +162,14 @@ def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> 
     how = r.method + (f" over {r.clusters} clusters" if r.clusters else "")
     if r.clusters and r.clusters < FEW_CLUSTERS:
         how += f", under {FEW_CLUSTERS} clusters: a rough interval"
+    by = f" by more than {margin:g}" if margin else ""
+    verdict = f"no significant drop{by} (p = {fmt(r.p_value, 3)})"
     lines = [
         f"paired by {_paired_by(id_column)}: {r.n_pairs} pair(s) scored in both; "
         f"only in A {c.only_a}, only in B {c.only_b}, NaN in either {r.not_scored}",
         f"mean A {fmt(r.mean_a)} | mean B {fmt(r.mean_b)} | B - A {fmt(r.diff)} ± {fmt(r.stderr)} "
         f"({r.level:.0%} CI {fmt(r.ci_low)} to {fmt(r.ci_high)}, {how}) | p = {fmt(r.p_value, 4)}",
-        _verdict(r, margin, worse),
+        f"B is significantly lower than A{by}: exit 1" if worse else verdict,
     ]
     if c.repeated:
         lines.append(
@@ -205,40 +180,27 @@ def _lines(c: Comparison, margin: float, id_column: str | None, worse: bool) -> 
 
 
 def _print(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> None:
-    from .output.console import make_console, print_header
-
     console = make_console()
-    print_header(
-        console,
-        {
-            "A": f"{c.a.path} ({len(c.a.reports)} rows)",
-            "B": f"{c.b.path} ({len(c.b.reports)} rows)",
-        },
-    )
+    runs = {"A": c.a, "B": c.b}
+    print_header(console, {k: f"{run.path} ({len(run.reports)} rows)" for k, run in runs.items()})
     for number, line in enumerate(_lines(c, margin, id_column, worse)):
-        style = "bold" if number == 1 else ("red" if worse and number == 2 else None)
-        console.print(Text(line, style=style or ""))
+        style = "bold" if number == 1 else ("red" if worse and number == 2 else "")
+        print_lines(console, line, style=style)
     moved = c.moved(top)
     if not moved:
         return
-    console.print(Text(f"moved most ({len(moved)}):", style="dim"))
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("rows A/B", justify="right", style="dim", no_wrap=True)
-    table.add_column("A", justify="right", no_wrap=True)
-    table.add_column("B", justify="right", no_wrap=True)
-    table.add_column("B - A", justify="right", no_wrap=True)
-    table.add_column("A's probes")
-    table.add_column("B's probes")
+    print_lines(console, f"moved most ({len(moved)}):", style="dim")
+    table = simple_table(
+        *right("rows A/B", style="dim", no_wrap=True),
+        *right("A", "B", "B - A", no_wrap=True),
+        "A's probes",
+        "B's probes",
+    )
     for i, j, delta in moved:
         ra, rb = c.a.reports[i], c.b.reports[j]
-        table.add_row(
-            f"{c.a.numbers[i]}/{c.b.numbers[j]}",
-            fmt(ra.score),
-            fmt(rb.score),
-            Text(f"{delta:+.4f}", style="red" if delta < 0 else "green"),
-            Text(clip(ra.user_input, 200), style="bold"),
-            "",
-        )
+        rows, question = f"{c.a.numbers[i]}/{c.b.numbers[j]}", clip(ra.user_input, 200)
+        change = Text(f"{delta:+.4f}", style="red" if delta < 0 else "green")
+        table.add_row(rows, fmt(ra.score), fmt(rb.score), change, Text(question, style="bold"), "")
         table.add_row("", "", "", "", _probes(ra), _probes(rb))
         table.add_section()
     console.print(table)
@@ -252,7 +214,7 @@ def _probes(report: RelevancyReport) -> Text:
 
 def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> str:
     """A self-contained page in the style of the run pages (:mod:`.output.html`)."""
-    from .output.html import CSS, GENERATOR, long_text
+    from .output.html import long_text, page_head, stats_list, text
 
     r = c.result
     figures = [
@@ -265,7 +227,6 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
         (str(c.only_a), "only in A"),
         (str(c.only_b), "only in B"),
     ]
-    stats = "".join(f"<li><b>{_t(v)}</b><span>{_t(k)}</span></li>" for v, k in figures)
 
     def probes(report: RelevancyReport) -> str:
         rows = "".join(
@@ -284,21 +245,9 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
             f"{long_text(ra.user_input, 'q')}<table><tr><th>A</th><th>B</th></tr>"
             f"<tr><td>{probes(ra)}</td><td>{probes(rb)}</td></tr></table></article>"
         )
-    lines = "".join(f"<p>{_t(line)}</p>" for line in _lines(c, margin, id_column, worse))
-    title = "Answer relevancy: B against A"
+    lines = "".join(f"<p>{text(line)}</p>" for line in _lines(c, margin, id_column, worse))
     return (
-        "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8">\n{GENERATOR}\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{title}</title><style>{CSS}</style></head><body>\n<h1>{title}</h1>\n"
-        f"<p>A: {_t(c.a.path)}<br>B: {_t(c.b.path)}</p>\n"
-        f'<ul class="stats">{stats}</ul>\n{lines}\n'
-        f"<h2>Moved most</h2>\n"
-        f'<div class="cards">{"".join(cards)}</div>\n</body></html>\n'
+        f"{page_head('Answer relevancy: B against A')}\n"
+        f"<p>A: {text(c.a.path)}<br>B: {text(c.b.path)}</p>\n{stats_list(figures)}\n{lines}\n"
+        f'<h2>Moved most</h2>\n<div class="cards">{"".join(cards)}</div>\n</body></html>\n'
     )
-
-
-def _t(value: object) -> str:
-    from ..scoring.report import neutralise_controls
-
-    return escape(neutralise_controls(str(value)))

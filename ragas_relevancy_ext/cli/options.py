@@ -5,12 +5,14 @@ Only typer and the standard library load here, so ``--help`` stays instant.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import inspect
 import os
-from collections.abc import Callable, Mapping, MutableMapping
-from dataclasses import fields
+import sys
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
+from dataclasses import fields, replace
 from enum import Enum
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,7 +21,9 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from ..scoring.languages import check_language
+from ..scoring.otlp import OTEL_EXTRA, exporting, otlp_traces_url, sdk_installed
 from ..scoring.probe_modes import MODES
+from ..scoring.tracing import span
 from ..scoring.usage import Prices
 from .errors import UsageError
 from .output import FORMATS
@@ -43,6 +47,7 @@ __all__ = [
     "analytics_for_this_process",
     "freeze_heap_for_this_process",
     "model_threads_for_this_process",
+    "traced_command",
     "with_settings",
 ]
 
@@ -223,6 +228,17 @@ SETTING_OPTIONS: dict[str, Any] = {
             "environment decides.",
         ),
     ],
+    "otel": Annotated[
+        str | None,
+        typer.Option(
+            metavar="URL",
+            help="Send traces (OpenTelemetry, OTLP over HTTP) to URL, e.g. http://localhost:4318 "
+            "(/v1/traces is added): a span per sample, judge call and embeddings request "
+            "(texts only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). "
+            "Default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when "
+            "set. Needs the [otel] extra.",
+        ),
+    ],
 }
 
 # What tokens cost, for a command that takes a ``prices`` parameter; no built-in price table.
@@ -270,21 +286,44 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
+            settings = None
             if "settings" in signature.parameters:
                 values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
-                kwargs["settings"] = _settings({**values, **fixed})
+                kwargs["settings"] = settings = _settings({**values, **fixed})
             if "outputs" in signature.parameters:
                 given = {name: kwargs.pop(name, None) for name in FORMATS}
                 kwargs["outputs"] = {name: path for name, path in given.items() if path}
             if "prices" in signature.parameters:  # in, out, embeddings: Prices' order
                 kwargs["prices"] = Prices(*(kwargs.pop(name, None) for name in PRICE_OPTIONS))
-            return command(**kwargs)
+            if settings is None:
+                return command(**kwargs)
+            with traced_command(command.__name__, settings) as settings:
+                kwargs["settings"] = settings
+                return command(**kwargs)
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
         return wrapper  # type: ignore[return-value]
 
     return decorate
+
+
+@contextlib.contextmanager
+def traced_command(name: str, settings: Settings) -> Iterator[Settings]:
+    """Send the command's spans to ``--otel`` (else the standard OTLP variables) and flush them
+    at its end, all under one span of the command; yields the settings with the traces URL,
+    which Ray actors export to as well. Without the [otel] extra only --otel is an error."""
+    url = otlp_traces_url(settings.otel)
+    if url is not None and settings.otel is None and not sdk_installed():
+        print(
+            "ragas-relevancy: note: OTEL_EXPORTER_OTLP_*ENDPOINT is set but the [otel] extra is "
+            f"not installed, so no traces are sent ({OTEL_EXTRA})",
+            file=sys.stderr,
+        )
+        url = None
+    attributes = {"ragas_relevancy.command": name}
+    with exporting(url), span(f"ragas-relevancy {name}", attributes):
+        yield replace(settings, otel=url)
 
 
 def analytics_for_this_process(on: bool) -> None:

@@ -12,18 +12,12 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
-from rich import box
-from rich.table import Table
-from rich.text import Text
 
 from ..scoring.report import RelevancyReport, fmt
 from .errors import EXIT_OK, UsageError
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 __all__ = ["STRICTNESS", "plan"]
 
@@ -35,8 +29,7 @@ def plan(
         Path, typer.Argument(metavar="REPORT", help="An earlier run's JSONL report (score --out).")
     ],
     detect: Annotated[
-        float,
-        typer.Option(metavar="DROP", help="The drop in mean score to find (above 0)."),
+        float, typer.Option(metavar="DROP", help="The drop in mean score to find (above 0).")
     ],
     correlation: Annotated[
         float,
@@ -55,6 +48,7 @@ def plan(
     alpha 0.05, from the variance parts of an earlier run.
     """
     from ..error_bars import POWER, detectable_drop, rows_needed, run_error_bars
+    from .output.console import make_console, print_lines, right, simple_table
     from .saved import SavedRun
 
     if not (math.isfinite(detect) and detect > 0):
@@ -69,54 +63,28 @@ def plan(
             "told from the questions'; plan from a run scored with --strictness 2 or more"
         )
     then = _strictness(run.reports)
-    parts = {"between": bars.between_variance, "within": bars.within_variance}
-    console = _console()
-    console.print(
-        Text(
-            f"from {report}: {bars.n} scored row(s) at strictness {then} | mean "
-            f"{bars.interval_text()}"
-        )
-    )
-    console.print(Text(f"{bars.variance_text()}; correlation of the two runs {correlation:g}"))
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    for name in ("strictness", "rows", "probes judged (rows x strictness)"):
-        table.add_column(name, justify="right")
-    table.add_column("")
+    model = {"between": bars.between_variance, "within": bars.within_variance}
+    model.update(strictness_then=then, correlation=correlation)
     options = sorted({*STRICTNESS, then})
-    needed = {
-        k: rows_needed(
-            detect,
-            between=parts["between"],
-            within=parts["within"],
-            strictness_then=then,
-            strictness=k,
-            correlation=correlation,
-        )
-        for k in options
-    }
+    needed = {k: rows_needed(detect, strictness=k, **model) for k in options}
     cheapest = min(options, key=lambda k: (needed[k] * k, k))
+    table = simple_table(*right("strictness", "rows", "probes judged (rows x strictness)"), "")
     for k in options:
         mark = "<- fewest probes" if k == cheapest else ""
         table.add_row(str(k), f"{needed[k]:,}", f"{needed[k] * k:,}", mark)
-    console.print(
-        Text(
-            f"to find a drop of {detect:g} with {POWER:.0%} power (paired, two-sided, alpha 0.05):"
-        )
+    now = detectable_drop(bars.n, strictness=then, **model)
+    console = make_console()
+    print_lines(
+        console,
+        f"from {report}: {bars.n} scored row(s) at strictness {then} | mean {bars.interval_text()}",
+        f"{bars.variance_text()}; correlation of the two runs {correlation:g}",
+        f"to find a drop of {detect:g} with {POWER:.0%} power (paired, two-sided, alpha 0.05):",
     )
     console.print(table)
-    now = detectable_drop(
-        bars.n,
-        between=parts["between"],
-        within=parts["within"],
-        strictness_then=then,
-        strictness=then,
-        correlation=correlation,
-    )
-    console.print(
-        Text(
-            f"at strictness {then}: {needed[then]:,} rows; this run's {bars.n} rows find a drop of "
-            f"{fmt(now)} with {POWER:.0%} power"
-        )
+    print_lines(
+        console,
+        f"at strictness {then}: {needed[then]:,} rows; this run's {bars.n} rows find a drop of "
+        f"{fmt(now)} with {POWER:.0%} power",
     )
     return EXIT_OK
 
@@ -127,9 +95,3 @@ def _strictness(reports: Sequence[RelevancyReport]) -> int:
     if not counts:
         raise UsageError("the report does not say the strictness its rows were scored at")
     return counts.most_common(1)[0][0]
-
-
-def _console() -> Console:
-    from .output.console import make_console
-
-    return make_console()

@@ -179,6 +179,7 @@ def _run(
         batch_size=batch_size,
         settings_tag=tag,
         skip_keys=done,
+        otel=settings.otel,  # the traces URL: each actor sends its spans there too
     )
     tally = Tally()
     batches = sink.save(scored.iter_batches(batch_format="pyarrow", batch_size=None), scorer)

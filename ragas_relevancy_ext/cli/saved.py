@@ -25,19 +25,13 @@ __all__ = [
     "extra_of",
     "meta_of",
     "read_records",
-    "read_saved",
     "report_of",
     "run_bars",
 ]
 
 
-_FILLERS: dict[str, Any] = {
-    "user_input": "",
-    "response": "",
-    "strictness": 0,
-    "probe_prompt": "",
-    "all_noncommittal": False,
-}
+# What a line needs to be shown when an older or newer writer left a field out.
+_FILLERS = dict(user_input="", response="", strictness=0, probe_prompt="", all_noncommittal=False)
 
 
 @dataclass(frozen=True)
@@ -49,31 +43,25 @@ class SavedRun:
     numbers: list[int]
     reports: list[RelevancyReport]
     extras: list[Mapping[str, Any]]
+    meta: dict[str, str]  # what the run used (:func:`meta_of`)
 
     @classmethod
     def read(cls, path: Path) -> SavedRun:
+        """The report at ``path``; a :class:`UsageError` when it has no report lines."""
         records = read_records(path)
         if not records:
             raise UsageError(f"{path}: no report lines")
-        extras = [extra_of(r) for r in records]
-        return cls(path, [int(r["row"]) for r in records], [report_of(r) for r in records], extras)
+        numbers, reports = [int(r["row"]) for r in records], [report_of(r) for r in records]
+        return cls(path, numbers, reports, [extra_of(r) for r in records], meta_of(path, records))
 
 
-def read_saved(path: Path) -> tuple[list[tuple[int, RelevancyReport]], dict[str, str]]:
-    """(row, report) pairs in row order, and what the run used, from a JSONL report.
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """A JSONL report's lines as JSON objects, in row order.
 
     A later line for the same row and input replaces an earlier one (a re-run retried it);
     JSON objects without a ``row`` (a header) are passed over; a line cut off mid-write at the
     end is left out; any other line that is not a report line is a :class:`UsageError`.
     """
-    records = read_records(path)
-    items = [(int(record["row"]), report_of(record)) for record in records]
-    return items, meta_of(path, records)
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """The report lines of :func:`read_saved` as JSON objects (``extra`` and ``key`` kept), in
-    row order."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -88,19 +76,19 @@ def read_records(path: Path) -> list[dict[str, Any]]:
             continue
         try:
             record = load_record(line)
+            if not isinstance(record, dict):
+                raise ValueError(line)
         except (ValueError, RecursionError):
             raise UsageError(f"{path}: line {number} is not a report line") from None
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}: line {number} is not a report line")
-        if "row" not in record:
-            continue
-        records[(int(record["row"]), str(record.get("key", "")))] = record
-    return [record for _, record in sorted(records.items(), key=lambda item: item[0])]
+        if "row" in record:  # else a header
+            records[(int(record["row"]), str(record.get("key", "")))] = record
+    return [records[row_key] for row_key in sorted(records)]
 
 
 def report_of(record: dict[str, Any]) -> RelevancyReport:
-    values = {**_FILLERS, **record}
-    return RelevancyReport.from_dict(values)
+    """A report line's :class:`RelevancyReport`, fields an older or newer writer left out
+    filled in."""
+    return RelevancyReport.from_dict({**_FILLERS, **record})
 
 
 def meta_of(path: Path, records: list[dict[str, Any]]) -> dict[str, str]:

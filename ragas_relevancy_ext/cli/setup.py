@@ -69,6 +69,7 @@ class Settings:
     embedding_tpm: int | None = None
     cache: Path | None = None
     analytics: bool = False
+    otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
 
 DEFAULT_SETTINGS = Settings()

@@ -7,17 +7,17 @@ module load: no RAGAS, no judge, no network.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ..scoring.report import RelevancyReport, not_scored_cause
+from ..scoring.report import not_scored_cause
 from .errors import UsageError, exit_code
 from .options import ClusterOpt, Interval, IntervalOpt, TableOpt
+from .output import FORMATS, Item, check_outputs
 from .output.console import (
     make_console,
     print_causes,
@@ -26,11 +26,9 @@ from .output.console import (
     print_summary,
     print_table,
 )
-from .saved import extra_of, meta_of, read_records, report_of, run_bars
+from .saved import SavedRun, run_bars
 
-__all__ = ["show", "worst_first"]
-
-# What a line needs to be shown when an older or newer writer left a field out.
+__all__ = ["show"]
 
 
 def show(
@@ -58,76 +56,46 @@ def show(
 
     The terminal table of a JSONL report from score --out. Exit codes as the run's would be.
     """
+    from .output.html import worst_rows
     from .score import is_skipped
-    from .stats import summarise, summarise_cost
+    from .stats import Summary, summarise, summarise_cost
 
     if row is not None and worst is not None:
         raise UsageError("give --row or --worst, not both")
     if html is not None:
-        from .output import check_outputs
-
         html = check_outputs({"html": html}, input_path=report)["html"]
-    records = read_records(report)
-    items = [(int(record["row"]), report_of(record)) for record in records]
-    meta = meta_of(report, records)
-    extras = {id(r): extra_of(record) for (_, r), record in zip(items, records, strict=True)}
-    if not items:
-        raise UsageError(f"{report}: no report lines")
-    chosen = items
+    run = SavedRun.read(report)
+    items, meta = list(zip(run.numbers, run.reports, strict=True)), run.meta
+    extras = {id(r): extra for r, extra in zip(run.reports, run.extras, strict=True)}
+    causes = {n: not_scored_cause(r) for n, r in items}
+
+    def summary_of(rows: Sequence[Item]) -> Summary:
+        summary = summarise([(n, r.score, r.user_input) for n, r in rows], causes=causes)
+        cost = summarise_cost([r.usage for _, r in rows if not is_skipped(r)])
+        bars = run_bars(((r, extras[id(r)]) for _, r in rows), cluster, interval)
+        return replace(summary, cost=cost, error_bars=bars)
+
+    chosen, showing = items, f"all {len(items)} row(s)"
     if row is not None:
-        chosen = [(n, r) for n, r in items if n == row]
+        chosen, showing = [(n, r) for n, r in items if n == row], f"row {row}"
         if not chosen:
             numbers = sorted({n for n, _ in items})
             raise UsageError(f"{report}: no row {row} (rows {numbers[0]}-{numbers[-1]})")
     elif worst is not None:
-        chosen = worst_first(items)[:worst]
+        chosen = worst_rows(items, worst)[0]
+        showing = f"the {len(chosen)} lowest of {len(items)} row(s), NaN first"
     console = make_console()
     fields = {k: v for k, v in meta.items() if k != "caution"}
-    print_header(console, {**fields, "showing": _showing(row, worst, len(chosen), len(items))})
+    print_header(console, {**fields, "showing": showing})
     if table is not False:
         reasons = row is not None or worst is not None
         print_table(console, chosen, probes=probes, reasons=reasons)
-    causes = {n: not_scored_cause(r) for n, r in items}
-    summary = summarise([(n, r.score, r.user_input) for n, r in items], causes=causes)
-    usages = [r.usage for _, r in items if not is_skipped(r)]
-    bars = run_bars(((r, extras[id(r)]) for _, r in items), cluster, interval)
-    summary = replace(summary, cost=summarise_cost(usages), error_bars=bars)
+    summary = summary_of(items)
     if row is None:
         print_summary(console, summary, dict(items))
         print_causes(make_console(stderr=True), items)
     print_caution(console, meta)
     if html is not None:
-        from .output import FORMATS
-
-        shown = summarise([(n, r.score, r.user_input) for n, r in chosen], causes=causes)
-        shown = replace(
-            shown,
-            cost=summarise_cost([r.usage for _, r in chosen if not is_skipped(r)]),
-            error_bars=run_bars(((r, extras[id(r)]) for _, r in chosen), cluster, interval),
-        )
-        FORMATS["html"].writer()(html, chosen, shown, meta)
+        FORMATS["html"].writer()(html, chosen, summary_of(chosen), meta)
         console.print(f"wrote {html}", soft_wrap=True)
     return exit_code(summary.scored, summary.n)
-
-
-def _showing(row: int | None, worst: int | None, shown: int, total: int) -> str:
-    if row is not None:
-        return f"row {row}"
-    if worst is not None:
-        return f"the {shown} lowest of {total} row(s), NaN first"
-    return f"all {total} row(s)"
-
-
-def worst_first(
-    items: Iterable[tuple[int, RelevancyReport]],
-) -> list[tuple[int, RelevancyReport]]:
-    """Rows not scored (NaN) first, then by score from the lowest, ties by row number."""
-
-    def rank(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
-        score = item[1].score
-        finite = score is not None and math.isfinite(score)
-        return (finite, score if finite else 0.0, item[0])
-
-    return sorted(items, key=rank)
-
-

@@ -12,7 +12,7 @@ import math
 import statistics
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -58,19 +58,12 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
 
 
 def ranks(values: Sequence[float]) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (as Spearman needs)."""
+    """1-based ranks, ties sharing their average rank (as Spearman needs); NaNs last, each
+    a rank of its own."""
     data = np.asarray(values, dtype=float)
-    order = np.argsort(data, kind="mergesort")
-    result = np.empty(len(data), dtype=float)
-    sorted_values = data[order]
-    start = 0
-    while start < len(data):
-        end = start
-        while end + 1 < len(data) and sorted_values[end + 1] == sorted_values[start]:
-            end += 1
-        result[order[start : end + 1]] = (start + end) / 2.0 + 1.0
-        start = end + 1
-    return result
+    _, where, counts = np.unique(data, return_inverse=True, return_counts=True, equal_nan=False)
+    last = np.cumsum(counts)  # each distinct value's last rank
+    return (last - (counts - 1) / 2.0)[where.reshape(-1)]
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -209,9 +202,13 @@ class Summary:
     cost: CostSummary | None = None  # what the run cost, when known
     error_bars: ErrorBars | None = None  # the mean's interval and variance parts, when asked
 
+    def causes_text(self) -> str:
+        """Why rows are NaN, e.g. ``no usable probe 1, TimeoutError 1`` ("" when none is)."""
+        return ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
+
     def nans_text(self) -> str:
         """The NaN count with its causes, e.g. ``2 (no usable probe 1, TimeoutError 1)``."""
-        causes = ", ".join(f"{cause} {count}" for cause, count in self.nan_causes.items())
+        causes = self.causes_text()
         return f"{self.nans} ({causes})" if causes else str(self.nans)
 
     def lowest_title(self) -> str:
@@ -266,27 +263,20 @@ class CostSummary:
 
     def judge_usd(self) -> float | None:
         """USD for the judge, or None (a price not given, tokens not reported)."""
-        return Usage(
-            judge_prompt_tokens=self.total.judge_prompt_tokens,
-            judge_completion_tokens=self.total.judge_completion_tokens,
-        ).cost(self.prices.judge_in, self.prices.judge_out)
+        judge = replace(self.total, embedding_requests=0)
+        return judge.cost(self.prices.judge_in, self.prices.judge_out)
 
     def embeddings_usd(self) -> float | None:
         """USD for the embeddings (0 without requests), or None."""
-        return Usage(
-            judge_prompt_tokens=0,
-            judge_completion_tokens=0,
-            embedding_requests=self.total.embedding_requests,
-            embedding_tokens=self.total.embedding_tokens,
-        ).cost(0.0, 0.0, self.prices.embeddings)
+        embeddings = replace(self.total, judge_prompt_tokens=0, judge_completion_tokens=0)
+        return embeddings.cost(0.0, 0.0, self.prices.embeddings)
 
     def lines(self) -> list[str]:
         """Totals, per-row means and the cost, "not reported" where the provider said nothing."""
         total, n = self.total, self.rows
         if not n:
-            if not self.missing:
-                return []
-            return [f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"]
+            saved = f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"
+            return [saved] if self.missing else []
         covered = f"{n} row(s)" + (
             f"; {self.missing} more saved without usage" if self.missing else ""
         )

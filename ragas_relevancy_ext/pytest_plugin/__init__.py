@@ -4,6 +4,7 @@ the standard library only; judge, embeddings and RAGAS load with the first check
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from dataclasses import dataclass, field
@@ -13,7 +14,14 @@ import pytest
 
 from ..scoring.report import RelevancyReport
 from .baseline import Gate, check_report_target, compare_with_baseline, write_report
-from .checks import Check, RelevancyFailure, RelevancyNotMeasured, summary_lines, summary_title
+from .checks import (
+    Check,
+    RelevancyFailure,
+    RelevancyNotMeasured,
+    score_checks,
+    summary_lines,
+    summary_title,
+)
 from .engine import Engine
 from .options import Values, add_options, check_min_score
 
@@ -49,6 +57,7 @@ class _State:
     held: list[tuple[pytest.Item, list[pytest.TestReport]]] = field(default_factory=list)
     pending: dict[str, list[Check]] = field(default_factory=dict)
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
+    traces: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # --relevancy-otel
 
     def check(self, user_input: Any, response: Any, min_score: float | None) -> None:
         """Record a check of the running test and score it now (raising its failure) or with the
@@ -69,7 +78,7 @@ class _State:
         if item is not None and self.batching is item:
             self.pending.setdefault(item.nodeid, []).append(check)
             return
-        check.report = self.engine.score([(user_input, response)])[0]
+        score_checks(self.engine, [check])
         if item is not None:
             item.user_properties.extend(check.properties())
             used = self.engine.properties()
@@ -92,9 +101,7 @@ class _State:
         """Score the held tests' checks in one batch, then write their reports in order."""
         held, self.held = self.held, []
         checks = [c for item, _ in held for c in self.pending.pop(item.nodeid, [])]
-        reports = self.engine.score([(c.user_input, c.response) for c in checks])
-        for check, report in zip(checks, reports, strict=True):
-            check.report = report
+        score_checks(self.engine, checks)
         for item, test_reports in held:
             mine = [c for c in checks if c.nodeid == item.nodeid]
             _apply(item, test_reports, mine, self.engine.properties())
@@ -213,6 +220,14 @@ def pytest_configure(config: pytest.Config) -> None:
     if baseline is None and "margin" in values.given:
         raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
     state = _State(config, values, Engine(values.settings()))
+    if "otel" in values.given:
+        from ..errors import UsageError
+        from ..scoring.otlp import exporting
+
+        try:
+            state.traces.enter_context(exporting(values.given["otel"], "ragas-relevancy-pytest"))
+        except UsageError as exc:
+            raise pytest.UsageError(f"{values.sources['otel']}: {exc}") from None
     config.stash[_STATE] = state
     _ACTIVE.append(state)
 
@@ -223,6 +238,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[_STATE]
         _ACTIVE.remove(state)
         state.engine.close()
+        state.traces.close()  # the spans waiting are sent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -4,12 +4,13 @@ pass: the check is "not measured", reported apart from a low score."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import cause_phrase
+from ..scoring import tracing
 from ..scoring.report import SKIPPED, RelevancyReport, clip, fmt, format_report, plural
-from .engine import NotConfigured
+from .engine import Engine, NotConfigured
 
 Verdict = Literal["passed", "below", "not measured"]
 
@@ -40,6 +41,8 @@ class Check:
     min_source: str
     report: RelevancyReport | None = None
     timeout: float | None = None  # seconds per judge or embeddings request, for the message
+    # the trace context the check was made in (its span goes there), when something is traced
+    trace: Any = field(default_factory=tracing.span_context, repr=False, compare=False)
 
     @property
     def score(self) -> float:
@@ -113,6 +116,53 @@ class Check:
                 found.append(("relevancy_cause", self.cause))
             found.append(("relevancy_error", self.error()))
         return found
+
+
+CHECK_SPAN = "ragas_relevancy.check"
+
+
+def score_checks(engine: Engine, checks: list[Check]) -> None:
+    """Score ``checks`` in one batch and give each its report; when traced, each check is a
+    span (under the span current where it was made) holding its sample's span."""
+    pairs = [(check.user_input, check.response) for check in checks]
+    started = [
+        tracing.start_span(
+            CHECK_SPAN,
+            {
+                "ragas_relevancy.check.test": check.nodeid,
+                "ragas_relevancy.check.location": check.location,
+                "ragas_relevancy.check.min_score": check.min_score,
+            },
+            check.trace,
+        )
+        for check in checks
+    ]
+    reports: list[RelevancyReport] = []
+    try:
+        if not any(started):
+            reports = engine.score(pairs)
+        else:
+            with tracing.row_parents([None if s is None else s[1] for s in started]):
+                reports = engine.score(pairs)
+        for check, report in zip(checks, reports, strict=True):
+            check.report = report
+    finally:
+        for check, begun in zip(checks, started, strict=True):
+            if begun is not None:
+                tracing.end_span(begun[0], _outcome(check), _failure(check))
+
+
+def _outcome(check: Check) -> dict[str, Any]:
+    found: dict[str, Any] = {"ragas_relevancy.check.verdict": check.verdict}
+    if math.isfinite(check.score):
+        found["ragas_relevancy.score"] = check.score
+    if check.cause is not None:
+        found["ragas_relevancy.cause"] = check.cause
+    return found
+
+
+def _failure(check: Check) -> str | None:
+    return None if check.verdict == "passed" else check.verdict.replace(" ", "_")
 
 
 def summary_title(checks: list[Check]) -> str:

@@ -60,6 +60,13 @@ def _per_minute(text: str) -> int:
     return value
 
 
+def _otel(text: str) -> str:
+    """An OTLP/HTTP base URL, as the traces URL spans are sent to."""
+    from ..scoring.otlp import otlp_traces_url
+
+    return otlp_traces_url(text.strip(), source="the traces URL") or text
+
+
 def _batch(text: str) -> str:
     value = text.strip().lower()
     if value not in BATCH_MODES:
@@ -179,6 +186,15 @@ OPTIONS: tuple[Option, ...] = (
         "together, report per test; off: score each check when it is made.",
         "MODE",
         parse=_batch,
+    ),
+    Option(
+        "otel",
+        "Send traces (OpenTelemetry, OTLP over HTTP; the [otel] extra) to URL, e.g. "
+        "http://localhost:4318: a span per check, under the test's span when one is current, "
+        "with its sample's judge and embeddings spans inside. Without it, checks are traced "
+        "only to a tracer provider the session set up itself.",
+        "URL",
+        parse=_otel,
     ),
 )
 

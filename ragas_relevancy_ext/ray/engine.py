@@ -22,6 +22,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
         f" ({exc})"
     ) from exc
 
+from ..scoring import otlp
 from ..scoring.report import SKIPPED, TEXT_FIELDS, input_problem, row_key
 
 __all__ = [
@@ -79,10 +80,14 @@ def score_dataset(
     response: str = "response",
     num_cpus: float = ACTOR_NUM_CPUS,
     ray_remote_args: Mapping[str, Any] | None = None,
+    otel: str | None = None,
 ) -> ray.data.Dataset:
     """Score every row of ``ds`` on ``concurrency`` actors, each building its metric once from
     the picklable ``metric_factory``; rows come back (in any order) with ``key`` and
-    :data:`OUTPUT_COLUMNS`, a failing or set-aside row NaN with its reason."""
+    :data:`OUTPUT_COLUMNS`, a failing or set-aside row NaN with its reason.
+
+    ``otel``: an OTLP/HTTP traces URL (``http://HOST:4318/v1/traces``) each actor sends its
+    spans to (the ``[otel]`` extra), under the span current here; sent after every batch."""
     for name, value in (("concurrency", concurrency), ("batch_size", batch_size)):
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
@@ -100,6 +105,8 @@ def score_dataset(
             "max_concurrency": max_concurrency,
             "user_input": user_input,
             "response": response,
+            "otel": otel,
+            "trace_parent": otlp.carrier() if otel else None,
         },
         batch_size=batch_size,
         batch_format="pyarrow",
@@ -130,7 +137,12 @@ class _Scorer:
         max_concurrency: int | None,
         user_input: str,
         response: str,
+        otel: str | None = None,
+        trace_parent: Mapping[str, str] | None = None,
     ):
+        if otel:  # before the metric is built, so nothing it does goes untraced
+            otlp.export_to(otel)
+        self.trace_parent = trace_parent
         self.metric = metric_factory()
         if max_concurrency is not None:
             if not hasattr(self.metric, "max_concurrency"):
@@ -157,10 +169,13 @@ class _Scorer:
 
     def _score(self, inputs: list[dict[str, Any]]) -> list[Output]:
         try:
-            results = self.loop.run_until_complete(self.metric.abatch_score(inputs))
+            with otlp.attached(self.trace_parent):
+                results = self.loop.run_until_complete(self.metric.abatch_score(inputs))
         except Exception as exc:  # a metric whose batch call raises: every row says why
             failure = f"{type(exc).__name__}: {exc}"
             return [(math.nan, f"batch failed: {failure}", failure, None)] * len(inputs)
+        finally:
+            otlp.flush()  # an actor may be ended at any time once its batch is back
         return [_row(result) for result in results]
 
 

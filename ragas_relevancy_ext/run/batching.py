@@ -34,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from ..scoring import tracing
 from ..scoring.embeddings import (
     check_same_width,
     embed_question_and_probes,
@@ -70,6 +71,7 @@ class _Share:
         # The submitting caller's meter, charged before the vectors arrive: a sample that
         # finds its vectors already there reads its usage at once, with no callback pending.
         self.meter = current_meter()
+        self.trace = tracing.span_context()  # the request's span goes under the first sample's
 
     def charge(self, usage: Usage) -> None:
         """Add the share's part of a request that carried its texts to its caller's meter."""
@@ -226,7 +228,7 @@ class _Coalescer:
                 await self.scheduler.pace("embeddings", estimate)
                 meter = UsageMeter()
                 try:
-                    with metering(meter):
+                    with metering(meter), tracing.shared_request([s.trace for s in shares]):
                         vectors = await embed_texts(self.embeddings, texts)
                 except asyncio.CancelledError as exc:
                     _charge(shares, meter)
@@ -254,7 +256,7 @@ class _Coalescer:
     async def _send_alone(self, share: _Share) -> None:
         meter = UsageMeter()
         try:
-            with metering(meter):
+            with metering(meter), tracing.shared_request([share.trace]):
                 vectors = await embed_texts(self.embeddings, share.texts, self.scheduler.ahead())
         except Exception as exc:
             share.charge(meter.usage)

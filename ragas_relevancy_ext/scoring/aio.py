@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -42,10 +43,11 @@ def request(limiter: Any, kind: str, texts: str | Sequence[str]) -> Any:
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
-    """Run ``coro`` to its end from sync code; in a worker thread when a loop is running."""
+    """Run ``coro`` to its end from sync code; in a worker thread when a loop is running (in
+    the caller's context, so its current span and meter reach the calls)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-sync") as pool:
-        return pool.submit(asyncio.run, coro).result()
+        return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import numpy as np
 
 from ..errors import EmbeddingShapeError
-from . import aio
+from . import aio, tracing
 from .usage import PROVIDER_REPORTS, Usage, record, tokens_from
 
 if TYPE_CHECKING:
@@ -137,7 +137,18 @@ async def metered(embeddings: Any, call: Any) -> Any:
     :func:`usage_http_client`; any other client (a user's own, Gemini's embedContent, a local
     model) reports none, so its tokens are None. Requests: the answers seen (a LangChain
     client may split a long list), else 1. A call that failed counts one request and 0 tokens.
+    With a tracer configured the call is an ``embeddings MODEL`` span.
     """
+    found = tracing.tracer()
+    if found is None:
+        return await _metered(embeddings, call)
+    with tracing.gen_ai_span(found, "embeddings", embeddings) as span:
+        vectors = await _metered(embeddings, call)
+        tracing.note_vectors(span, vectors)
+    return vectors
+
+
+async def _metered(embeddings: Any, call: Any) -> Any:
     if _needs_sdk_embeddings(embeddings):  # the SDK imports it on first use: half a second
         await asyncio.to_thread(importlib.import_module, _OPENAI_EMBEDDINGS)
     seen: list[Any] = []

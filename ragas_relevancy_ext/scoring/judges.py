@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, InstructorLLM
 
 from ..errors import JudgeHTTPError, JudgeReplyError
-from . import aio
+from . import aio, tracing
 from .redaction import mask_third_party_logs
 from .usage import (
     Usage,
@@ -67,12 +67,29 @@ async def ask_judge(
     usage recorded; a reply that does not parse raises :class:`JudgeReplyError`.
 
     With ``repairs``, a RAGAS judge's reply is read as stock legacy reads it (with RAGAS's
-    repair requests), and ``repairs`` is told how many were sent.
+    repair requests), and ``repairs`` is told how many were sent. With a tracer configured
+    each call to a judge (not to a wrapper such as the cache) is a ``chat MODEL`` span.
     """
+    if isinstance(llm, JudgeWrapper):
+        return await aio.call(llm, "agenerate", "generate", prompt, output_model)
+    found = tracing.tracer()
+    if found is None:
+        return await _ask(llm, prompt, output_model, callbacks, repairs)
+    with tracing.gen_ai_span(found, "chat", llm, prompt) as span:
+        reply = await _ask(llm, prompt, output_model, callbacks, repairs)
+        tracing.note_reply(span, reply)
+    return reply
+
+
+async def _ask(
+    llm: Judge,
+    prompt: str,
+    output_model: type[Reply],
+    callbacks: Any,
+    repairs: Callable[[int], None] | None,
+) -> Reply:
     kind = judge_kind(llm)
     if kind == "instructor":
-        if isinstance(llm, JudgeWrapper):
-            return await aio.call(llm, "agenerate", "generate", prompt, output_model)
         return await _ask_instructor(llm, prompt, output_model)
 
     from langchain_core.prompt_values import StringPromptValue

@@ -104,13 +104,8 @@ async def detector_ready() -> None:
 
 def detect_language(text: str) -> str | None:
     """The ISO 639-1 code of ``text``'s language; None without py3langid or letters."""
-    if not any(ch.isalpha() for ch in text):
-        return None
-    detector = _load_detector()
-    if detector is None:
-        return None
-    code, _ = detector(text)
-    return str(code)
+    detector = _load_detector() if any(ch.isalpha() for ch in text) else None
+    return None if detector is None else str(detector(text)[0])
 
 
 def language_clause(report: RelevancyReport) -> str:
@@ -157,9 +152,6 @@ class AdaptedPrompts:
 
     def __len__(self) -> int:
         return len(self._done)
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> AdaptedPrompts:
-        return AdaptedPrompts()
 
     def __reduce__(self) -> tuple[type[AdaptedPrompts], tuple[()]]:
         return (AdaptedPrompts, ())

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingShapeError, cause_of, failure_text, from_embeddings
+from . import tracing
 from .aio import DEFAULT_MAX_CONCURRENCY
 from .cosines import (
     all_noncommittal,
@@ -121,8 +122,46 @@ async def score_sample(
     ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
     token and cost tracking see every judge call, in a prompt step named ``trace_name``. With
     ``embedder`` embedding requests are shared with the run's other samples; usage is added to
-    ``meter``, which the caller keeps to say what a sample that failed had spent.
+    ``meter``, which the caller keeps to say what a sample that failed had spent. With a
+    tracer configured the sample is a span (:mod:`.tracing`), its judge and embedding calls
+    spans under it.
     """
+    run = _score_sample(
+        user_input,
+        response,
+        llm=llm,
+        embeddings=embeddings,
+        options=options,
+        limiter=limiter,
+        callbacks=callbacks,
+        trace_name=trace_name,
+        adapted=adapted,
+        embedder=embedder,
+        meter=meter,
+    )
+    if tracing.tracer() is None:
+        return await run
+    mode, name = options.mode.name, options.prompt_name
+    with tracing.sample_span(options.strictness, mode, name, user_input, response) as span:
+        report = await run
+        tracing.note_report(span, report)
+    return report
+
+
+async def _score_sample(
+    user_input: str,
+    response: str,
+    *,
+    llm: Judge,
+    embeddings: Embeddings,
+    options: ProbeOptions,
+    limiter: AbstractAsyncContextManager[Any] | None,
+    callbacks: Any,
+    trace_name: str | None,
+    adapted: AdaptedPrompts | None,
+    embedder: RowEmbeddings | None,
+    meter: UsageMeter | None,
+) -> RelevancyReport:
     with metering(meter) as meter:
         check_inputs(user_input, response)
         load_in_background()  # the report's languages: loaded off the loop by the time it is read

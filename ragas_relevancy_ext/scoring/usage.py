@@ -9,7 +9,7 @@ import functools
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, astuple, dataclass
 from typing import Any
 
 NOT_REPORTED = "not reported"
@@ -33,7 +33,7 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Field-by-field sum; a token field not reported on either side stays not reported."""
-        return Usage(*(_add(getattr(self, f.name), getattr(other, f.name)) for f in _F))
+        return Usage(*map(_add, astuple(self), astuple(other)))
 
     __add__ = add
 
@@ -56,8 +56,7 @@ class Usage:
         """Rebuild from :meth:`to_dict`; None for None (a report written before usage)."""
         if data is None:
             return None
-        known = {f.name for f in _F}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
     def cost(
         self,
@@ -70,15 +69,9 @@ class Usage:
         parts = [(self.judge_prompt_tokens, price_in), (self.judge_completion_tokens, price_out)]
         if self.embedding_requests:
             parts.append((self.embedding_tokens, price_embeddings))
-        total = 0.0
-        for tokens, price in parts:
-            if tokens is None or price is None:
-                return None
-            total += tokens * price / 1_000_000
-        return total
-
-
-_F = fields(Usage)
+        if any(tokens is None or price is None for tokens, price in parts):
+            return None
+        return sum(tokens * price / 1_000_000 for tokens, price in parts)
 
 
 @dataclass(frozen=True)
@@ -91,14 +84,8 @@ class Prices:
     embeddings: float | None = None
 
     def __str__(self) -> str:
-        return (
-            f"${_price(self.judge_in)} in, ${_price(self.judge_out)} out, "
-            f"${_price(self.embeddings)} embeddings per million tokens"
-        )
-
-
-def _price(value: float | None) -> str:
-    return "?" if value is None else f"{value:g}"
+        judge_in, judge_out, embeddings = ("?" if v is None else f"{v:g}" for v in astuple(self))
+        return f"${judge_in} in, ${judge_out} out, ${embeddings} embeddings per million tokens"
 
 
 class UsageMeter:
@@ -150,8 +137,6 @@ def tokens_from(source: Any, *names: str) -> int | None:
 
 def judge_request_usage(usage: Any) -> Usage:
     """One judge request's usage from an SDK ``usage`` object or mapping (None: not reported)."""
-    if usage is None:
-        return Usage(judge_requests=1, judge_prompt_tokens=None, judge_completion_tokens=None)
     return Usage(
         judge_requests=1,
         judge_prompt_tokens=tokens_from(usage, "prompt_tokens", "input_tokens"),
@@ -189,10 +174,6 @@ def judge_usage_from_result(result: Any) -> Usage:
 def apportion(amount: int, weights: Sequence[int]) -> list[int]:
     """``amount`` split in proportion to ``weights`` as whole numbers that sum to ``amount``
     (largest remainders, ties to the earlier weight; all-zero weights split evenly)."""
-    if not weights:
-        return []
-    if not amount:
-        return [0] * len(weights)
     if not any(weights):
         weights = [1] * len(weights)
     whole = sum(weights)
@@ -206,30 +187,10 @@ def apportion(amount: int, weights: Sequence[int]) -> list[int]:
 def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
     """``usage`` of one shared request split over its callers by ``weights``, so the parts add
     up to exactly ``usage``; a field not reported stays so."""
-    columns = {
-        f.name: (
-            [None] * len(weights)
-            if getattr(usage, f.name) is None
-            else apportion(getattr(usage, f.name), weights)
-        )
-        for f in _F
-    }
-    return [
-        Usage(**{name: column[i] for name, column in columns.items()}) for i in range(len(weights))
+    columns = [
+        [None] * len(weights) if v is None else apportion(v, weights) for v in astuple(usage)
     ]
-
-
-def _amount(value: int, per: int) -> str:
-    return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
-
-
-def _tokens(values: Sequence[int | None], names: Sequence[str], per: int) -> str:
-    if any(v is None for v in values):
-        return f"tokens {NOT_REPORTED}"
-    amounts = " + ".join(
-        f"{_amount(v, per)} {name}".rstrip() for v, name in zip(values, names, strict=True)
-    )
-    return f"{amounts} tokens"
+    return [Usage(*parts) for parts in zip(*columns, strict=True)]
 
 
 def format_usage(usage: Usage | None, per: int = 1) -> str:
@@ -237,14 +198,22 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
     with ``per`` > 1, each figure divided by it (a mean per row)."""
     if usage is None:
         return f"usage {NOT_REPORTED}"
-    judge = _tokens(
-        [usage.judge_prompt_tokens, usage.judge_completion_tokens], ["prompt", "completion"], per
+
+    def amount(value: int) -> str:
+        return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
+
+    def tokens(*parts: tuple[int | None, str]) -> str:
+        if any(value is None for value, _ in parts):
+            return f"tokens {NOT_REPORTED}"
+        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in parts) + " tokens"
+
+    judge = tokens(
+        (usage.judge_prompt_tokens, "prompt"), (usage.judge_completion_tokens, "completion")
     )
-    embeddings = _tokens([usage.embedding_tokens], [""], per)
     return (
-        f"judge {_amount(usage.judge_requests, per)} request(s), {judge} | embeddings "
-        f"{_amount(usage.embedding_requests, per)} request(s), {embeddings} | "
-        f"cached {_amount(usage.cached, per)}"
+        f"judge {amount(usage.judge_requests)} request(s), {judge} | embeddings "
+        f"{amount(usage.embedding_requests)} request(s), {tokens((usage.embedding_tokens, ''))} | "
+        f"cached {amount(usage.cached)}"
     )
 
 

@@ -5,13 +5,13 @@ written by one thread of their own, never on the event loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import os
 import sys
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -33,9 +33,7 @@ class ReplyStore(Protocol):
     def set(self, key: str, value: Any) -> None: ...
 
 
-def disk_store(directory: str | Path) -> ReplyStore:
-    """A :class:`SqliteStore` in ``directory`` (created if missing)."""
-    return SqliteStore(directory)
+disk_store = SqliteStore  # the store in a directory (created if missing)
 
 
 def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence: int) -> str:
@@ -48,16 +46,17 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
 
 
 _CACHED = Usage(cached=1)
-# One writer for every cache (SQLite takes one writer at a time), off the event loop.
-_WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
+_WRITER: ThreadPoolExecutor
 
 
 def _new_writer() -> None:
-    """A forked child has no writer thread of its parent's: it gets a writer of its own."""
+    """One writer for every cache (SQLite takes one writer at a time), off the event loop; made
+    again in a forked child, which has no writer thread of its parent's."""
     global _WRITER
     _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
+_new_writer()
 os.register_at_fork(after_in_child=_new_writer)
 
 
@@ -85,11 +84,8 @@ class CachedJudge(JudgeWrapper):
         key = reply_key(self.model, prompt, response_model, occurrence)
         stored = self.store.get(key) if self.off is None else None
         if isinstance(stored, str):
-            try:
+            with contextlib.suppress(ValueError):  # written by an older output model: ask again
                 reply = response_model.model_validate_json(stored)
-            except ValueError:
-                reply = None  # written by an older output model: ask again
-            if reply is not None:
                 self.hits += 1
                 record(_CACHED)
                 return reply

@@ -34,7 +34,9 @@ class SqliteStore:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise CacheError(f"--cache {self.directory}: cannot create it ({_why(exc)})") from None
+            raise CacheError(
+                f"--cache {self.directory}: cannot create it ({exc.strerror or exc})"
+            ) from None
         self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
@@ -50,7 +52,7 @@ class SqliteStore:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
         except OSError as exc:
             raise CacheError(
-                f"--cache {self.path}: damaged and cannot be moved ({_why(exc)})"
+                f"--cache {self.path}: damaged and cannot be moved ({exc.strerror or exc})"
             ) from None
         print(
             f"ragas-relevancy: the judge cache {self.path} was damaged; moved it to {aside} "
@@ -106,7 +108,3 @@ def _connect(path: Path) -> sqlite3.Connection:
             ) from None
         raise
     return db
-
-
-def _why(exc: OSError) -> str:
-    return exc.strerror or str(exc)

@@ -13,7 +13,10 @@ default a list of texts gets ONE vector back, as gemini-embedding-2 does), ``POS
 tests can compute exact scores. Latency per request and per reply token (overall or per
 endpoint) and faults (429, 500, 401, hangs, malformed bodies, wrong vectors) can be switched on,
 faults by request number or by fraction, to test failure handling; ``server.usage()`` sums the
-token usage the answers reported.
+token usage the answers reported. Per-minute request and token limits (``rpm=``, ``tpm=``,
+``embedding_rpm=``, ``embedding_tpm=``) make it answer as a provider at its rate limit: OpenAI's
+``x-ratelimit-*`` headers and 429s with ``retry-after``, Gemini's ``RESOURCE_EXHAUSTED`` (see
+:mod:`.limits`).
 
 Each response closes its connection (HTTP/1.0), so an SDK client reused across event loops never
 retries on a stale pooled connection and the request counts stay exact.
@@ -36,6 +39,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal, get_args
+
+from .limits import Admission, RateLimits
 
 Endpoint = Literal["gemini", "embeddings", "chat"]
 FaultKind = Literal[
@@ -116,6 +121,7 @@ class LoggedRequest:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     waited: float = 0.0  # seconds the server held the answer back (latency and writing)
+    admission: Admission | None = None  # what the rate limits said (None: its endpoint has none)
     started: float = field(default_factory=time.monotonic)
     finished: float | None = None  # when its answer began to go out (or it was given up)
 
@@ -155,6 +161,14 @@ class LoopbackServer:
     echo_header: a request header (say ``Authorization``) whose value every chat answer adds to
         each probe question it writes, as a server that echoes what it was sent, so tests can
         see what of a request could reach a report.
+    rpm, tpm: requests and tokens per minute the chat endpoint admits (None: no limit).
+    embedding_rpm, embedding_tpm: the same for each embeddings endpoint (OpenAI's and Gemini's
+        keep separate buckets, as two providers would). A request's tokens are counted as its
+        usage is: chat, the prompt's plus ``max_completion_tokens`` (or ``max_tokens``) times
+        ``n`` when the request sets one; embeddings, its texts'. Limited answers carry
+        ``x-ratelimit-*`` headers; a refused request gets a 429 and ``LoggedRequest.admission``
+        says why (see :mod:`.limits`).
+    clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs.
     """
@@ -175,6 +189,11 @@ class LoopbackServer:
         hang_seconds: float = 60.0,
         port: int = 0,
         echo_header: str | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        embedding_rpm: int | None = None,
+        embedding_tpm: int | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ):
         from .offline import HashEmbeddings
 
@@ -190,6 +209,10 @@ class LoopbackServer:
         self.retry_after = retry_after
         self.hang_seconds = hang_seconds
         self.echo_header = echo_header
+        self.rpm, self.tpm = rpm, tpm
+        self.embedding_rpm, self.embedding_tpm = embedding_rpm, embedding_tpm
+        self.clock = clock
+        self._limits: dict[str, RateLimits] = {}
         self._random = random.Random(seed)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -340,11 +363,18 @@ class LoopbackServer:
         with self._lock:
             return self._peak_in_flight
 
+    def rate_limited(self, endpoint: Endpoint | None = None) -> int:
+        """How many requests on ``endpoint`` (all when None) were answered 429: refused by the
+        limits (``entry.admission.admitted`` is False) or hit by a ``rate_limit`` fault."""
+        return sum(1 for r in self.requests(endpoint) if r.status == 429)
+
     def reset(self) -> None:
-        """Forget the log, the counters and the peak; request numbers start again from 1."""
+        """Forget the log, the counters and the peak, and fill the rate-limit buckets again;
+        request numbers start again from 1."""
         with self._lock:
             self._log.clear()
             self._counts.clear()
+            self._limits.clear()
             self._peak_in_flight = self._in_flight
 
     def writing_seconds(self, entry: LoggedRequest) -> float:
@@ -403,11 +433,27 @@ class LoopbackServer:
                 body=body,
                 model=model or (body.get("model") if isinstance(body, dict) else None),
             )
-            entry.fault = self._draw_fault(entry)
+            entry.admission = admission = self._check_limits(endpoint, body)
+            if admission is None or admission.admitted:  # a refused request met no model
+                entry.fault = self._draw_fault(entry)
             self._log.append(entry)
             self._in_flight += 1
             self._peak_in_flight = max(self._peak_in_flight, self._in_flight)
         return entry
+
+    def _check_limits(self, endpoint: str, body: Any) -> Admission | None:
+        """Admit or refuse a request by its endpoint's buckets (built when first needed, and
+        again when the limits were changed); None when the endpoint has no limits."""
+        rpm, tpm = (
+            (self.rpm, self.tpm) if endpoint == "chat" else (self.embedding_rpm, self.embedding_tpm)
+        )
+        if rpm is None and tpm is None:
+            return None
+        now = self.clock()
+        limits = self._limits.get(endpoint)
+        if limits is None or (limits.rpm, limits.tpm) != (rpm, tpm):
+            limits = self._limits[endpoint] = RateLimits(rpm, tpm, now)
+        return limits.admit(_request_tokens(endpoint, body), now)
 
     def _draw_fault(self, entry: LoggedRequest) -> str | None:
         for fault in self.faults:
@@ -420,23 +466,30 @@ class LoopbackServer:
 
     def _answer(self, handler: BaseHTTPRequestHandler, entry: LoggedRequest) -> None:
         family = "gemini" if entry.endpoint == "gemini" else "openai"
+        admission = entry.admission
+        limited = admission.headers if admission and family == "openai" else {}
         answered = functools.partial(self._close, entry)
+        send = functools.partial(_send_json, handler, headers=limited, answered=answered)
         if entry.fault == "hang":
             self._stopping.wait(self.hang_seconds)
             handler.close_connection = True
             return
+        if admission is not None and not admission.admitted:
+            refusal = admission.gemini_error if family == "gemini" else admission.openai_error
+            send(429, refusal(entry.model or ""))
+            return
         if entry.fault == "rate_limit":
-            headers = {"Retry-After": _number(self.retry_after)}
-            _send_json(handler, 429, _error(family, 429), headers, answered=answered)
+            retry = {"Retry-After": _number(self.retry_after)}
+            send(429, _error(family, 429), headers={**limited, **retry})
             return
         if entry.fault == "server_error":
-            _send_json(handler, 500, _error(family, 500), answered=answered)
+            send(500, _error(family, 500))
             return
         if entry.fault == "unauthorized":
-            _send_json(handler, 401, _error(family, 401), answered=answered)
+            send(401, _error(family, 401))
             return
         if not isinstance(entry.body, dict):
-            _send_json(handler, 400, _error(family, 400, "body is not JSON"), answered=answered)
+            send(400, _error(family, 400, "body is not JSON"))
             return
         try:
             if entry.endpoint == "chat":
@@ -446,11 +499,11 @@ class LoopbackServer:
             else:
                 payload = self._gemini(entry)
         except _BadRequest as exc:
-            _send_json(handler, 400, _error(family, 400, str(exc)), answered=answered)
+            send(400, _error(family, 400, str(exc)))
             return
         except Exception as exc:  # a reply function that fails answers 500 with its error
             message = f"loopback could not answer: {type(exc).__name__}: {exc}"
-            _send_json(handler, 500, _error(family, 500, message), answered=answered)
+            send(500, _error(family, 500, message))
             return
         writing = self.writing_seconds(entry)
         if writing > 0:
@@ -458,9 +511,10 @@ class LoopbackServer:
             self._stopping.wait(writing)
         if entry.fault == "malformed":
             text = json.dumps(payload)
-            _send_raw(handler, 200, text[: len(text) // 2], answered=answered)  # cut mid-object
+            cut = text[: len(text) // 2]  # mid-object
+            _send_raw(handler, 200, cut, limited, answered=answered)
             return
-        _send_json(handler, 200, payload, answered=answered)
+        send(200, payload)
 
     def _vectors(self, texts: Sequence[str], fault: str | None) -> list[list[float]]:
         vectors = [self.vector(t) for t in texts]
@@ -621,6 +675,30 @@ def _route(path: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _request_tokens(endpoint: str, body: Any) -> int:
+    """The tokens a request takes from its tokens-per-minute bucket when admitted: its texts
+    counted as its usage will be, plus a chat request's asked-for completion budget."""
+    from .offline import count_tokens
+
+    if not isinstance(body, dict):
+        return 0
+    if endpoint == "chat":
+        messages = body.get("messages")
+        messages = messages if isinstance(messages, list) else []
+        budget = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        n = body.get("n") or 1
+        budget = budget * n if isinstance(budget, int) and isinstance(n, int) else 0
+        return count_tokens("".join(_message_text(m) for m in messages)) + max(0, budget)
+    if endpoint == "embeddings":
+        given = body.get("input")
+        texts = [given] if isinstance(given, str) else given if isinstance(given, list) else []
+    else:  # Gemini: embedContent's one content, or batchEmbedContents' requests
+        requests = body.get("requests")
+        requests = requests if isinstance(requests, list) else [body]
+        texts = [t for r in requests if isinstance(r, dict) for t in _part_texts(r.get("content"))]
+    return sum(count_tokens(t) for t in texts if isinstance(t, str))
+
+
 def _content_texts(content: Any) -> list[str]:
     if not isinstance(content, dict) or not isinstance(content.get("parts"), list):
         raise _BadRequest("each content needs a 'parts' list")
@@ -628,6 +706,14 @@ def _content_texts(content: Any) -> list[str]:
     if not texts:
         raise _BadRequest("a content holds no text part")
     return texts
+
+
+def _part_texts(content: Any) -> list[str]:
+    """The text parts of a Gemini content, or none when it is not one (never raises)."""
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return [
+        p["text"] for p in parts or [] if isinstance(p, dict) and isinstance(p.get("text"), str)
+    ]
 
 
 def _gemini_list(vectors: list[list[float]]) -> list[dict[str, Any]]:
@@ -741,6 +827,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--fault", choices=FAULT_KINDS, default="server_error")
     parser.add_argument("--seed", type=int, default=0)
+    limits = parser.add_argument_group(
+        "rate limits", "per minute, refilled continuously; a request over them gets a 429"
+    )
+    limits.add_argument("--rpm", type=int, default=None, help="chat requests per minute")
+    limits.add_argument("--tpm", type=int, default=None, help="chat tokens per minute")
+    limits.add_argument(
+        "--embedding-rpm", type=int, default=None, help="embedding requests per minute"
+    )
+    limits.add_argument(
+        "--embedding-tpm", type=int, default=None, help="embedding tokens per minute"
+    )
     args = parser.parse_args(argv)
     faults = [Fault(args.fault, fraction=args.fault_rate)] if args.fault_rate else []
     latencies = {} if args.chat_latency is None else {"chat": args.chat_latency}
@@ -754,6 +851,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         faults=faults,
         seed=args.seed,
         port=args.port,
+        rpm=args.rpm,
+        tpm=args.tpm,
+        embedding_rpm=args.embedding_rpm,
+        embedding_tpm=args.embedding_tpm,
     )
     with server:
         print(f"serving on {server.url} (OpenAI base URL {server.openai_base_url})", flush=True)

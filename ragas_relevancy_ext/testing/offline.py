@@ -146,21 +146,18 @@ class PretendJudge(_RecordingJudge):
         data = prompt_input(prompt)
         question, flag = _first_question(str(data.get("response", "")))
         taken = {q.lower() for q in data.get("avoid") or []}
+        variants = [v.format(q=question) for v in self._VARIANTS]
         if "probes" in response_model.model_fields:
-            n = int(data.get("n", 1))
-            variants = [v.format(q=question) for v in self._VARIANTS]
             fresh = [v for v in variants if v.lower() not in taken] or variants
+            n = int(data.get("n", 1))
             items = [{"question": fresh[i % len(fresh)], "noncommittal": flag} for i in range(n)]
             return response_model.model_validate({"probes": items})
-        previous = data.get("previous_questions") or []
-        if previous:
-            question = self._VARIANTS[len(previous) % len(self._VARIANTS)].format(q=question)
-        if data.get("angle") is not None:  # word it as the angle asks, skipping taken wordings
+        start = len(data.get("previous_questions") or [])  # sequential: the next wording
+        if data.get("angle") is not None:  # word it as the angle asks
             base = str(data["angle"]).split(" (wording ", 1)[0]
             start = ANGLES.index(base) if base in ANGLES else zlib.crc32(base.encode())
-            count = len(self._VARIANTS)
-            options = [self._VARIANTS[(start + k) % count].format(q=question) for k in range(count)]
-            question = next((o for o in options if o.lower() not in taken), options[0])
+        options = [variants[(start + k) % len(variants)] for k in range(len(variants))]
+        question = next((o for o in options if o.lower() not in taken), options[0])  # not avoided
         return response_model.model_validate({"question": question, "noncommittal": flag})
 
 
@@ -319,9 +316,9 @@ def pretend_reply_text(prompt: str) -> str:
         data = prompt_input(prompt)
     except ValueError:
         data = {}
-    if "Statements to translate:\n" in prompt or "statements" in data:
-        return Translated(statements=_to_translate(prompt)).model_dump_json()
     model = DiverseProbeOutput if "n" in data else AnswerRelevanceOutput
+    if "Statements to translate:\n" in prompt or "statements" in data:
+        model = Translated
     return PretendJudge()._reply(prompt, model).model_dump_json()
 
 

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
-from ragas_relevancy_ext.cli.datafile import DataFileError, read_rows
+from ragas_relevancy_ext.cli.datafile import DataFileError, read_file
 from ragas_relevancy_ext.cli.output.jsonl import report_line
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
@@ -91,7 +91,7 @@ def test_a_nan_question_or_response_is_set_aside_by_row_and_line_with_its_column
     rows: list[object] = rows_of(4)
     rows[1] = {"user_input": math.nan, "response": "Yes.", "rating": math.nan}
     rows[2] = {"user_input": "Why?", "response": math.inf, "rating": 2}
-    data = read_rows(write_jsonl(tmp_path / "rows.jsonl", rows))
+    data = read_file(write_jsonl(tmp_path / "rows.jsonl", rows))
     assert [r.number for r in data.rows] == [1, 4]
     assert data.describe_bad() == [
         "row 2, line 2: user_input is NaN, not text",
@@ -130,7 +130,7 @@ def test_a_csv_that_is_not_utf8_is_named_by_its_real_line(tmp_path, bad_line):
     path = tmp_path / "rows.csv"
     path.write_bytes(("\ufeff" + "\n".join(lines) + "\n").encode("latin-1", "ignore"))
     with pytest.raises(DataFileError) as caught:
-        read_rows(path)
+        read_file(path)
     assert f"not UTF-8 text (byte 0xe9 on line {bad_line})" in str(caught.value)
 
 
@@ -142,7 +142,7 @@ def test_values_json_parses_but_python_cannot_hold_set_only_their_row_aside(tmp_
     rows[0]["rating"] = big
     rows[1] = f'{{"user_input": "Q?", "response": "A.", "rating": {huge}}}'
     rows[2] = f'{{"user_input": "Q?", "response": "A.", "rating": {deep}}}'
-    data = read_rows(write_jsonl(tmp_path / "rows.jsonl", rows))
+    data = read_file(write_jsonl(tmp_path / "rows.jsonl", rows))
     assert [r.number for r in data.rows] == [1, 4]
     assert data.rows[0].extra == {"rating": big}
     assert data.describe_bad() == [
@@ -158,7 +158,7 @@ def test_a_json_file_with_nan_extras_reads_them_as_null(tmp_path):
     rows[1]["scores"] = {"a": math.inf, "b": [math.nan]}
     path = tmp_path / "rows.json"
     path.write_text(json.dumps({"rows": rows}), encoding="utf-8")
-    data = read_rows(path)
+    data = read_file(path)
     assert [r.extra for r in data.rows] == [
         {"rating": None},
         {"rating": 1, "scores": {"a": None, "b": [None]}},

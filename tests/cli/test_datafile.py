@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ragas_relevancy_ext.cli.datafile import DataFileError, parse_map, read_rows, row_key
+from ragas_relevancy_ext.cli.datafile import DataFileError, parse_map, read_file, row_key
 
 
 def write(tmp_path: Path, name: str, text: str | bytes) -> Path:
@@ -33,7 +33,7 @@ def test_jsonl_rows_keep_line_numbers_and_other_columns(tmp_path):
             {"user_input": "Q2?", "response": "A2."},
         ),
     )
-    data = read_rows(path)
+    data = read_file(path)
     assert [(r.number, r.line, r.user_input, r.response) for r in data.rows] == [
         (1, 1, "Q1?", "A1."),
         (2, 3, "Q2?", "A2."),  # a blank line is not a row
@@ -57,7 +57,7 @@ def test_bad_jsonl_rows_are_listed_by_line_and_good_ones_kept(tmp_path):
             {"user_input": "Q8?", "response": "A8."},
         ),
     )
-    data = read_rows(path)
+    data = read_file(path)
     assert [r.number for r in data.rows] == [1, 8]
     problems = {b.number: b.problem for b in data.bad}
     assert problems == {
@@ -75,7 +75,7 @@ def test_bad_jsonl_rows_are_listed_by_line_and_good_ones_kept(tmp_path):
 def test_csv_with_map_and_multiline_cells(tmp_path):
     text = 'question,answer,score\n"Q1?","A1, with a comma",5\n,,\n"Q3?","line one\nline two",2\n'
     path = write(tmp_path, "a.csv", text)
-    data = read_rows(path, parse_map(["question=user_input", "answer=response"]), numeric="score")
+    data = read_file(path, ["question=user_input", "answer=response"], numeric="score")
     assert [(r.number, r.line, r.response) for r in data.rows] == [
         (1, 2, "A1, with a comma"),
         (3, 4, "line one\nline two"),
@@ -88,7 +88,7 @@ def test_csv_with_map_and_multiline_cells(tmp_path):
 def test_json_list_or_rows_object(tmp_path):
     rows = [{"user_input": "Q?", "response": "A."}, "oops"]
     for payload in (rows, {"rows": rows}):
-        data = read_rows(write(tmp_path, "a.json", json.dumps(payload)))
+        data = read_file(write(tmp_path, "a.json", json.dumps(payload)))
         assert [(r.number, r.line) for r in data.rows] == [(1, None)]
         assert data.describe_bad() == ["row 2: expected an object with fields, got str"]
 
@@ -106,12 +106,12 @@ def test_map_works_either_way_round_and_checks_its_input():
 def test_missing_column_names_what_is_there_and_how_to_map(tmp_path):
     path = write(tmp_path, "a.csv", "question,answer\nQ?,A.\n")
     with pytest.raises(DataFileError) as err:
-        read_rows(path)
+        read_file(path)
     message = str(err.value)
     assert "no 'user_input' column" in message
     assert "answer, question" in message and "--map COLUMN=user_input" in message
     with pytest.raises(DataFileError, match="--map names column 'query'"):
-        read_rows(path, {"query": "user_input"})
+        read_file(path, ["query=user_input"])
 
 
 def test_numeric_column_must_exist_and_hold_numbers(tmp_path):
@@ -124,11 +124,11 @@ def test_numeric_column_must_exist_and_hold_numbers(tmp_path):
             {"user_input": "Q?", "response": "A."},
         ),
     )
-    data = read_rows(path, numeric="rating")
+    data = read_file(path, numeric="rating")
     assert [r.extra["rating"] for r in data.rows] == [4.0]
     assert [b.number for b in data.bad] == [2, 3]
     with pytest.raises(DataFileError, match="no 'stars' column"):
-        read_rows(path, numeric="stars")
+        read_file(path, numeric="stars")
 
 
 @pytest.mark.parametrize(
@@ -151,13 +151,13 @@ def test_numeric_column_must_exist_and_hold_numbers(tmp_path):
 def test_whole_file_problems_are_one_sentence(tmp_path, name, content, message):
     path = tmp_path / name if content is None else write(tmp_path, name, content)
     with pytest.raises(DataFileError, match=message) as err:
-        read_rows(path)
+        read_file(path)
     assert "\n" not in str(err.value)
 
 
 def test_utf8_with_bom_reads(tmp_path):
     path = write(tmp_path, "a.csv", "\ufeffuser_input,response\nQ?,A.\n")
-    assert read_rows(path).rows[0].user_input == "Q?"
+    assert read_file(path).rows[0].user_input == "Q?"
 
 
 def test_row_key_depends_on_both_texts():
@@ -180,14 +180,14 @@ def test_rows_are_numbered_alike_in_jsonl_csv_and_json(tmp_path):
         write(tmp_path, "a.json", json.dumps(rows)),
     ]
     for path in files:
-        data = read_rows(path)
+        data = read_file(path)
         assert [r.number for r in data.rows] == [1, 3], path
         assert [b.number for b in data.bad] == [2], path
 
 
 def test_an_unbalanced_csv_quote_that_swallows_rows_is_warned_of_by_line(tmp_path):
     text = 'user_input,response\nQ1?,A1.\nQ2?,"oops\nQ3?,A3.\nQ4?,A4.\n'
-    data = read_rows(write(tmp_path, "a.csv", text))
+    data = read_file(write(tmp_path, "a.csv", text))
     assert [r.number for r in data.rows] == [1, 2]  # rows 3 and 4 were swallowed into row 2
     assert data.warnings[0].startswith("line 3: the 'response' cell runs over lines 3-5")
     assert "unbalanced quote on line 3" in data.warnings[0]

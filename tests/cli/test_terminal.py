@@ -89,9 +89,10 @@ def test_show_shows_control_characters_as_codes(saved: Path, env, how) -> None:
 
 def test_the_plain_table_beyond_the_rich_limit_shows_codes(saved: Path) -> None:
     from ragas_relevancy_ext.cli.output import console as output
-    from ragas_relevancy_ext.cli.saved import read_saved
+    from ragas_relevancy_ext.cli.saved import SavedRun
 
-    items, _ = read_saved(saved)
+    run = SavedRun.read(saved)
+    items = list(zip(run.numbers, run.reports, strict=True))
     sink = io.StringIO()
     console = output.make_console()
     console.file = sink

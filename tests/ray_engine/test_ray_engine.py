@@ -37,7 +37,7 @@ except ImportError as exc:
         f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
     ) from exc
 
-from common import ROOT
+from common import ROOT, OtlpReceiver
 
 from ragas_relevancy_ext.cli import app, ray_score
 from ragas_relevancy_ext.cli.datafile import BadRow, Source
@@ -54,6 +54,7 @@ from ragas_relevancy_ext.cli.ray_score import (
 from ragas_relevancy_ext.cli.setup import Scorer, Settings, check_settings, prepare
 from ragas_relevancy_ext.scoring.redaction import MASK
 from ragas_relevancy_ext.scoring.report import input_problem, row_key
+from ragas_relevancy_ext.scoring.tracing import SAMPLE_SPAN
 from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
 
 TOPICS = ["order A17", "a refund", "the warranty", "card payments", "delivery", "returns"]
@@ -280,11 +281,13 @@ def run(local_ray, server, tmp_path_factory):
             batches.append(batch)
             yield batch
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, OtlpReceiver() as received:
         patch.setattr(JsonlOutput, "save", keep)
         patch.setattr(ray_score, "SettingsMetric", lambda s: DiesOnce(s, str(marker)))
         server.reset()
-        on_ray = invoke("score", data, *options, *PRICES, "--engine", "ray", "--actors", "2")
+        engine = ["--engine", "ray", "--actors", "2", "--otel", received.url]
+        on_ray = invoke("score", data, *options, *PRICES, *engine)
+        spans = list(received.spans)
     requests = server.requests("chat")
     usage = {endpoint: server.usage(endpoint) for endpoint in ("chat", "embeddings")}
     after_ray = read_jsonl(report)
@@ -310,6 +313,7 @@ def run(local_ray, server, tmp_path_factory):
         expected=single_process(loop_settings(server), [items[i] for i in ON_RAY]),
         tag=check_settings(loop_settings(server)).settings_tag,
         tmp=tmp,
+        spans=spans,
     )
 
 
@@ -355,6 +359,25 @@ def test_a_killed_actor_is_restarted_and_its_batch_scored_again(run):
 
 
 @pytest.mark.slow
+def test_each_actor_sends_its_spans_under_the_command_s_span(run):
+    """``--otel``: the driver's span of the run, and every sample the actors scored under it
+    in the same trace (sent after each batch), its judge calls under the sample."""
+    (command,) = [s for s in run.spans if s["name"] == "ragas-relevancy score"]
+    samples = [s for s in run.spans if s["name"] == SAMPLE_SPAN]
+    scored_on_ray = [i for i in ON_RAY if i not in SET_ASIDE]
+    assert len(samples) == len(scored_on_ray)
+    assert {s["parent_id"] for s in samples} == {command["span_id"]}
+    assert {s["trace_id"] for s in run.spans} == {command["trace_id"]}
+    causes = [s["attributes"].get("ragas_relevancy.cause") for s in samples]
+    assert causes.count("server_error") == len([i for i in FAILS if i in scored_on_ray])
+    chats = [s for s in run.spans if s["name"] == "chat loop-judge"]
+    asked = {c["parent_id"] for c in chats}
+    assert asked <= {s["span_id"] for s in samples}
+    for sample in samples:  # the judge was asked, or answered from --cache (no request)
+        cached = sample["attributes"].get("ragas_relevancy.usage.cached", 0)
+        assert (sample["span_id"] in asked) != (cached > 0), sample
+
+
 def test_resume_scores_only_the_missing_rows(run):
     on_ray = run.on_ray
     assert on_ray.exit_code == 3, on_ray.output  # rows set aside or failed are NaN

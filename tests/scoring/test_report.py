@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from functools import partial
 
 import pytest
 
@@ -65,52 +66,52 @@ DODGES = (
 @pytest.mark.parametrize(
     ("made", "reason"),
     [
-        (report(0.9, 0.85, 0.8), CLOSE),
+        (partial(report, 0.9, 0.85, 0.8), CLOSE),
         (
-            report(0.9, 0.3, 0.85),
+            partial(report, 0.9, 0.3, 0.85),
             "Score 0.68 is the average similarity (1 = same meaning) between the question and 3 "
             'questions the judge wrote from the answer (the probes). The probe "Probe 1?" '
             "(similarity 0.30) pulled it down by 0.19." + NEXT_DRIFT,
         ),
         (
-            report(0.9, 0.3, 0.2),
+            partial(report, 0.9, 0.3, 0.2),
             "Score 0.47 is the average similarity (1 = same meaning) between the question and 3 "
             "questions the judge wrote from the answer (the probes). Two probes pulled it down: "
             '"Probe 2?" (0.20) by 0.13 and "Probe 1?" (0.30) by 0.08.' + NEXT_DRIFT,
         ),
         (
-            report(0.9, 0.3, 0.2, 0.1),
+            partial(report, 0.9, 0.3, 0.2, 0.1),
             "Score 0.38 is the average similarity (1 = same meaning) between the question and 4 "
             "questions the judge wrote from the answer (the probes). 3 probes pulled it down: "
             '"Probe 3?" (0.10) by 0.09, "Probe 2?" (0.20) by 0.06 and 1 more.' + NEXT_DRIFT,
         ),
         (
-            report(0.9, 0.8),
+            partial(report, 0.9, 0.8),
             "Score 0.85 is the average similarity (1 = same meaning) between the question and 2 "
             "questions the judge wrote from the answer (the probes). Both probes are within 0.15 "
             "of the closest one (0.90), so no single probe pulled the score down.",
         ),
         (
-            report(0.7),
+            partial(report, 0.7),
             "Score 0.70 is the similarity (1 = same meaning) between the question and the one "
             'question the judge wrote from the answer: "Probe 0?". A higher strictness (more '
             "probes) gives a steadier score.",
         ),
         (
-            report(0.7, strictness=3),
+            partial(report, 0.7, strictness=3),
             "Score 0.70 is the similarity (1 = same meaning) between the question and the one "
             'question the judge wrote from the answer: "Probe 0?". Only 1 of the 3 probes asked '
             "for was usable; the notes say why.",
         ),
         (
-            report(0.9, 0.8, strictness=3),
+            partial(report, 0.9, 0.8, strictness=3),
             "Score 0.85 is the average similarity (1 = same meaning) between the question and 2 "
             "questions the judge wrote from the answer (the probes). Both probes are within 0.15 "
             "of the closest one (0.90), so no single probe pulled the score down. Only 2 of the 3 "
             "probes asked for were usable; the notes say why.",
         ),
         (
-            report(0.3, 0.35, 0.32),
+            partial(report, 0.3, 0.35, 0.32),
             "Score 0.32 is the average similarity (1 = same meaning) between the question and 3 "
             "questions the judge wrote from the answer (the probes). All 3 probes are within 0.15 "
             "of the closest one (0.35), so no single probe pulled the score down. Next: every "
@@ -118,20 +119,20 @@ DODGES = (
             "the two side by side.",
         ),
         (
-            report(0.9, 0.8, strictness=3, duplicates_dropped=1),
+            partial(report, 0.9, 0.8, strictness=3, duplicates_dropped=1),
             "Score 0.85 is the average similarity (1 = same meaning) between the question and 2 "
             "questions the judge wrote from the answer (the probes). Both probes are within 0.15 "
             "of the closest one (0.90), so no single probe pulled the score down. The judge "
             "repeated itself: 1 duplicate was dropped, leaving 2 distinct probes.",
         ),
         (
-            report(0.9, strictness=3, duplicates_dropped=2, distinct_probes=1),
+            partial(report, 0.9, strictness=3, duplicates_dropped=2, distinct_probes=1),
             "Score 0.90 is the similarity (1 = same meaning) between the question and the one "
             'question the judge wrote from the answer: "Probe 0?". The judge repeated itself: 2 '
             "duplicates were dropped, leaving 1 distinct probe.",
         ),
         (
-            report(0.9, 0.9, 0.9, distinct_probes=1),
+            partial(report, 0.9, 0.9, 0.9, distinct_probes=1),
             "Score 0.90 is the average similarity (1 = same meaning) between the question and 3 "
             "questions the judge wrote from the answer (the probes). All 3 probes are within 0.15 "
             "of the closest one (0.90), so no single probe pulled the score down. The judge "
@@ -139,30 +140,38 @@ DODGES = (
             "evidence than it seems.",
         ),
         (
-            report(0.9, 0.9, 0.8, distinct_probes=2),
+            partial(report, 0.9, 0.9, 0.8, distinct_probes=2),
             CLOSE.replace("0.85", "0.87")
             + " The judge repeated itself: only 2 of the 3 probes are distinct, so the score "
             "rests on less evidence than it seems.",
         ),
-        (report(0.5, flags=[1]), DODGES.format(which="its only probe question")),
-        (report(0.5, 0.4, flags=[1, 1]), DODGES.format(which="both probe questions")),
-        (report(0.5, 0.4, 0.2, flags=[1, 1, 1]), DODGES.format(which="all 3 probe questions")),
-        (report(judge_calls=1), "Score 0: " + NOTHING.format(calls="1 call")),
-        (report(judge_calls=3, score=math.nan), "Not scored: " + NOTHING.format(calls="3 calls")),
+        (partial(report, 0.5, flags=[1]), DODGES.format(which="its only probe question")),
+        (partial(report, 0.5, 0.4, flags=[1, 1]), DODGES.format(which="both probe questions")),
         (
-            report(0.9, 0.8, score=math.nan),
+            partial(report, 0.5, 0.4, 0.2, flags=[1, 1, 1]),
+            DODGES.format(which="all 3 probe questions"),
+        ),
+        (partial(report, judge_calls=1), "Score 0: " + NOTHING.format(calls="1 call")),
+        (
+            partial(report, judge_calls=3, score=math.nan),
+            "Not scored: " + NOTHING.format(calls="3 calls"),
+        ),
+        (
+            partial(report, 0.9, 0.8, score=math.nan),
             "Not scored: a similarity came out as nan, not a number, so the score means nothing. "
             "Next: check the embeddings' vectors for this row (infinite, tiny or wrong-sized "
             "values).",
         ),
         (
-            report(error="TimeoutError: judge took too long"),
+            partial(report, error="TimeoutError: judge took too long"),
             "Not scored: TimeoutError: judge took too long",
         ),
     ],
 )
 def test_reason_sentences_word_for_word(made, reason):
-    assert made.reason == reason
+    # built here, not at import: a reason is worked out once per report and then kept, so a
+    # report shared with an earlier run in the same process would not show a change
+    assert made().reason == reason
 
 
 def test_a_long_probe_is_quoted_clipped():

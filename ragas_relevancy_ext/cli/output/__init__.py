@@ -21,12 +21,11 @@ if TYPE_CHECKING:
 
 from .files import OutputPathError, check_target, same_file
 
-__all__ = ["FORMATS", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
+__all__ = ["FORMATS", "Item", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
 
-# (path, (row number, report) pairs, summary, what the run used) -> None
-Writer = Callable[
-    [Path, "Sequence[tuple[int, RelevancyReport]]", "Summary", Mapping[str, str]], None
-]
+Item = tuple[int, "RelevancyReport"]  # (row number, report): what the tables and pages show
+# (path, items, summary, what the run used) -> None
+Writer = Callable[[Path, Sequence[Item], "Summary", Mapping[str, str]], None]
 
 
 @dataclass(frozen=True)
@@ -61,11 +60,8 @@ def check_outputs(
     """``outputs`` with each link resolved to the file to write; :class:`OutputPathError` for
     one that is the input, ``--out`` or another output (links of either kind included), or an
     existing file its format did not write (left as it is)."""
-    taken: list[tuple[str, Path]] = []
-    if input_path is not None:
-        taken.append(("the input file", input_path))
-    if out is not None:
-        taken.append((f"the same file as --out {out}", out))
+    given = [("the input file", input_path), (f"the same file as --out {out}", out)]
+    taken = [(what, path) for what, path in given if path is not None]
     checked: dict[str, Path] = {}
     for name, path in outputs.items():
         option = f"--{name}"

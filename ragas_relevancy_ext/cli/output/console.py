@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import contextlib
 import io
+import itertools
 import math
 import os
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import IO, TYPE_CHECKING, Any
 
 from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from ...scoring.report import (
@@ -33,7 +35,7 @@ from ...scoring.report import (
     pull_downs,
     weak_point,
 )
-from ...scoring.usage import Usage
+from . import Item
 
 if TYPE_CHECKING:
     from ..stats import Agreement, CostSummary, Spread, Summary
@@ -45,12 +47,11 @@ def make_console(stderr: bool = False) -> Console:
     """A :class:`TerminalConsole` on stdout (or stderr) that reads no markup; piped, 120 columns
     wide at most, with no trailing spaces on any line."""
     stream = sys.stderr if stderr else sys.stdout
-    console = TerminalConsole(file=stream, highlight=False, markup=False, soft_wrap=True)
+    plain: dict[str, Any] = {"highlight": False, "markup": False, "soft_wrap": True}
+    console = TerminalConsole(file=stream, **plain)
     if not console.is_terminal:
         width = None if "COLUMNS" in os.environ else PIPED_WIDTH
-        console = TerminalConsole(
-            file=TrimmedLines(stream), highlight=False, markup=False, soft_wrap=True, width=width
-        )
+        console = TerminalConsole(file=TrimmedLines(stream), width=width, **plain)
     return console
 
 
@@ -81,9 +82,8 @@ def neutralised_text(text: Text) -> Text:
     shown = neutralise_controls(plain)
     if shown == plain:
         return text
-    ends = [0]  # where each character of ``plain`` ends in ``shown``
-    for char in plain:
-        ends.append(ends[-1] + len(neutralise_controls(char)))
+    # where each character of ``plain`` ends in ``shown``
+    ends = [0, *itertools.accumulate(len(neutralise_controls(char)) for char in plain)]
     copy = text.blank_copy(shown)
     for span in text.spans:
         copy.stylize(span.style, ends[min(span.start, len(plain))], ends[min(span.end, len(plain))])
@@ -112,6 +112,22 @@ class TrimmedLines(io.TextIOBase):
             self._stream.write(self._pending)
             self._pending = ""
         self._stream.flush()
+
+
+def simple_table(*columns: str | Column, **options: Any) -> Table:
+    """A table in the one style every command prints: a rule under the header, no edges."""
+    return Table(*columns, box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, **options)
+
+
+def right(*headers: str, **options: Any) -> list[Column]:
+    """Right-aligned columns (numbers), one per header, all with ``options``."""
+    return [Column(header, justify="right", **options) for header in headers]
+
+
+def print_lines(console: Console, *lines: str, style: str = "", **options: Any) -> None:
+    """Each line as one :class:`Text` (never markup) in ``style``."""
+    for line in lines:
+        console.print(Text(line, style=style), **options)
 
 
 def print_header(console: Console, fields: Mapping[str, str]) -> None:
@@ -171,16 +187,14 @@ def is_offline(scorer: Any) -> bool:
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
     """The run's caution (see :func:`run_fields`), if any, on one highlighted line."""
     if "caution" in fields:
-        line = Text(f"caution: {fields['caution']}", style="bold yellow")
-        console.print(line, soft_wrap=not console.is_terminal)
+        caution = f"caution: {fields['caution']}"
+        print_lines(console, caution, style="bold yellow", soft_wrap=not console.is_terminal)
 
 
 def print_warnings(console: Console, warnings: Sequence[str]) -> None:
     """``warning: ...`` lines (stderr) about the input."""
-    for warning in warnings:
-        console.print(
-            Text(f"warning: {neutralise_controls(warning, one_line=True)}", style="yellow")
-        )
+    lines = [f"warning: {neutralise_controls(warning, one_line=True)}" for warning in warnings]
+    print_lines(console, *lines, style="yellow")
 
 
 @contextlib.contextmanager
@@ -202,27 +216,18 @@ RICH_ROWS = 200
 
 
 def print_scores(
-    console: Console,
-    items: Iterable[tuple[int, RelevancyReport]],
-    probes: bool = True,
-    rows: int = 0,
+    console: Console, items: Iterable[Item], probes: bool = True, rows: int = 0
 ) -> None:
     """:func:`print_table` a chunk of rows at a time, with fixed columns so chunks align."""
-    width = max(3, len(str(rows)))
-    chunk: list[tuple[int, RelevancyReport]] = []
-    first = True
-    for item in items:
-        chunk.append(item)
-        if len(chunk) == CHUNK:
-            print_table(console, chunk, probes, header=first, row_width=width, rows=rows)
-            chunk, first = [], False
-    if chunk or first:
+    width, rest, first = max(3, len(str(rows))), iter(items), True
+    while (chunk := list(itertools.islice(rest, CHUNK))) or first:
         print_table(console, chunk, probes, header=first, row_width=width, rows=rows)
+        first = False
 
 
 def print_table(
     console: Console,
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -247,14 +252,10 @@ def _sample_lines(
     neutralised before they become a :class:`Text`, which would drop BEL, CR and a few other
     controls without a trace."""
     no_text = Text("")
-    yield (
-        str(number),
-        Text(fmt(report.score), style=_score_style(report.score)),
-        "",
-        Text(clip(report.user_input, 300), style="bold"),
-    )
+    score = Text(fmt(report.score), style=_score_style(report.score))
+    yield str(number), score, "", Text(clip(report.user_input, 300), style="bold")
     se = report.score_stderr
-    spread = Text(f"±{se:.3f}", style="dim") if _finite(se) else no_text
+    spread = Text(f"±{se:.3f}", style="dim") if se is not None and math.isfinite(se) else no_text
     yield "", spread, "", Text("> " + clip(report.response, 300), style="dim")
     if probes:
         pulls = {id(probe): pull for probe, pull in pull_downs(report)}
@@ -279,7 +280,7 @@ TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
 
 
 def scores_table(
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -290,11 +291,12 @@ def scores_table(
     reason beneath every sample when ``reasons``, else only beneath those not scored or 0.
 
     ``header`` and ``row_width`` let a long run print the table in chunks that line up."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, show_header=header)
-    table.add_column("row", justify="right", style="dim", no_wrap=True, width=row_width)
-    table.add_column("score", justify="right", no_wrap=True, width=6)
-    table.add_column("cosine", justify="right", no_wrap=True, width=6)
-    table.add_column(TEXT_HEADER)
+    table = simple_table(
+        *right("row", style="dim", no_wrap=True, width=row_width),
+        *right("score", "cosine", no_wrap=True, width=6),
+        TEXT_HEADER,
+        show_header=header,
+    )
     for number, report in items:
         for cells in _sample_lines(number, report, probes, reasons):
             table.add_row(*cells)
@@ -303,7 +305,7 @@ def scores_table(
 
 
 def plain_lines(
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     probes: bool = True,
     reasons: bool = False,
     *,
@@ -325,15 +327,14 @@ def plain_lines(
 
 
 def _score_style(score: float) -> str:
-    if not math.isfinite(score):
+    if not math.isfinite(score) or score < 0.5:
         return "red"
-    return "red" if score < 0.5 else "yellow" if score < 0.75 else "green"
+    return "yellow" if score < 0.75 else "green"
 
 
-def print_cost(console: Console, cost: CostSummary) -> None:
+def print_cost(console: Console, cost: CostSummary, prefix: str = "") -> None:
     """Usage totals, per-row means and the cost, as every command that scores prints them."""
-    for line in cost.lines():
-        console.print(Text(line), soft_wrap=True)
+    print_lines(console, *(prefix + line for line in cost.lines()), soft_wrap=True)
 
 
 def print_summary(
@@ -341,20 +342,17 @@ def print_summary(
 ) -> None:
     """Mean, median, zeros, NaNs and the lowest scores (with what pulled each down, given the
     ``reports`` by row number)."""
-    console.print(
-        Text(
-            f"{summary.n} sample(s), {summary.scored} scored | mean {fmt(summary.mean)} | "
-            f"median {fmt(summary.median)} | score 0: {summary.zeros} | NaN: {summary.nans_text()}",
-            style="bold",
-        )
+    figures = f"mean {fmt(summary.mean)} | median {fmt(summary.median)} | score 0: {summary.zeros}"
+    head = (
+        f"{summary.n} sample(s), {summary.scored} scored | {figures} | NaN: {summary.nans_text()}"
     )
-    if summary.error_bars is not None:
-        bars = summary.error_bars
-        console.print(Text(f"mean {bars.interval_text()} | {bars.variance_text()}"))
+    print_lines(console, head, style="bold")
+    if (bars := summary.error_bars) is not None:
+        print_lines(console, f"mean {bars.interval_text()} | {bars.variance_text()}")
     if summary.cost is not None:
         print_cost(console, summary.cost)
     if summary.lowest:
-        console.print(Text(f"{summary.lowest_title()}:", style="dim"))
+        print_lines(console, f"{summary.lowest_title()}:", style="dim")
         for low in summary.lowest:
             line = Text(f"  row {low.number:>4}  {fmt(low.score)}  {clip(low.user_input, 60)}")
             report = (reports or {}).get(low.number)
@@ -363,28 +361,25 @@ def print_summary(
             console.print(line)
 
 
-def print_causes(console: Console, items: Iterable[tuple[int, RelevancyReport]]) -> None:
+def print_causes(console: Console, items: Iterable[Item]) -> None:
     """One line per cause of NaN rows (skipped rows aside): how many, and the first's reason."""
-    first: dict[str, tuple[int, RelevancyReport]] = {}
-    counts: dict[str, int] = {}
+    first: dict[str, Item] = {}
+    counts: Counter[str] = Counter()
     for number, report in items:
-        if math.isfinite(report.score) or (report.error or "").startswith(SKIPPED):
-            continue
-        cause = not_scored_cause(report)
-        counts[cause] = counts.get(cause, 0) + 1
-        first.setdefault(cause, (number, report))
+        if not (math.isfinite(report.score) or (report.error or "").startswith(SKIPPED)):
+            cause = not_scored_cause(report)
+            counts[cause] += 1
+            first.setdefault(cause, (number, report))
     for cause, (number, report) in first.items():
-        reason = clip(report.reason, 300)
-        console.print(Text(f"not scored ({cause}): {counts[cause]} row(s); row {number}: {reason}"))
+        reason = f"row {number}: {clip(report.reason, 300)}"
+        print_lines(console, f"not scored ({cause}): {counts[cause]} row(s); {reason}")
 
 
 def print_bad_rows(console: Console, lines: Sequence[str], skipped: int) -> None:
     """The rows that were set aside, by line number."""
-    if not lines:
-        return
-    console.print(Text(f"skipped {skipped} bad row(s):", style="yellow"))
-    for line in lines:
-        console.print(Text(f"  {neutralise_controls(line, one_line=True)}"))
+    if lines:
+        print_lines(console, f"skipped {skipped} bad row(s):", style="yellow")
+        print_lines(console, *(f"  {neutralise_controls(line, one_line=True)}" for line in lines))
 
 
 @contextlib.contextmanager
@@ -394,112 +389,15 @@ def progress_bar(total: int, label: str, enabled: bool) -> Iterator[Callable[[],
     if not enabled or total < 2 or not console.is_terminal:
         yield lambda: None
         return
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, console=console, transient=True) as bar:
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bar:
         task = bar.add_task(label, total=total)
         yield lambda: bar.advance(task)
 
 
-def compare_table(
-    rows: Sequence[tuple[int, str, float | None, float, bool, str | None, float | None]],
-    mode: str | None = None,
-) -> Table:
-    """Rows of (row, question, stock, ours in stock mode, same prompts, stock error, ours in
-    ``mode``) side by side: the parity check, then the score ``mode`` gives (no column: None)."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("row", justify="right", style="dim")
-    table.add_column("stock", justify="right")
-    table.add_column("ours in\nstock mode", justify="right")
-    table.add_column("|stock\n- ours|", justify="right")
-    table.add_column("same\nprompts", justify="center")
-    if mode is not None:
-        table.add_column(f"ours in\n{mode}", justify="right")
-    table.add_column("question")
-    for number, question, stock, ours, same, error, mode_score in rows:
-        diff = None if stock is None else abs(stock - ours)
-        cells: list[str | Text] = [
-            str(number),
-            fmt(stock) if error is None else Text("failed", style="red"),
-            fmt(ours),
-            "-" if diff is None else Text(f"{diff:.2e}", style=_diff_style(diff)),
-            "yes" if same else Text("no", style="red"),
-        ]
-        if mode is not None:
-            cells.append("-" if mode_score is None else fmt(mode_score))
-        suffix = f"  (stock: {neutralise_controls(error, True)})" if error else ""
-        table.add_row(*cells, Text(clip(question, 60) + suffix))
-    return table
-
-
-_COST_HEADERS = ("judge\nreq", "prompt\ntok", "compl.\ntok", "emb\nreq", "emb\ntok")
-
-
-def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
-    """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
-    tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
-    tokens (never 0). Headers on two lines, so 80 columns hold them whole."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("row", justify="right", style="dim")
-    table.add_column("probes")
-    for column in _COST_HEADERS:
-        table.add_column(column, justify="right")
-    table.add_column("prompt\n×stock", justify="right")
-    table.add_column("tokens\n×stock", justify="right")
-
-    def add(label: str, stock: Usage | None, ours: Usage | None, style: str = "") -> None:
-        table.add_row(label, "stock", *_usage_cells(stock), "", "", style=style)
-        table.add_row(label, mode, *_usage_cells(ours), *_ratios(stock, ours), style=style)
-
-    for number, stock, ours in rows:
-        add(str(number), stock, ours)
-    if rows:
-        table.add_section()
-        add("all", Usage.total(r[1] for r in rows), Usage.total(r[2] for r in rows), "bold")
-    return table
-
-
-def _usage_cells(usage: Usage | None) -> list[str]:
-    if usage is None:
-        return ["-"] * 5
-    return [
-        f"{usage.judge_requests:,}",
-        _n(usage.judge_prompt_tokens),
-        _n(usage.judge_completion_tokens),
-        f"{usage.embedding_requests:,}",
-        _n(usage.embedding_tokens),
-    ]
-
-
-def _n(value: int | None) -> str:
-    return "n/r" if value is None else f"{value:,}"
-
-
-def _ratios(stock: Usage | None, ours: Usage | None) -> list[str]:
-    """Ours' judge prompt tokens, then all judge tokens, over stock's ("-": not known)."""
-    if stock is None or ours is None:
-        return ["-", "-"]
-    pairs = [
-        (ours.judge_prompt_tokens, stock.judge_prompt_tokens),
-        (ours.judge_tokens, stock.judge_tokens),
-    ]
-    return ["-" if not theirs or mine is None else f"{mine / theirs:.2f}" for mine, theirs in pairs]
-
-
-def _diff_style(diff: float) -> str:
-    return "red" if not math.isfinite(diff) or diff > 1e-9 else "green"
-
-
 def print_agreement(console: Console, agreement: Agreement, ratings: str) -> None:
     """Pearson and Spearman with their bootstrap intervals."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column(f"score vs {ratings}")
-    table.add_column("r", justify="right")
-    table.add_column("95% interval", justify="right")
+    table = simple_table(f"score vs {ratings}", *right("r", "95% interval"))
     for name, value, (low, high) in (
         ("Pearson", agreement.pearson, agreement.pearson_interval),
         ("Spearman", agreement.spearman, agreement.spearman_interval),
@@ -507,13 +405,8 @@ def print_agreement(console: Console, agreement: Agreement, ratings: str) -> Non
         table.add_row(name, fmt(value, 3), f"[{fmt(low, 3)}, {fmt(high, 3)}]")
     console.print(table)
     dropped = f"; {agreement.dropped} NaN score(s) left out" if agreement.dropped else ""
-    console.print(
-        Text(
-            f"n = {agreement.n} pair(s){dropped}; percentile bootstrap, "
-            f"{agreement.resamples} resamples, seed {agreement.seed}",
-            style="dim",
-        )
-    )
+    how = f"percentile bootstrap, {agreement.resamples} resamples, seed {agreement.seed}"
+    print_lines(console, f"n = {agreement.n} pair(s){dropped}; {how}", style="dim")
 
 
 def print_spread(
@@ -525,29 +418,17 @@ def print_spread(
 ) -> None:
     """Per-sample mean and standard deviation over repeats, largest first, then the mean; says
     why when every deviation is 0 (``deterministic``: the judge is the offline one)."""
-    table = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False)
-    table.add_column("row", justify="right", style="dim")
-    table.add_column("mean", justify="right")
-    table.add_column("std", justify="right")
-    table.add_column("question")
+    table = simple_table(*right("row", style="dim"), *right("mean", "std"), "question")
     order = sorted(
         range(len(numbers)),
         key=lambda i: (-spread.deviations[i] if math.isfinite(spread.deviations[i]) else 1, i),
     )
     for i in order:
-        table.add_row(
-            str(numbers[i]),
-            fmt(spread.means[i]),
-            fmt(spread.deviations[i]),
-            Text(clip(questions[i], 70)),
-        )
+        question = Text(clip(questions[i], 70))
+        table.add_row(str(numbers[i]), fmt(spread.means[i]), fmt(spread.deviations[i]), question)
     console.print(table)
-    console.print(
-        Text(
-            f"mean standard deviation over {spread.repeats} repeats: {fmt(spread.mean_deviation)}",
-            style="bold",
-        )
-    )
+    mean = f"mean standard deviation over {spread.repeats} repeats: {fmt(spread.mean_deviation)}"
+    print_lines(console, mean, style="bold")
     finite = [d for d in spread.deviations if math.isfinite(d)]
     if finite and all(d == 0.0 for d in finite):
         why = (
@@ -555,8 +436,4 @@ def print_spread(
             if deterministic
             else "the judge wrote the same probes every time (a temperature of 0, or a cache?)"
         )
-        console.print(Text(f"std is 0 for every sample because {why}", style="yellow"))
-
-
-def _finite(value: float | None) -> bool:
-    return value is not None and math.isfinite(value)
+        print_lines(console, f"std is 0 for every sample because {why}", style="yellow")

@@ -5,14 +5,15 @@ Every writer of :mod:`.output` and the Ray engine's folder share these: :func:`s
 :func:`check_target` refuses an existing file the writer does not recognise as its own,
 :func:`through_link` writes a link's target rather than replacing the link, :class:`PidLock`
 is the lock file (with the holder's pid) that keeps a second process out, and
-:func:`write_atomically` replaces a file only with a complete new one. Standard library only.
+:func:`atomic_file` (and :func:`write_atomically`) replaces a file only with a complete new one.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO
 
@@ -21,9 +22,9 @@ from ..errors import UsageError
 __all__ = [
     "OutputPathError",
     "PidLock",
+    "atomic_file",
     "check_target",
     "same_file",
-    "sync_dir",
     "through_link",
     "write_atomically",
 ]
@@ -113,31 +114,34 @@ class PidLock:
         self._handle = None
 
 
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, sync it, then rename it over
-    ``path``: a stop at any moment leaves the old file or the new one, never half of one."""
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[IO[bytes]]:
+    """A temporary file beside ``path`` to write, synced and renamed over ``path`` when the
+    block ends without an error (else removed): a stop at any moment leaves the old file or
+    the new one, never half of one."""
     path = Path(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with temp.open("wb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temp, path)
     finally:
         with contextlib.suppress(OSError):
             temp.unlink()
-    sync_dir(path.parent)
-
-
-def sync_dir(directory: Path) -> None:
-    """Sync a folder's entries (a rename in it) to disk, where the system allows it."""
-    with contextlib.suppress(OSError, AttributeError):
-        fd = os.open(directory, os.O_RDONLY)
+    with contextlib.suppress(OSError, AttributeError):  # the rename on disk, where allowed
+        fd = os.open(path.parent, os.O_RDONLY)
         try:
             os.fsync(fd)
         finally:
             os.close(fd)
+
+
+def write_atomically(path: str | Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` through :func:`atomic_file`."""
+    with atomic_file(path) as handle:
+        handle.write(data)
 
 
 def _try_lock(handle: IO[str]) -> bool:

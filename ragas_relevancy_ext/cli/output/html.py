@@ -16,6 +16,7 @@ it is such a page (:func:`is_ours`), and always whole (a temporary file, then a 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
 from pathlib import Path
@@ -31,6 +32,7 @@ from ...scoring.report import (
     pull_downs,
     weak_point,
 )
+from . import Item
 from .files import check_target, write_atomically
 
 if TYPE_CHECKING:
@@ -44,7 +46,11 @@ __all__ = [
     "histogram_svg",
     "is_ours",
     "long_text",
+    "page_head",
     "render_html",
+    "stats_list",
+    "text",
+    "worst_rows",
     "write",
 ]
 
@@ -125,7 +131,7 @@ th{white-space:nowrap}.why-m{display:none}
 
 def write(
     path: str | Path,
-    items: Sequence[tuple[int, RelevancyReport]],
+    items: Sequence[Item],
     summary: Summary,
     meta: Mapping[str, str],
     title: str = TITLE,
@@ -148,30 +154,26 @@ def is_ours(path: str | Path) -> bool:
 
 
 def render_html(
-    items: Sequence[tuple[int, RelevancyReport]],
-    summary: Summary,
-    meta: Mapping[str, str],
-    title: str = TITLE,
+    items: Sequence[Item], summary: Summary, meta: Mapping[str, str], title: str = TITLE
 ) -> str:
     """The page as a string."""
     caution = meta.get("caution")
-    details = {k: v for k, v in meta.items() if k != "caution"}
+    used = "".join(
+        f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in meta.items() if k != "caution"
+    )
+    used = f'<table class="meta">{used}</table>'  # what the run used, the caution aside
+    kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
-        "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
-        GENERATOR,
-        '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_text(title)}</title><style>{CSS}{_control_css()}</style></head><body>",
-        f"<h1>{_text(title)}</h1>",
-        f'<p class="caution"><b>Caution:</b> {_text(caution)}</p>' if caution else "",
-        _stats(items, summary),
+        page_head(title, CSS + _control_css()),
+        f'<p class="caution"><b>Caution:</b> {text(caution)}</p>' if caution else "",
+        _stats(kinds, summary),
         _cost(summary),
         "<h2>Distribution</h2>",
         f'<div class="panel">{histogram_svg([r.score for _, r in items])}</div>',
         _worst_table(items),
-        f"<details><summary>What this run used</summary>{_meta_table(details)}</details>",
+        f"<details><summary>What this run used</summary>{used}</details>",
         f"<h2>All rows ({len(items)})</h2>",
-        _controls(items),
+        _controls(kinds, len(items)),
         '<div class="cards">',
         *(
             _card(number, report, ranks)
@@ -182,9 +184,29 @@ def render_html(
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def _text(value: object) -> str:
+def page_head(title: str, css: str = CSS) -> str:
+    """A page's start: its head (with :data:`GENERATOR` and ``css``), then its heading."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            GENERATOR,
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f"<title>{text(title)}</title><style>{css}</style></head><body>",
+            f"<h1>{text(title)}</h1>",
+        ]
+    )
+
+
+def text(value: object) -> str:
     """Data as inert text: bidi controls shown as codes, then HTML-escaped."""
     return escape(neutralise_controls(str(value)))
+
+
+def stats_list(figures: Sequence[tuple[str, str]]) -> str:
+    """(figure, what it is) pairs as a row of tiles."""
+    tiles = "".join(f"<li><b>{text(v)}</b><span>{text(k)}</span></li>" for v, k in figures)
+    return f'<ul class="stats">{tiles}</ul>'
 
 
 def long_text(text: str, css_class: str = "text") -> str:
@@ -192,10 +214,9 @@ def long_text(text: str, css_class: str = "text") -> str:
     shown = neutralise_controls(text)
     if len(shown) <= CLIP:
         return f'<div class="{css_class}" dir="auto">{escape(shown)}</div>'
+    label = f"show the full text ({len(shown):,} characters)"
     if len(shown) > FULL_CAP:
         label = f"show more (first {FULL_CAP:,} of {len(shown):,} characters)"
-    else:
-        label = f"show the full text ({len(shown):,} characters)"
     return (
         f'<div class="{css_class}" dir="auto">{escape(shown[:CLIP])}…'
         f"<details><summary>{label}</summary>"
@@ -205,35 +226,27 @@ def long_text(text: str, css_class: str = "text") -> str:
 
 def _kinds(report: RelevancyReport) -> list[str]:
     """The filter classes a row belongs to: nan, zero, nc, low."""
-    kinds = []
-    if not _finite(report.score):
-        kinds.append("nan")
-    else:
-        if report.score == 0:
-            kinds.append("zero")
-        if report.score < LOW_SCORE:
-            kinds.append("low")
-    if any(p.noncommittal for p in report.probes):
-        kinds.append("nc")
-    return kinds
+    score, finite = report.score, _finite(report.score)
+    kinds = {"nan": not finite, "zero": finite and score == 0, "low": finite and score < LOW_SCORE}
+    kinds["nc"] = any(p.noncommittal for p in report.probes)
+    return [kind for kind, belongs in kinds.items() if belongs]
 
 
 def _finite(value: float | None) -> bool:
     return value is not None and math.isfinite(value)
 
 
-def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> str:
-    nc = sum(1 for _, r in items if "nc" in _kinds(r))
-    low = sum(1 for _, r in items if "low" in _kinds(r))
+def _stats(kinds: Counter[str], summary: Summary) -> str:
+    causes = summary.causes_text()  # NaN: TimeoutError 1, ...
     figures = [
         (str(summary.n), "rows"),
         (str(summary.scored), "scored"),
         (fmt(summary.mean), "mean"),
         (fmt(summary.median), "median"),
-        (str(low), f"below {LOW_SCORE}"),
+        (str(kinds["low"]), f"below {LOW_SCORE}"),
         (str(summary.zeros), "score 0"),
-        (str(summary.nans), _nan_label(summary)),
-        (str(nc), "noncommittal"),
+        (str(summary.nans), f"NaN: {causes}" if causes else "NaN, not scored"),
+        (str(kinds["nc"]), "noncommittal"),
     ]
     bars = summary.error_bars
     if bars is not None:
@@ -241,69 +254,52 @@ def _stats(items: Sequence[tuple[int, RelevancyReport]], summary: Summary) -> st
             (f"{fmt(bars.mean)} ± {fmt(bars.stderr)}", "mean ± standard error"),
             (f"{fmt(bars.ci_low)}-{fmt(bars.ci_high)}", f"{bars.level:.0%} CI ({bars.method})"),
         ]
-    cells = "".join(f"<li><b>{_text(v)}</b><span>{_text(k)}</span></li>" for v, k in figures)
-    split = f'<p class="note">{_text(bars.variance_text())}</p>' if bars is not None else ""
-    return f'<ul class="stats">{cells}</ul>{split}'
+    split = f'<p class="note">{text(bars.variance_text())}</p>' if bars is not None else ""
+    return stats_list(figures) + split
 
 
 def _cost(summary: Summary) -> str:
     """What the run cost: totals, per-row means and USD, as the summary's lines say it."""
     lines = summary.cost.lines() if summary.cost is not None else []
-    if not lines:
-        return ""
-    items = "".join(f"<li>{_text(line)}</li>" for line in lines)
-    return f'<h2>What it cost</h2><ul class="cost">{items}</ul>'
-
-
-def _nan_label(summary: Summary) -> str:
-    """``NaN, not scored``, with the causes when known: ``NaN: TimeoutError 1, ...``."""
-    causes = ", ".join(f"{cause} {count}" for cause, count in summary.nan_causes.items())
-    return f"NaN: {causes}" if causes else "NaN, not scored"
+    items = "".join(f"<li>{text(line)}</li>" for line in lines)
+    return f'<h2>What it cost</h2><ul class="cost">{items}</ul>' if items else ""
 
 
 def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
     """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1], then a NaN bar."""
     finite = [s for s in scores if _finite(s)]
-    counts = [0] * bins
-    for score in finite:
-        counts[min(bins - 1, max(0, int(score * bins)))] += 1
+    counts = Counter(min(bins - 1, max(0, int(score * bins))) for score in finite)
     nans = len(scores) - len(finite)
     bar, pad, height, headroom = 36, 24, 170, 34
-    width = pad * 2 + (bins + 1) * bar + 12
-    top = max([*counts, nans, 1])
+    width, base, nan_x = pad * 2 + (bins + 1) * bar + 12, height - pad, pad + bins * bar + 12
+    top = max([*counts.values(), nans, 1])
+    columns = [
+        (pad + i * bar, counts[i], _bin_colour(i / bins), f"{i / bins:.1f}-{(i + 1) / bins:.1f}")
+        for i in range(bins)
+    ]
     shapes = []
-
-    def column(x: float, count: int, colour: str, title: str) -> None:
-        h = (height - pad - headroom) * count / top
-        y = height - pad - h
+    for x, count, colour, title in [*columns, (nan_x, nans, "#9aa3ab", "not scored (NaN)")]:
+        h = (base - headroom) * count / top
         shapes.append(
-            f'<rect x="{x + 2}" y="{y:.1f}" width="{bar - 4}" height="{h:.1f}" fill="{colour}">'
-            f"<title>{title}: {count}</title></rect>"
+            f'<rect x="{x + 2}" y="{base - h:.1f}" width="{bar - 4}" height="{h:.1f}" '
+            f'fill="{colour}"><title>{title}: {count}</title></rect>'
         )
         if count:
+            y = base - h - 3
             shapes.append(
-                f'<text x="{x + bar / 2}" y="{y - 3:.1f}" text-anchor="middle">{count}</text>'
+                f'<text x="{x + bar / 2}" y="{y:.1f}" text-anchor="middle">{count}</text>'
             )
-
-    for i, count in enumerate(counts):
-        low = i / bins
-        colour = "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
-        column(pad + i * bar, count, colour, f"{low:.1f}-{(i + 1) / bins:.1f}")
-    nan_x = pad + bins * bar + 12
-    column(nan_x, nans, "#9aa3ab", "not scored (NaN)")
-    for i in range(0, bins + 1, 2):
-        x = pad + i * bar
-        shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{i / bins:.1f}</text>')
+    ticks = [(pad + i * bar, f"{i / bins:.1f}") for i in range(0, bins + 1, 2)]
+    for x, label in [*ticks, (nan_x + bar / 2, "NaN")]:
+        shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{label}</text>')
     shapes.append(
-        f'<text x="{nan_x + bar / 2}" y="{height - 6}" text-anchor="middle">NaN</text>'
-        f'<line x1="{pad}" y1="{height - pad}" x2="{pad + bins * bar}" y2="{height - pad}" '
-        'stroke="#9aa3ab"/>'
+        f'<line x1="{pad}" y1="{base}" x2="{pad + bins * bar}" y2="{base}" stroke="#9aa3ab"/>'
     )
     if finite:
         mean = sum(finite) / len(finite)
         x = pad + min(1.0, max(0.0, mean)) * bins * bar
         shapes.append(
-            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{height - pad}" '
+            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{base}" '
             f'stroke="#1d232a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
             f'<text x="{x:.1f}" y="10" text-anchor="middle">mean {mean:.2f}</text>'
         )
@@ -318,9 +314,11 @@ def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
     )
 
 
-def worst_rows(
-    items: Sequence[tuple[int, RelevancyReport]], k: int = WORST
-) -> tuple[list[tuple[int, RelevancyReport]], int]:
+def _bin_colour(low: float) -> str:
+    return "#e06c5f" if low < LOW_SCORE else "#e8b23a" if low < 0.75 else "#4caf6a"
+
+
+def worst_rows(items: Sequence[Item], k: int = WORST) -> tuple[list[Item], int]:
     """The ``k`` worst rows (NaN first, then lowest score) and how many more tie with the last."""
     ranked = sorted(items, key=_worst_key)
     shown = ranked[:k]
@@ -330,138 +328,110 @@ def worst_rows(
     return shown, sum(1 for item in ranked[k:] if _worst_key(item)[:2] == last)
 
 
-def _worst_key(item: tuple[int, RelevancyReport]) -> tuple[bool, float, int]:
+def _worst_key(item: Item) -> tuple[bool, float, int]:
+    """Sorts (row number, report) pairs worst first: NaN, then by score, ties by row."""
     score = item[1].score
     return (_finite(score), score if _finite(score) else 0.0, item[0])
 
 
-def _worst_table(items: Sequence[tuple[int, RelevancyReport]]) -> str:
+def _worst_table(items: Sequence[Item]) -> str:
     shown, tied = worst_rows(items)
     if not shown:
         return ""
     rows = "".join(
         f'<tr><td class="num"><a href="#row-{n}">#{n}</a></td>'
         f'<td class="num"><span class="score {_score_class(r.score)}">{fmt(r.score)}</span></td>'
-        f'<td>{_text(clip(r.user_input, 110))}<div class="why-m">{_text(weak_point(r))}</div></td>'
-        f'<td class="why">{_text(weak_point(r))}</td></tr>'
+        f'<td>{text(clip(r.user_input, 110))}<div class="why-m">{text(weak_point(r))}</div></td>'
+        f'<td class="why">{text(weak_point(r))}</td></tr>'
         for n, r in shown
     )
-    more = (
-        f'<p class="note">{tied} more row(s) tied with the last one are not listed.</p>'
-        if tied
-        else ""
-    )
-    head = (
-        "<tr><th>row</th><th>score</th><th>question</th>"
-        '<th class="why">what pulled it down</th></tr>'
-    )
+    more = f'<p class="note">{tied} more row(s) tied with the last one are not listed.</p>'
+    more = more if tied else ""
+    head = "<tr><th>row</th><th>score</th><th>question</th>"
+    head += '<th class="why">what pulled it down</th></tr>'
     return (
         f"<h2>Worst {'row' if len(shown) == 1 else f'{len(shown)} rows'}</h2>"
         f'<div class="panel"><table class="worst">{head}{rows}</table>{more}</div>'
     )
 
 
-def _meta_table(meta: Mapping[str, str]) -> str:
-    rows = "".join(f"<tr><th>{_text(k)}</th><td>{_text(v)}</td></tr>" for k, v in meta.items())
-    return f'<table class="meta">{rows}</table>'
-
-
 def _control_css() -> str:
     """Checked sort radio -> card order; checked filter radio -> other cards hidden."""
-    rules = [
-        "#sort-up:checked~.cards .card{order:var(--up)}",
-        "#sort-down:checked~.cards .card{order:var(--down)}",
-    ]
-    for key, _, selector in FILTERS:
-        if selector:
-            rules.append(f"#show-{key}:checked~.cards .card:not({selector}){{display:none}}")
-    for key, _ in SORTS:
-        rules.append(f"#sort-{key}:checked~.controls label[for=sort-{key}]")
-    for key, _, _ in FILTERS:
-        rules.append(f"#show-{key}:checked~.controls label[for=show-{key}]")
-    selected = ",".join(r for r in rules if r.endswith("]"))
-    plain = "".join(r for r in rules if not r.endswith("]"))
-    focus = ",".join(
-        f"#{name}:focus-visible~.controls label[for={name}]"
-        for name in [f"sort-{k}" for k, _ in SORTS] + [f"show-{k}" for k, _, _ in FILTERS]
+    names = [f"sort-{key}" for key, _ in SORTS] + [f"show-{key}" for key, _, _ in FILTERS]
+    hide = "".join(
+        f"#show-{key}:checked~.cards .card:not({cards}){{display:none}}"
+        for key, _, cards in FILTERS
+        if cards
     )
+    checked = ",".join(f"#{name}:checked~.controls label[for={name}]" for name in names)
+    focus = ",".join(f"#{name}:focus-visible~.controls label[for={name}]" for name in names)
     return (
-        f"{plain}{selected}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
+        "#sort-up:checked~.cards .card{order:var(--up)}"
+        f"#sort-down:checked~.cards .card{{order:var(--down)}}{hide}"
+        f"{checked}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
         f"{focus}{{outline:2px solid #4c8bf5}}"
     )
 
 
-def _controls(items: Sequence[tuple[int, RelevancyReport]]) -> str:
-    counts = {key: 0 for key, _, _ in FILTERS}
-    counts["all"] = len(items)
-    for _, report in items:
-        for kind in _kinds(report):
-            counts[kind] += 1
-    radios = [
-        f'<input class="vh" type="radio" name="sort" id="sort-{key}"{" checked" if i == 0 else ""}>'
-        for i, (key, _) in enumerate(SORTS)
-    ] + [
-        f'<input class="vh" type="radio" name="show" id="show-{key}"{" checked" if i == 0 else ""}>'
-        for i, (key, _, _) in enumerate(FILTERS)
-    ]
-    sorts = "".join(f'<label for="sort-{key}">{escape(label)}</label>' for key, label in SORTS)
-    shows = "".join(
-        f'<label for="show-{key}">{escape(label)} ({counts[key]})</label>'
-        for key, label, _ in FILTERS
+def _controls(kinds: Counter[str], rows: int) -> str:
+    """The sort and filter buttons (radios first: the CSS reads them as siblings)."""
+    counts = {**kinds, "all": rows}
+    shows = [(key, f"{label} ({counts.get(key, 0)})") for key, label, _ in FILTERS]
+    groups = (("sort", SORTS), ("show", shows))
+    radios = "".join(
+        f'<input class="vh" type="radio" name="{name}" id="{name}-{key}"{"" if i else " checked"}>'
+        for name, buttons in groups
+        for i, (key, _) in enumerate(buttons)
     )
-    return "".join(radios) + (
-        f'<div class="controls"><div><span class="muted">sort</span>{sorts}</div>'
-        f'<div><span class="muted">show</span>{shows}</div></div>'
+    labels = "".join(
+        f'<div><span class="muted">{name}</span>'
+        + "".join(f'<label for="{name}-{key}">{escape(label)}</label>' for key, label in buttons)
+        + "</div>"
+        for name, buttons in groups
     )
+    return f'{radios}<div class="controls">{labels}</div>'
 
 
-def _ranks(items: Sequence[tuple[int, RelevancyReport]]) -> list[tuple[int, int]]:
+def _ranks(items: Sequence[Item]) -> list[tuple[int, int]]:
     """Each row's place (ascending, descending) by score; NaN rows first going up, last down."""
-    up_order = sorted(range(len(items)), key=lambda i: _worst_key(items[i]))
-    down_order = sorted(
-        range(len(items)),
-        key=lambda i: (
-            not _finite(items[i][1].score),
-            -items[i][1].score if _finite(items[i][1].score) else 0.0,
-            items[i][0],
-        ),
-    )
-    up = {index: place for place, index in enumerate(up_order)}
-    down = {index: place for place, index in enumerate(down_order)}
+
+    def best_key(item: Item) -> tuple[bool, float, int]:
+        finite, score, number = _worst_key(item)
+        return (not finite, -score, number)
+
+    orders = [sorted(range(len(items)), key=lambda i: k(items[i])) for k in (_worst_key, best_key)]
+    up, down = ({index: place for place, index in enumerate(order)} for order in orders)
     return [(up[i], down[i]) for i in range(len(items))]
 
 
+def _flags(*flags: tuple[object, str, str]) -> str:
+    """A badge for each (shown?, CSS class, text) that is shown."""
+    return "".join(f'<span class="{css}">{escape(flag)}</span>' for on, css, flag in flags if on)
+
+
 def _card(number: int, report: RelevancyReport, ranks: tuple[int, int]) -> str:
-    flags = []
-    if report.error or (report.cause is not None and not _finite(report.score)):
-        flags.append("not scored" + (f" ({report.cause})" if report.cause is not None else ""))
-    if report.all_noncommittal:
-        flags.append("all noncommittal")
-    if report.probes and report.distinct_probes < len(report.probes):
-        flags.append("repeated probes")
-    flag_html = "".join(f'<span class="flag">{escape(f)}</span>' for f in flags)
+    cause = "" if report.cause is None else f" ({report.cause})"
+    flag_html = _flags(
+        (report.error or (cause and not _finite(report.score)), "flag", "not scored" + cause),
+        (report.all_noncommittal, "flag", "all noncommittal"),
+        (report.probes and report.distinct_probes < len(report.probes), "flag", "repeated probes"),
+    )
     classes = " ".join(["card", *_kinds(report)])
+    se, tip = report.score_stderr, "standard error from the probes"  # when there is one
+    spread = f'<span class="muted" title="{tip}">± {se:.3f}</span>' if _finite(se) else ""
     parts = [
         f'<article class="{classes}" id="row-{number}" style="--up:{ranks[0]};--down:{ranks[1]}">',
         f'<h3><a href="#row-{number}">#{number}</a>'
         f'<span class="score {_score_class(report.score)}">{fmt(report.score)}</span>'
-        f"{_stderr(report)}{flag_html}</h3>",
+        f"{spread}{flag_html}</h3>",
         long_text(report.user_input, "q"),
         long_text(report.response, "text"),
         _probe_table(report),
-        f'<p class="reason">{_text(clip(report.reason, 1_000))}</p>',
-        *(f'<div class="note">note: {_text(clip(note, 500))}</div>' for note in report.notes),
+        f'<p class="reason">{text(clip(report.reason, 1_000))}</p>',
+        *(f'<div class="note">note: {text(clip(note, 500))}</div>' for note in report.notes),
         "</article>",
     ]
     return "\n".join(p for p in parts if p)
-
-
-def _stderr(report: RelevancyReport) -> str:
-    """``± 0.023``, the score's standard error from its probes, when there is one."""
-    se = report.score_stderr
-    if not _finite(se):
-        return ""
-    return f'<span class="muted" title="standard error from the probes">± {se:.3f}</span>'
 
 
 def _probe_table(report: RelevancyReport) -> str:
@@ -470,26 +440,21 @@ def _probe_table(report: RelevancyReport) -> str:
     pulls = {id(probe): pull for probe, pull in pull_downs(report)}
     rows = []
     for probe in report.probes:
-        flags = []
-        if probe.noncommittal:
-            flags.append(("flag", "noncommittal"))
-        if id(probe) in pulls:
-            flags.append(("flag pull", f"pulled the score down by {pulls[id(probe)]:.2f}"))
         tag = language_tag(probe.language, report.question_language).strip(" []")
-        if tag:
-            flags.append(("flag", f"in {tag}"))
+        pull = pulls.get(id(probe), 0.0)
+        flag_html = _flags(
+            (probe.noncommittal, "flag", "noncommittal"),
+            (id(probe) in pulls, "flag pull", f"pulled the score down by {pull:.2f}"),
+            (tag, "flag", f"in {tag}"),
+        )
         width = max(0.0, min(1.0, probe.cosine)) * 100 if _finite(probe.cosine) else 0.0
-        flag_html = "".join(f'<span class="{c}">{escape(f)}</span>' for c, f in flags)
         rows.append(
             f"<tr><td>{long_text(probe.question, 'probe')}{flag_html}</td>"
             f'<td><div class="bar"><span style="width:{width:.1f}%"></span></div></td>'
             f'<td class="num">{fmt(probe.cosine)}</td></tr>'
         )
-    head = (
-        "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
-        "<th>similarity</th></tr>"
-    )
-    return f'<table class="probes">{head}{"".join(rows)}</table>'
+    head = "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
+    return f'<table class="probes">{head}<th>similarity</th></tr>{"".join(rows)}</table>'
 
 
 def _score_class(score: float) -> str:

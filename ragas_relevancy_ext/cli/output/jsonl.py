@@ -3,12 +3,10 @@
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
 recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
 not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
-(:func:`~row_key`: user_input, response and the settings that
-change a score), ``judge``,
+(:func:`~row_key`: user_input, response and the settings that change a score), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as
-:func:`~json_safe` makes it: NaN and Infinity as null, a lone
-surrogate as U+FFFD, at any depth.
+at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as :func:`~json_safe`
+makes it: NaN and Infinity as null, a lone surrogate as U+FFFD, at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write: an existing file is read
 first, and refused unless every line is a report line. A lock file next to it keeps a second
@@ -19,9 +17,7 @@ A symlink is written through: its target is the report, and the link stays a lin
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
@@ -30,7 +26,7 @@ from typing import IO, Any, NamedTuple
 from ...scoring.redaction import redact
 from ...scoring.report import RelevancyReport, json_safe
 from ..errors import UsageError
-from .files import PidLock, same_file, sync_dir, through_link
+from .files import PidLock, atomic_file, same_file, through_link
 
 __all__ = [
     "FORMAT",
@@ -102,9 +98,8 @@ def report_line(
 
 
 def load_record(line: str | bytes) -> Any:
-    """One report line's JSON value (``ValueError`` when it is not JSON), made
-    :func:`~json_safe` when the line may need it (an edit by hand),
-    so every display and writer gets values it can write."""
+    """One report line's JSON value (``ValueError`` when it is not JSON), made :func:`~json_safe`
+    when the line may need it (an edit by hand), so every display and writer can write it."""
     value = json.loads(line)
     unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
     return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
@@ -201,10 +196,7 @@ class ReportFile:
         if not self.path.exists():
             return
         with self.path.open("rb") as handle:
-            for raw in handle:
-                record = _record(raw) if raw.endswith(b"\n") else None
-                if record is not None:
-                    yield record
+            yield from filter(None, (_record(raw) for raw in handle if raw.endswith(b"\n")))
 
     def in_order(self, keys: Iterable[tuple[str, int]]) -> bool:
         """True when the file holds exactly these (key, row) lines in this order."""
@@ -213,10 +205,6 @@ class ReportFile:
     def lock(self) -> None:
         """Take ``PATH.lock``; :class:`ReportLockError` naming the holder's pid if taken."""
         take_lock(self._lock, self.path, self.lock_path, "file")
-
-    def unlock(self) -> None:
-        """Release and remove the lock file (safe to call twice)."""
-        self._lock.release()
 
     def begin(self) -> None:
         """Open for appending, after dropping a torn last line of ours (a stopped write)."""
@@ -237,11 +225,11 @@ class ReportFile:
         self.appended += 1
 
     def close(self) -> None:
-        """Close the file and release the lock."""
+        """Close the file, then release and remove the lock file (safe to call twice)."""
         if self._handle is not None:
             self._handle.close()
             self._handle = None
-        self.unlock()
+        self._lock.release()
 
     def compact(self, rows: Iterable[tuple[str, int, int | None]]) -> int:
         """Rewrite the file as one line per ``(key, row, line)``, in that order; lines count.
@@ -267,30 +255,20 @@ class ReportFile:
         rename it over this one."""
         if self._handle is not None:
             self._handle.flush()
-        temp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         written = 0
-        try:
-            with self.path.open("rb") as old, temp.open("wb") as new:
-                for key, numbers in rows:
-                    saved = self.index.get(key)
-                    if saved is None:
-                        continue
-                    old.seek(saved.offset)
-                    raw = old.read(saved.length)
-                    if numbers is not None:
-                        record = load_record(raw)
-                        if (record.get("row"), record.get("line")) != numbers:
-                            record["row"], record["line"] = numbers
-                            raw = _dump(record)
-                    new.write(raw)
-                    written += 1
-                new.flush()
-                os.fsync(new.fileno())
-            os.replace(temp, self.path)
-        finally:
-            with contextlib.suppress(OSError):
-                temp.unlink()
-        sync_dir(self.path.parent)
+        with atomic_file(self.path) as new, self.path.open("rb") as old:
+            for key, numbers in rows:
+                if (saved := self.index.get(key)) is None:
+                    continue
+                old.seek(saved.offset)
+                raw = old.read(saved.length)
+                if numbers is not None:
+                    record = load_record(raw)
+                    if (record.get("row"), record.get("line")) != numbers:
+                        record["row"], record["line"] = numbers
+                        raw = _dump(record)
+                new.write(raw)
+                written += 1
         return written
 
 
