@@ -154,9 +154,10 @@ class _Pace:
         return 0.0
 
     def correct(self, estimated: int, used: int) -> None:
-        """A request estimated at ``estimated`` tokens used ``used``: the bucket pays the
-        difference (or gets it back)."""
-        if self.tpm:
+        """A request estimated at ``estimated`` tokens used ``used``: the bucket pays what the
+        estimate missed. Nothing comes back for a smaller use: providers count the reply
+        tokens asked for (``max_tokens``) when the request comes, not those sent."""
+        if self.tpm and used > estimated:
             self._refill(self.clock())
             self.tokens -= used - estimated
 
@@ -421,6 +422,17 @@ class Row:
 
     async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
         self.scheduler._release(succeeded=kind is None)
+
+    def rate_limited(self, kind: Kind, exc: BaseException) -> None:
+        """A call of this row was answered 429: the run pauses ``kind`` for the answer's
+        ``retry-after`` (found on the error's response, when it has one)."""
+        headers: Mapping[str, str] = {}
+        for error in (exc, exc.__cause__, exc.__context__):
+            found = getattr(getattr(error, "response", None), "headers", None)
+            if found is not None:
+                headers = found
+                break
+        self.scheduler.observe(kind, 429, headers)
 
     @contextlib.asynccontextmanager
     async def call(self, kind: Kind, tokens: int) -> AsyncIterator[None]:

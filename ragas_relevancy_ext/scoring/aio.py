@@ -33,13 +33,26 @@ async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: 
     return await getattr(obj, async_name)(*args, **kwargs)
 
 
-def request(limiter: Any, kind: str, texts: str | Sequence[str]) -> Any:
+def request(limiter: Any, kind: str, texts: str | Sequence[str], budget: int = 0) -> Any:
     """What one request holds while it is sent: a run's slot and rate limits (a run's row,
-    whose ``call`` takes the request's kind and estimated tokens), any other async context
-    manager as it is, or nothing."""
+    whose ``call`` takes the request's kind and estimated tokens: its texts', plus ``budget``
+    reply tokens asked for), any other async context manager as it is, or nothing."""
     if callable(getattr(limiter, "call", None)):
-        return limiter.call(kind, estimate_tokens(texts))
+        return limiter.call(kind, estimate_tokens(texts) + budget)
     return limiter if limiter is not None else contextlib.nullcontext()
+
+
+def rate_limited(limiter: Any, kind: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is the provider's 429 and ``limiter`` (a run's row) keeps to rate
+    limits: then the run is told (it pauses every request of ``kind``) and True, so the call
+    may be asked again; False otherwise."""
+    from ..errors import Cause, cause_of
+
+    note = getattr(limiter, "rate_limited", None)
+    if not callable(note) or cause_of(exc) != Cause.RATE_LIMITED:
+        return False
+    note(kind, exc)
+    return True
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -220,3 +220,26 @@ def test_command_line_limits_reach_the_metric() -> None:
 
     settings = Settings(rpm=600, tpm=150_000, embedding_rpm=3000)
     assert per_actor(settings, 4).rpm == 150 and per_actor(settings, 4).embedding_tpm is None
+
+
+class RefusedOnce(PretendJudge):
+    """Answers 429 (retry after 1 ms) to its first request, then as PretendJudge."""
+
+    async def agenerate(self, prompt: str, response_model: Any) -> Any:
+        import httpx
+        import openai
+
+        self.calls += 1
+        if self.calls == 1:
+            request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+            answer = httpx.Response(429, headers={"retry-after-ms": "1"}, request=request)
+            raise openai.RateLimitError("Rate limit reached", response=answer, body=None)
+        return await super().agenerate(prompt, response_model)
+
+
+def test_a_call_answered_429_is_asked_again_after_the_runs_pause() -> None:
+    judge = RefusedOnce()
+    metric = AnswerRelevancy(judge, HashEmbeddings(), probe_prompt="diverse")
+    result = asyncio.run(metric.ascore("Where is A1?", "A1 shipped on Monday."))
+    assert result.value == result.value  # scored, not NaN
+    assert judge.calls == 3  # the refused call, then it again (PretendJudge counts it too)
