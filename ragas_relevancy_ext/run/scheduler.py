@@ -256,11 +256,12 @@ class Scheduler:
         """What one provider answer says about ``kind``'s limits (see the module's note)."""
         self._paces[kind].observe(status, headers)
 
-    def correct(self, kind: Kind, estimated: int, usage: Usage) -> None:
-        """Correct ``kind``'s token bucket by what the provider reported a request used."""
+    def correct(self, kind: Kind, estimated: int, usage: Usage, budget: int = 0) -> None:
+        """Correct ``kind``'s token bucket by what the provider reported a request used (a
+        judge request counts at least the ``budget`` reply tokens it asked for)."""
         if kind == "judge":
-            parts = (usage.judge_prompt_tokens, usage.judge_completion_tokens)
-            used = None if None in parts else sum(parts)  # type: ignore[arg-type]
+            prompt, reply = usage.judge_prompt_tokens, usage.judge_completion_tokens
+            used = None if prompt is None or reply is None else prompt + max(reply, budget)
         else:
             used = usage.embedding_tokens
         if used:
@@ -435,7 +436,7 @@ class Row:
         self.scheduler.observe(kind, 429, headers)
 
     @contextlib.asynccontextmanager
-    async def call(self, kind: Kind, tokens: int) -> AsyncIterator[None]:
+    async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
         """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits; what
         the provider reports it used corrects the estimate (and still reaches the caller's
         meter)."""
@@ -448,4 +449,4 @@ class Row:
                 finally:
                     if outer is not None:
                         outer.add(meter.usage)
-                    self.scheduler.correct(kind, tokens, meter.usage)
+                    self.scheduler.correct(kind, tokens, meter.usage, budget)
