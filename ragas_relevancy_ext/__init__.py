@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from .metric import AnswerRelevancy, RelevancyResult
     from .parity import compare_with_stock
     from .results import probe_frame, report_for, reports_for, usage_for
+    from .run.scheduler import RateLimits
     from .scoring.prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
     from .scoring.report import Probe, RelevancyReport
     from .scoring.usage import Usage
@@ -34,6 +35,7 @@ __all__ = [
     "OneTextPerCall",
     "PairedDifference",
     "Probe",
+    "RateLimits",
     "RelevancyReport",
     "RelevancyResult",
     "ResponseRelevancy",
@@ -61,6 +63,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "scoring.prompts": ("AngleProbePrompt", "DiverseProbePrompt", "SequentialProbePrompt"),
     "adapters": ("OneTextPerCall", "gemini_embeddings", "local_embeddings"),
     "parity": ("compare_with_stock",),
+    "run.scheduler": ("RateLimits",),
     "results": ("probe_frame", "report_for", "reports_for", "usage_for"),
     "store.cache": ("CachedJudge",),
     "scoring.usage": ("Usage",),

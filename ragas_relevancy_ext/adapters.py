@@ -10,7 +10,6 @@ before any arithmetic sees them.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import threading
 from collections.abc import Sequence
@@ -21,9 +20,10 @@ from ragas.embeddings import HuggingFaceEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .errors import EmbeddingCallError
+from .run.scheduler import Row, Scheduler
+from .scoring import aio
 from .scoring.aio import run_sync
 from .scoring.embeddings import (
-    REQUEST_LIMIT,
     Embeddings,
     check_options,
     check_vectors,
@@ -40,7 +40,8 @@ LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
 
 
 class OneTextPerCall(BaseRagasEmbedding):
-    """Embed each text with its own call to ``inner``, at most ``max_concurrency`` at once.
+    """Embed each text with its own call to ``inner``, at most ``max_concurrency`` at once
+    across every call of this object (in one event loop).
 
     ``inner`` is a modern ragas ``BaseRagasEmbedding`` (called through ``aembed_text``, or
     ``embed_text`` in a thread when its client is synchronous), a legacy ``BaseRagasEmbeddings``
@@ -53,7 +54,7 @@ class OneTextPerCall(BaseRagasEmbedding):
     """
 
     # Each text is a request of its own: never coalesced with others, and each takes a slot of
-    # the metric's limit on requests in flight (REQUEST_LIMIT) besides this object's own.
+    # the run's scheduler (handed to aembed_each) besides one of this object's own.
     one_request_per_text = True
 
     def __init__(self, inner: Embeddings, max_concurrency: int = 8):
@@ -77,16 +78,21 @@ class OneTextPerCall(BaseRagasEmbedding):
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         """One inner call per text, at most ``max_concurrency`` in flight; checked, in order."""
+        return await self.aembed_each(texts, None, **kwargs)
+
+    async def aembed_each(
+        self, texts: list[str], slot: Row | None = None, **kwargs: Any
+    ) -> list[list[float]]:
+        """:meth:`aembed_texts`, each text's call also holding one of ``slot``'s (a run's
+        place in line), taken after one of this object's own."""
         texts = _as_texts(texts)
         if not texts:
             return []
         check_options(self.inner, kwargs)
-        # Made here, not in __init__: every sync call runs in an event loop of its own.
-        limiter = asyncio.Semaphore(self.max_concurrency)
-        shared = REQUEST_LIMIT.get()
+        limit = self._limit()
 
         async def one(index: int, text: str) -> Any:
-            async with limiter, shared if shared is not None else contextlib.nullcontext():
+            async with limit.slot(), aio.request(slot, "embeddings", text):
                 try:
                     return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:
@@ -105,6 +111,22 @@ class OneTextPerCall(BaseRagasEmbedding):
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
         return check_vectors(vectors, len(texts), self.source).tolist()
+
+    def _limit(self) -> Scheduler:
+        """This object's limit in the running event loop (a sync call runs in a loop of its
+        own, so each loop gets its own), shared by every call made in it."""
+        loop = asyncio.get_running_loop()
+        held = self.__dict__.get("_held_limit")
+        if held is None or held[0] is not loop or held[1].limit != self.max_concurrency:
+            held = (loop, Scheduler(self.max_concurrency))
+            self.__dict__["_held_limit"] = held
+        return held[1]
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Copies and pickles leave the event loop's limit behind."""
+        state = dict(self.__dict__)
+        state.pop("_held_limit", None)
+        return state
 
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
         """One text, one inner call, checked."""

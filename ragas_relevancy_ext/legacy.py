@@ -17,6 +17,7 @@ with any embeddings kind, and leaves each row's report in the run's own traces (
 from __future__ import annotations
 
 import asyncio
+import itertools
 import typing as t
 from dataclasses import dataclass, field
 
@@ -25,7 +26,8 @@ from ragas.metrics._answer_relevance import AnswerRelevancy as StockAnswerReleva
 from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
 from .results import REPORT_TRACE
-from .run.limits import RunLimiter
+from .run.batching import RunEmbedder
+from .run.scheduler import RateLimits, Scheduler
 from .scoring.embeddings import embeddings_kind
 from .scoring.judges import judge_kind
 from .scoring.languages import AUTO, AdaptedPrompts, detector_ready
@@ -79,6 +81,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     batch_embeddings: rows scored concurrently in one run share embedding requests (up to 64
         texts each); False sends two per row, as stock. Never for embeddings that send a
         request per text (``OneTextPerCall``). A question met again in a run is embedded once.
+    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` an ``evaluate``
+        run keeps to; fields left None are learned from the provider's headers and 429s.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -91,10 +95,13 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     language: str = AUTO
     batch_embeddings: bool = True
+    rate_limits: RateLimits | None = None
     _adapted: AdaptedPrompts = field(
         default_factory=AdaptedPrompts, init=False, repr=False, compare=False
     )
-    _limiter: RunLimiter = field(default_factory=RunLimiter, init=False, repr=False, compare=False)
+    _run: _CurrentRun = field(
+        default_factory=lambda: _CurrentRun(), init=False, repr=False, compare=False
+    )
     _max_workers: int | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -116,6 +123,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         judge_kind(self.llm)
         embeddings_kind(self.embeddings)
         self._max_workers = run_config.max_workers
+        self._run = _CurrentRun()  # each evaluate run gets a scheduler of its own
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
         """Make ``value`` (a mode's name or a prompt object) the prompt sent, as
@@ -188,6 +196,9 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
+        calls, embeds = self._run.row(
+            self._calls_in_flight(options), self.embeddings, options, self.rate_limits
+        )
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")
@@ -197,13 +208,11 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
                 llm=self.llm,
                 embeddings=self.embeddings,
                 options=options,
-                limiter=self._limiter.get(self._calls_in_flight(options)),
+                limiter=calls,
                 callbacks=callbacks,
                 trace_name=PROMPT_NAME,
                 adapted=self._adapted,
-                embedder=self._limiter.embedder(
-                    self._calls_in_flight(options), self.embeddings, options.batch_embeddings
-                ),
+                embedder=embeds,
                 meter=meter,
             )
         except (Exception, asyncio.CancelledError) as exc:
@@ -213,6 +222,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
             )
             await _trace_report(callbacks, failed, cancelled=not isinstance(exc, Exception))
             raise
+        finally:
+            embeds.close()
         await _trace_report(callbacks, report)
         return report.score
 
@@ -233,6 +244,53 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
             language=self.language,
             batch_embeddings=self.batch_embeddings,
         )
+
+
+class _CurrentRun:
+    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
+
+    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place; a
+    row scored in another event loop, or with another limit or embeddings, starts a new run.
+    A copy or a pickle of the metric carries none.
+    """
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.scheduler: Scheduler | None = None
+        self.embedder: RunEmbedder | None = None
+        self.batch = True
+        self._rows = itertools.count()
+
+    def row(
+        self, limit: int, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
+    ) -> t.Any:
+        """(the row's calls, its embeddings) for the next row of the run."""
+        loop = asyncio.get_running_loop()
+        scheduler, embedder = self.scheduler, self.embedder
+        if (
+            scheduler is None
+            or embedder is None
+            or self.loop is not loop
+            or scheduler.limit != limit
+            or embedder.embeddings is not embeddings
+            or self.batch != options.batch_embeddings
+            or scheduler.rates != (rates or RateLimits())
+        ):
+            scheduler = Scheduler(limit, rates=rates)
+            embedder = RunEmbedder(embeddings, scheduler, coalesce=options.batch_embeddings)
+            self.loop, self.scheduler, self.embedder = loop, scheduler, embedder
+            self.batch = options.batch_embeddings
+        calls = scheduler.row(next(self._rows))
+        return calls, embedder.row(calls)
+
+    def __deepcopy__(self, memo: dict[int, t.Any]) -> _CurrentRun:
+        return _CurrentRun()
+
+    def __reduce__(self) -> tuple[type[_CurrentRun], tuple[()]]:
+        return (_CurrentRun, ())
+
+    def __repr__(self) -> str:
+        return "_CurrentRun()"
 
 
 async def _trace_report(

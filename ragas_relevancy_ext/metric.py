@@ -11,6 +11,7 @@ Usage:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from functools import cached_property
 from typing import Any
@@ -19,7 +20,8 @@ from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockA
 from ragas.metrics.result import MetricResult
 
 from .run.batching import RunEmbedder
-from .run.streaming import CallLimiter, EarlyStop, RowNotStarted, bounded_map
+from .run.scheduler import RateLimits, RowNotStarted, Scheduler
+from .run.streaming import EarlyStop, bounded_map
 from .scoring import tracing
 from .scoring.embeddings import Embeddings
 from .scoring.judges import Judge
@@ -63,10 +65,16 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
     probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
         ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
     max_concurrency: requests in flight at once (judge and embeddings, each text a
-        ``OneTextPerCall`` sends counted alone), per call of ``ascore``/``abatch_score``.
+        ``OneTextPerCall`` sends counted alone), per call of ``ascore``/``abatch_score``/
+        ``ascore_each``: one scheduler per call, calls of samples started earlier first.
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``prompt.adapt`` does.
+    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)``, the provider's
+        requests and tokens per minute a call keeps to (tokens estimated from each request's
+        text before it is sent). Not given (None or a field left None): learned from the
+        provider's ``x-ratelimit-*`` headers and 429s on clients the package builds; a 429 slows
+        every request of the call at once, honouring ``retry-after``.
     batch_embeddings: in ``abatch_score`` (and ``ascore_each``), send the texts of concurrent
         samples in shared embedding requests (up to 64 texts each); False sends two per sample,
         as stock. Never for embeddings that send a request per text (``OneTextPerCall``).
@@ -90,9 +98,11 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         language: str = AUTO,
         batch_embeddings: bool = True,
+        rate_limits: RateLimits | None = None,
         **kwargs: Any,
     ):
         self.max_concurrency = max_concurrency
+        self.rate_limits = rate_limits
         self.language = language
         self.batch_embeddings = batch_embeddings
         self.adapted = AdaptedPrompts()
@@ -136,15 +146,16 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
 
     async def ascore(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Score one sample; the result's ``.report`` lists every probe."""
-        report = await score_sample(
-            user_input,
-            response,
-            llm=self.llm,
-            embeddings=self.embeddings,
-            options=self.probe_options(),
-            limiter=asyncio.Semaphore(self.max_concurrency),
-            adapted=self.adapted,
-        )
+        async with Scheduler(self.max_concurrency, rates=self.rate_limits) as run:
+            report = await score_sample(
+                user_input,
+                response,
+                llm=self.llm,
+                embeddings=self.embeddings,
+                options=self.probe_options(),
+                limiter=run.row(0),
+                adapted=self.adapted,
+            )
         return RelevancyResult(report)
 
     async def ascore_each(
@@ -164,25 +175,31 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         first, so samples finish roughly in input order and memory does not grow with the
         input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
         others go on. Once ``stop`` is set, samples that have sent no request yet are dropped
-        (neither asked nor yielded) and those under way finish. With ``early_stop``, samples
-        it judges hopeless (the same permanent failure, sample after sample) stop the run as
-        ``stop`` does, before another sample sends anything (``stop`` is then set too), and
-        requests go one at a time until one succeeds, so a judge that refuses every request
-        costs one call per sample until the run stops, not ``max_concurrency`` at once.
+        (neither asked nor yielded) and every sample that sent one finishes and is yielded.
+        Closing the stream early cancels everything it started before ``aclose`` returns.
+        With ``early_stop``, samples it judges hopeless (the same permanent failure, sample
+        after sample) stop the run as ``stop`` does, before another sample sends anything
+        (``stop`` is then set too), and requests go one at a time until one succeeds, so a
+        judge that refuses every request costs one call per sample until the run stops, not
+        ``max_concurrency`` at once.
         """
-        limiter = CallLimiter(self.max_concurrency, cautious=early_stop is not None)
         options = self.probe_options()
-        embedder = RunEmbedder(self.embeddings, limiter, coalesce=self.batch_embeddings)
+        run = Scheduler(
+            options.max_concurrency, cautious=early_stop is not None, rates=self.rate_limits
+        )
+        embedder = RunEmbedder(self.embeddings, run, coalesce=self.batch_embeddings)
 
         def finished(result: RelevancyResult) -> RelevancyResult:
             if early_stop is not None and early_stop.note(result.report):
-                limiter.start_no_rows()  # at once: the next row was maybe handed a slot
+                run.stop_new_rows()  # at once: the next row was maybe handed a slot
                 if stop is not None:
                     stop.set()
             return result
 
         async def one(index: int, row: Any) -> RelevancyResult | None:
             meter = UsageMeter()
+            calls = run.row(index)
+            embeds = embedder.row(calls)
             try:
                 user_input, response = _fields(row)
                 with tracing.row(index):  # under the span its caller gave this row, if any
@@ -192,9 +209,9 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
                         llm=self.llm,
                         embeddings=self.embeddings,
                         options=options,
-                        limiter=limiter.slot(index),
+                        limiter=calls,
                         adapted=self.adapted,
-                        embedder=embedder,
+                        embedder=embeds,
                         meter=meter,
                     )
                 return finished(RelevancyResult(report))
@@ -214,16 +231,19 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
                         )
                     )
                 )
+            finally:
+                embeds.close()
 
-        watch = None if stop is None else asyncio.ensure_future(_stop_rows(stop, limiter))
-        try:
-            window = embedder.rows_in_flight(options.max_concurrency)
-            async for index, result in bounded_map(inputs, one, window):
-                if result is not None:
-                    yield index, result
-        finally:
-            if watch is not None:
-                watch.cancel()
+        window = embedder.rows_in_flight(options.max_concurrency)
+        async with run, contextlib.aclosing(bounded_map(inputs, one, window, run)) as each:
+            if stop is not None:
+                run.start(_stop_rows(stop, run))
+            try:
+                async for index, result in each:
+                    if result is not None:
+                        yield index, result
+            finally:
+                run.cancel()  # at once: nothing of the run starts while it closes
 
     async def abatch_score(  # type: ignore[override]
         self, inputs: list[dict[str, Any]]
@@ -265,10 +285,10 @@ def _run(name: str, start: Callable[[], Awaitable[Any]]) -> Any:
     return kept[0]
 
 
-async def _stop_rows(stop: asyncio.Event, limiter: CallLimiter) -> None:
+async def _stop_rows(stop: asyncio.Event, run: Scheduler) -> None:
     """Once ``stop`` is set, rows that have asked nothing yet are not started."""
     await stop.wait()
-    limiter.start_no_rows()
+    run.stop_new_rows()
 
 
 def _fields(row: Any) -> tuple[Any, Any]:

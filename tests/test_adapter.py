@@ -19,7 +19,8 @@ from ragas_relevancy_ext import (
     gemini_embeddings,
     local_embeddings,
 )
-from ragas_relevancy_ext.scoring.embeddings import REQUEST_LIMIT, embed_texts
+from ragas_relevancy_ext.run.scheduler import Scheduler
+from ragas_relevancy_ext.scoring.embeddings import embed_texts
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
 
 TEXTS = [f"question number {i} about order A{i}" for i in range(24)]
@@ -176,7 +177,7 @@ def test_each_sync_call_makes_its_own_limiter() -> None:
     assert inner.peak == 2
 
 
-def test_concurrent_async_calls_each_get_the_cap() -> None:
+def test_concurrent_async_calls_share_the_cap() -> None:
     inner = CollapsingEmbeddings(max_delay=0.01)
     wrapped = OneTextPerCall(inner, max_concurrency=2)
 
@@ -186,23 +187,25 @@ def test_concurrent_async_calls_each_get_the_cap() -> None:
         )
 
     assert asyncio.run(both()) == [per_text(TEXTS[:6]), per_text(TEXTS[6:12])]
-    assert inner.peak == 4
+    assert inner.peak == 2  # the object's cap, across both calls
 
 
-def test_a_scoring_calls_limit_is_lent_for_that_call_only() -> None:
-    """The limit a scoring call lends (``REQUEST_LIMIT``) bounds each text's request during
-    that call and is taken back after it, so later calls in the same task are not held to it."""
+def test_a_runs_slot_bounds_each_texts_request() -> None:
+    """The run's place in line handed to ``embed_texts`` bounds each text's request of that
+    call; a later call without one is held to the object's own cap only."""
     inner = CollapsingEmbeddings(max_delay=0.005)
     wrapped = OneTextPerCall(inner, max_concurrency=8)
 
-    async def run() -> tuple[list[list[float]], Any]:
-        vectors = await embed_texts(wrapped, TEXTS[:6], asyncio.Semaphore(2))
-        return vectors.tolist(), REQUEST_LIMIT.get()
+    async def run() -> tuple[list[list[float]], int]:
+        vectors = await embed_texts(wrapped, TEXTS[:6], Scheduler(2).row(0))
+        peak, inner.peak = inner.peak, 0
+        await embed_texts(wrapped, TEXTS[:8])
+        return vectors.tolist(), peak
 
-    vectors, left = asyncio.run(run())
+    vectors, peak = asyncio.run(run())
     assert vectors == per_text(TEXTS[:6])
-    assert inner.peak == 2  # the lent limit, not the object's own 8
-    assert left is None
+    assert peak == 2  # the run's limit, not the object's own 8
+    assert inner.peak == 8
 
 
 # --- errors ---------------------------------------------------------------------------------

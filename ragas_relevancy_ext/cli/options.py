@@ -188,6 +188,24 @@ SETTING_OPTIONS: dict[str, Any] = {
             "max_concurrency).",
         ),
     ],
+    **{
+        name: Annotated[
+            int | None,
+            typer.Option(
+                min=1,
+                metavar="N",
+                help=f"{what} per minute the run keeps to (the provider's limit; tokens "
+                "estimated from each request's text). Not given: learned from the provider's "
+                "x-ratelimit headers and 429s.",
+            ),
+        ]
+        for name, what in (
+            ("rpm", "Judge requests"),
+            ("tpm", "Judge tokens"),
+            ("embedding_rpm", "Embedding requests"),
+            ("embedding_tpm", "Embedding tokens"),
+        )
+    },
     "language": Annotated[
         str,
         typer.Option(

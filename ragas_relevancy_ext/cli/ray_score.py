@@ -174,7 +174,7 @@ def _run(
     print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
-        SettingsMetric(settings),
+        SettingsMetric(per_actor(settings, count)),
         concurrency=count,
         batch_size=batch_size,
         settings_tag=tag,
@@ -194,11 +194,25 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     from .output.console import used_fields
 
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
+    given = scorer.rate_limits()
+    if str(given) != "learned":
+        engine += f"; each actor keeps to {given.share(actors)} ({given} / {actors})"
     return used_fields(
         {"input": str(file), "engine": engine},
         scorer,
         output=f"{out} ({done} row(s) already there, skipped)",
     )
+
+
+def per_actor(settings: Settings, actors: int) -> Settings:
+    """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
+    names = ("rpm", "tpm", "embedding_rpm", "embedding_tpm")
+    shares = {
+        name: max(1, getattr(settings, name) // actors)
+        for name in names
+        if getattr(settings, name) is not None
+    }
+    return replace(settings, **shares)
 
 
 def _check_options(

@@ -63,6 +63,10 @@ class Settings:
     probe_prompt: str = "diverse"
     language: str = "auto"
     concurrency: int = DEFAULT_MAX_CONCURRENCY
+    rpm: int | None = None
+    tpm: int | None = None
+    embedding_rpm: int | None = None
+    embedding_tpm: int | None = None
     cache: Path | None = None
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
@@ -183,7 +187,17 @@ class Scorer:
             max_concurrency=self.settings.concurrency,
             language=self.settings.language,
             batch_embeddings=self.settings.batch_embeddings,
+            rate_limits=self.rate_limits(),
         )
+
+    def rate_limits(self, parts: int = 1) -> Any:
+        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``, each of
+        ``parts`` runs (Ray actors) taking its share."""
+        from ..run.scheduler import RateLimits
+
+        s = self.settings
+        limits = RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm)
+        return limits.share(parts) if parts > 1 else limits
 
     def judge_for_runs(self) -> Any:
         """The judge the commands should ask: the cached one when the cache is on."""

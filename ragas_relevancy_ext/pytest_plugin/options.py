@@ -49,6 +49,17 @@ def _number(rule: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
     return parse
 
 
+def _per_minute(text: str) -> int:
+    """A rate limit: a whole number of requests or tokens per minute, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"must be a whole number of at least 1 per minute, got {text!r}")
+    return value
+
+
 def _otel(text: str) -> str:
     """An OTLP/HTTP base URL, as the traces URL spans are sent to."""
     from ..scoring.otlp import otlp_traces_url
@@ -118,6 +129,22 @@ OPTIONS: tuple[Option, ...] = (
         "SECONDS",
         parse=_number("timeout must be a number of seconds above 0", lambda v: v > 0),
         setting="timeout",
+    ),
+    *(
+        Option(
+            name,
+            f"{what} per minute the checks keep to (the provider's limit); not set: learned "
+            "from the provider's x-ratelimit headers and 429s.",
+            "N",
+            parse=_per_minute,
+            setting=name,
+        )
+        for name, what in (
+            ("rpm", "Judge requests"),
+            ("tpm", "Judge tokens"),
+            ("embedding_rpm", "Embedding requests"),
+            ("embedding_tpm", "Embedding tokens"),
+        )
     ),
     Option(
         "cache",

@@ -1,15 +1,21 @@
 """Embedding requests of a run: samples' texts coalesced into shared requests, questions reused.
 
-Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time
-it takes for one, so two requests per sample waste both. A :class:`RunEmbedder` lives as long as
-a run (``abatch_score``, one ``ragas.evaluate`` loop): each sample hands it its question and its
-probes, and it sends the texts of concurrent samples as one request of up to ``max_batch``
-texts, or what has come within ``window`` seconds. The vectors are checked once per request
-(one per text, one width, finite, non-zero), then split back per sample; questions and probes
-go in separate requests, so each sample's two widths still come from two answers. A coalesced
-request that fails is sent again per sample, so a sample whose texts are fine never fails with a
-neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`) are never
-coalesced. A question seen before in the run is not embedded again.
+Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time it
+takes for one, so two requests per sample waste both. A :class:`RunEmbedder` lives as long as a run
+(``abatch_score``, one ``ragas.evaluate`` run) on the run's :class:`.Scheduler`: each sample hands
+it its question and its probes, and it sends the texts of concurrent samples as one request of up to
+``max_batch`` texts. A request leaves ahead of the judge calls of rows not yet judged when it is
+full, or when no more texts are coming (every row under way is waiting on its vectors or done), once
+enough rows have been given a slot since its first text came to fill one, or when a slot is free
+with no call in line for it and at least as many rows wait on it as may still add texts. The
+questions of the rows in a probes request leave with it, so those rows finish together. There is no
+time window: rows finish as they go, a few dozen at most waiting on a request. The vectors are
+checked once per request (one per text, one width, finite, non-zero), then split back per sample;
+questions and probes go in separate requests, so each sample's two widths still come from two
+answers. A coalesced request that fails is sent again per sample, so a sample whose texts are fine
+never fails with a neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`)
+are never coalesced; unshared requests take their row's place in line. A question seen before in the
+run is not embedded again.
 
 Usage: a shared request's requests and tokens are split over the samples in it in proportion
 to the characters of each sample's texts (whole numbers, largest remainders), so each sample
@@ -22,10 +28,8 @@ to the samples that reuse it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import OrderedDict
-from collections.abc import Sequence
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -37,13 +41,22 @@ from ..scoring.embeddings import (
     embed_texts,
     sends_one_request,
 )
-from ..scoring.usage import Usage, UsageMeter, current_meter, metering, split_usage
-from .streaming import CallLimiter
+from ..scoring.usage import (
+    Usage,
+    UsageMeter,
+    current_meter,
+    estimate_tokens,
+    metering,
+    split_usage,
+)
+from .scheduler import Row, Scheduler
 
-__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_WINDOW", "MAX_REUSED_QUESTIONS", "RunEmbedder"]
+__all__ = ["DEFAULT_MAX_BATCH", "MAX_REUSED_QUESTIONS", "RowEmbeddings", "RunEmbedder"]
 
 DEFAULT_MAX_BATCH = 64
-DEFAULT_WINDOW = 0.005
+# Loop steps between a slot left free and the check of what waits: the row whose call freed it
+# hands in its texts first (its reply goes up through a gather or two).
+FREE_SLOT_STEPS = 4
 # Question vectors kept for reuse in one run, the least recently used dropped first.
 MAX_REUSED_QUESTIONS = 20_000
 
@@ -51,8 +64,9 @@ MAX_REUSED_QUESTIONS = 20_000
 class _Share:
     """One sample's texts in a coalesced request, and where its vectors and usage go."""
 
-    def __init__(self, texts: list[str]):
+    def __init__(self, texts: list[str], priority: float):
         self.texts = texts
+        self.priority = priority
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         # The submitting caller's meter, charged before the vectors arrive: a sample that
         # finds its vectors already there reads its usage at once, with no callback pending.
@@ -74,33 +88,48 @@ class _Share:
 
 
 class _Coalescer:
-    """Texts of concurrent callers sent as one request of up to ``max_batch`` texts.
+    """Texts of concurrent callers sent as shared requests of up to ``max_batch`` texts.
 
-    A request is sent ``window`` seconds after its first text came (at once when ``max_batch``
-    texts are waiting). It takes its texts when it gets a slot of ``limiter``, so texts that
-    come while it waits for one (behind judge calls) ride along instead of queueing requests.
-    A full request waits ahead of the judge calls of rows not yet judged (with a
-    :class:`CallLimiter`): waiting longer could not fill it more, and it finishes rows.
+    Each request is a task of the run that takes the texts waiting when it gets its slot (ahead
+    of every row's judge calls), so texts that come meanwhile ride along. A request leaves when
+    it is full, when :meth:`flush` asks (no more texts are coming, or the rows' other texts
+    left), once as many more rows as fill one have been given a slot since its first text came
+    (by then their texts are in), or when a slot is free with no call waiting for it: then no
+    row is in line to add texts, and a row whose judge hangs holds none back. ``on_take`` is
+    told when a request takes its texts.
     """
 
-    def __init__(self, embeddings: Any, limiter: Any, max_batch: int, window: float):
-        self.embeddings, self.limiter = embeddings, limiter
-        self.max_batch, self.window = max_batch, window
+    def __init__(
+        self,
+        embeddings: Any,
+        scheduler: Scheduler,
+        max_batch: int,
+        coming: Callable[[], int],
+        on_take: Callable[[], None] | None = None,
+    ):
+        self.embeddings, self.scheduler = embeddings, scheduler
+        self.coming = coming  # rows under way that may still add texts
+        self.max_batch = max_batch
+        self.on_take = on_take
         self._pending: list[_Share] = []
         self._pending_texts = 0
-        self._timer: asyncio.TimerHandle | None = None
-        self._sending: set[asyncio.Task[None]] = set()
-        self._full_waiting = 0  # full requests waiting for a slot
-        self._partial_waiting = False  # a request of what is left over, waiting for a slot
+        self._ahead = 0  # requests started, waiting for a slot
+        self._due: float | None = None  # what is waiting goes once the frontier reaches this
+        self._checking = False  # a free slot's check is under way
+        self._shares = self._texts = 0  # seen so far: how many rows fill a request
+        scheduler.on_frontier.append(self._frontier_moved)
+        scheduler.on_free.append(self._slot_free)
 
-    def submit(self, texts: list[str]) -> asyncio.Future[np.ndarray]:
+    def submit(self, texts: list[str], priority: float) -> asyncio.Future[np.ndarray]:
         """A future of the checked (len(texts), d) array, from a request shared with other
         callers' texts; no task per caller. Cancelling it takes the texts out if not sent yet.
         The share's part of each request that carried its texts goes to the meter of the
         caller who submitted it, before its vectors are handed over."""
-        share = _Share(texts)
+        share = _Share(texts, priority)
         self._pending.append(share)
         self._pending_texts += len(texts)
+        self._shares += 1
+        self._texts += len(texts)
         self._schedule()
         return share.future
 
@@ -112,37 +141,58 @@ class _Coalescer:
                 future.cancel()
                 return
 
+    def flush(self) -> None:
+        """Send what is waiting now."""
+        self._due = None
+        if self.scheduler.closed or not self._pending:
+            return
+        while self._ahead * self.max_batch < self._pending_texts:
+            self._start()
+
     def _schedule(self) -> None:
-        """One waiting request per ``max_batch`` pending texts, each sent ahead of rows' judge
-        calls; what is left over waits ``window`` seconds, then for a slot, in one request
-        that takes whatever is pending when it gets one."""
-        if not self._pending:
+        """A request per ``max_batch`` waiting texts; for what is left, a frontier to wait for."""
+        if self.scheduler.closed or not self._pending:
             return
-        if self._pending_texts >= self.max_batch * (self._full_waiting + 1):
-            self._flush(full=True)
-        elif self._timer is None and not self._full_waiting and not self._partial_waiting:
-            self._timer = asyncio.get_running_loop().call_later(self.window, self._flush)
+        while self._ahead < self._pending_texts // self.max_batch:
+            self._start()
+        if self._due is None and self._ahead * self.max_batch < self._pending_texts:
+            rows = self.max_batch * self._shares // max(1, self._texts)  # rows filling one
+            # the rows given a slot by then, less those still in their calls, fill one
+            self._due = self.scheduler.frontier + max(1, rows) + self.scheduler.limit
+        self.check_free()
 
-    def _flush(self, full: bool = False) -> None:
-        """Start a request for what is pending (it takes its texts once it has a slot)."""
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        if not self._pending or (not full and self._partial_waiting):
+    def check_free(self) -> None:
+        """With a slot free and nothing in line, what waits goes once at least as many rows
+        wait on it as may still add texts: a row whose judge hangs holds back no more rows than
+        there are such rows, and the last rows of a run leave in a few requests, not one each."""
+        if (
+            self._due is not None
+            and not self.scheduler.saturated
+            and len(self._pending) >= self.coming()
+        ):
+            self.flush()
+
+    def _frontier_moved(self, frontier: float) -> None:
+        if self._due is not None and frontier >= self._due:
+            self.flush()
+
+    def _slot_free(self) -> None:
+        """A slot was left free: once the row that freed it has handed in its texts (a few
+        loop steps on), what waits goes if nothing is in line."""
+        if self._due is not None and not self._checking:
+            self._checking = True
+            asyncio.get_running_loop().call_soon(self._check_free, FREE_SLOT_STEPS)
+
+    def _check_free(self, steps: int) -> None:
+        if steps > 1:
+            asyncio.get_running_loop().call_soon(self._check_free, steps - 1)
             return
-        if full:
-            self._full_waiting += 1
-        else:
-            self._partial_waiting = True
-        task = asyncio.ensure_future(self._send(full))
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._checking = False
+        self.check_free()
 
-    def _stop_waiting(self, full: bool) -> None:
-        if full:
-            self._full_waiting -= 1
-        else:
-            self._partial_waiting = False
+    def _start(self) -> None:
+        self._ahead += 1
+        self.scheduler.start(self._send())
 
     def _take(self) -> list[_Share]:
         """Up to ``max_batch`` texts' worth of waiting shares (always at least one share)."""
@@ -157,27 +207,25 @@ class _Coalescer:
             if not share.future.done():  # its sample was cancelled
                 taken.append(share)
                 size += len(share.texts)
+        self._due = None  # what is left waits for rows from here on
         self._schedule()
         return taken
 
-    def _slot(self, full: bool) -> AbstractAsyncContextManager[Any]:
-        if self.limiter is None:
-            return contextlib.nullcontext()
-        if full and isinstance(self.limiter, CallLimiter):
-            return self.limiter.ahead()
-        return self.limiter
-
-    async def _send(self, full: bool) -> None:
+    async def _send(self) -> None:
         failed: Exception | None = None
         waiting = True
         try:
-            async with self._slot(full):
+            async with self.scheduler.ahead():
                 waiting = False
-                self._stop_waiting(full)
+                self._ahead -= 1
                 shares = self._take()
                 if not shares:
                     return
+                if self.on_take is not None:
+                    self.on_take()
                 texts = [text for share in shares for text in share.texts]
+                estimate = estimate_tokens(texts)
+                await self.scheduler.pace("embeddings", estimate)
                 meter = UsageMeter()
                 try:
                     with metering(meter), tracing.shared_request([s.trace for s in shares]):
@@ -189,10 +237,11 @@ class _Coalescer:
                     raise
                 except Exception as exc:
                     failed = exc
+                self.scheduler.correct("embeddings", estimate, meter.usage)
                 _charge(shares, meter)
         finally:
-            if waiting:  # cancelled before a slot: the next text schedules a request again
-                self._stop_waiting(full)
+            if waiting:  # cancelled before a slot
+                self._ahead -= 1
         if failed is not None:
             if len(shares) == 1:
                 shares[0].settle(error=failed)
@@ -208,7 +257,7 @@ class _Coalescer:
         meter = UsageMeter()
         try:
             with metering(meter), tracing.shared_request([share.trace]):
-                vectors = await embed_texts(self.embeddings, share.texts, self.limiter)
+                vectors = await embed_texts(self.embeddings, share.texts, self.scheduler.ahead())
         except Exception as exc:
             share.charge(meter.usage)
             share.settle(error=exc)
@@ -225,55 +274,123 @@ def _charge(shares: list[_Share], meter: UsageMeter) -> None:
 
 
 class RunEmbedder:
-    """The embedding requests of one run (one event loop) for one embeddings object.
+    """The embedding requests of one run for one embeddings object, on the run's scheduler.
 
     Questions and probes travel in separate requests, as stock sends them, so a request
     answered with vectors of a wrong size shows up as a question/probes length mismatch; that
     sample then asks again for its own two texts alone before it fails. ``coalesce`` False (or
     embeddings that send a request per text) sends each sample's question and probes in
-    requests of their own, two per sample as stock does; question vectors are reused either
-    way. ``limiter`` bounds requests in flight, shared with the judge.
+    requests of their own, two per sample as stock does, in the row's place in line; question
+    vectors are reused either way. Each row takes a :meth:`row` view, which tells the embedder
+    when the row's texts are in (or that none will come).
     """
 
     def __init__(
         self,
         embeddings: Any,
-        limiter: AbstractAsyncContextManager[Any] | None = None,
+        scheduler: Scheduler,
         *,
         coalesce: bool = True,
         max_batch: int = DEFAULT_MAX_BATCH,
-        window: float = DEFAULT_WINDOW,
     ):
         self.embeddings = embeddings
-        self.limiter = limiter
+        self.scheduler = scheduler
         self.coalesce = coalesce and sends_one_request(embeddings)
         self.max_batch = max_batch
-        self.window = window
-        self._streams = {
-            kind: _Coalescer(embeddings, limiter, max_batch, window)
-            for kind in ("questions", "probes")
-        }
+        questions = _Coalescer(embeddings, scheduler, max_batch, self._rows_coming)
+        # the questions of the rows in a probes request leave with it
+        probes = _Coalescer(
+            embeddings, scheduler, max_batch, self._rows_coming, on_take=questions.flush
+        )
+        self._streams = {"questions": questions, "probes": probes}
         self._questions: OrderedDict[str, asyncio.Future[np.ndarray]] = OrderedDict()
+        self._coming = 0  # rows under way that have not handed in their texts
 
     def rows_in_flight(self, max_concurrency: int) -> int:
         """Rows a run keeps in flight for ``max_concurrency`` requests: with shared requests,
         ``2 * max_batch`` more, which wait on their embeddings while other rows' judge calls
-        hold the slots, so a request leaves full instead of with the few texts ready in its
-        window. Requests in flight stay bounded by the limiter; rows only cost their memory."""
+        hold the slots, so that requests leave full. Requests in flight stay bounded by the
+        scheduler; rows only cost their memory."""
         return max_concurrency + (2 * self.max_batch if self.coalesce else 0)
+
+    def row(self, calls: Row) -> RowEmbeddings:
+        """The embeddings of one row whose calls take ``calls``'s place in line."""
+        self._coming += 1
+        return RowEmbeddings(self, calls)
+
+    def _arrived(self) -> None:
+        """One row has handed in its texts, or will hand in none: with no row left to hand in
+        any, what is waiting goes now."""
+        self._coming -= 1
+        if self.coalesce:
+            for stream in self._streams.values():
+                if self._coming <= 0:
+                    stream.flush()
+                else:
+                    stream.check_free()
+
+    def _rows_coming(self) -> int:
+        return self._coming
+
+    def _embed(self, stream: str, texts: list[str], calls: Row) -> asyncio.Future[np.ndarray]:
+        """The checked vectors of ``texts``, to come: a share of a coalesced request (a future,
+        no task per sample), or a request of their own (a task of the run, in the caller's
+        context, in the row's place in line)."""
+        if not self.coalesce:
+            return self.scheduler.start(embed_texts(self.embeddings, texts, calls))
+        return self._streams[stream].submit(texts, calls.priority)
+
+    def _question(self, text: str, calls: Row) -> asyncio.Future[np.ndarray]:
+        """``text``'s (1, d) vectors, embedded once per run however many samples ask."""
+        held = self._questions.get(text)
+        if held is None:
+            held = self._embed("questions", [text], calls)
+            self._questions[text] = held
+            while len(self._questions) > MAX_REUSED_QUESTIONS:
+                self._questions.popitem(last=False)
+        else:
+            self._questions.move_to_end(text)
+        return held
+
+    def __repr__(self) -> str:
+        return (
+            f"RunEmbedder({type(self.embeddings).__name__}, coalesce={self.coalesce}, "
+            f"max_batch={self.max_batch})"
+        )
+
+
+class RowEmbeddings:
+    """One row's view of the run's :class:`RunEmbedder`: its requests in the row's place in
+    line; :meth:`close` when the row ends (it may never have asked)."""
+
+    def __init__(self, run: RunEmbedder, calls: Row):
+        self.run = run
+        self.calls = calls
+        self._coming = True
+
+    def close(self) -> None:
+        """The row ends: it hands in no (more) texts."""
+        if self._coming:
+            self._coming = False
+            self.run._arrived()
 
     async def question_and_probes(
         self, question: str, probes: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector and the probes' (len(probes), d) array."""
-        probe_share = self._embed("probes", list(probes))
+        run = self.run
+        probe_share = run._embed("probes", list(probes), self.calls)
+        held = run._question(question, self.calls)
+        self.close()  # its texts are in
         try:
-            question_vector = await self.question(question)
+            question_vector = (await asyncio.shield(held))[0]
         except Exception:
+            if run._questions.get(question) is held:  # the next sample asks again
+                del run._questions[question]
             # probes not sent yet are taken out; a request already under way is awaited, so
             # what it cost reaches this sample's usage before the sample fails
-            if self.coalesce:
-                self._streams["probes"].withdraw(probe_share)
+            if run.coalesce:
+                run._streams["probes"].withdraw(probe_share)
             await asyncio.gather(probe_share, return_exceptions=True)
             raise
         except BaseException:
@@ -281,46 +398,15 @@ class RunEmbedder:
             await asyncio.gather(probe_share, return_exceptions=True)
             raise
         probe_vectors = await probe_share
-        name = type(self.embeddings).__name__
-        if question_vector.shape[0] != probe_vectors.shape[1] and self.coalesce:
+        name = type(run.embeddings).__name__
+        if question_vector.shape[0] != probe_vectors.shape[1] and run.coalesce:
             # one of two shared requests answered another width: ask again, alone
             question_vector, probe_vectors = await embed_question_and_probes(
-                self.embeddings, question, probes, self.limiter
+                run.embeddings, question, probes, self.calls
             )
-            self._questions[question] = _done(question_vector[None, :])
+            run._questions[question] = _done(question_vector[None, :])
         check_same_width(name, question_vector[None, :], probe_vectors)
         return question_vector, probe_vectors
-
-    async def question(self, text: str) -> np.ndarray:
-        """``text``'s vector, embedded once per run however many samples ask."""
-        held = self._questions.get(text)
-        if held is None:
-            held = self._embed("questions", [text])
-            self._questions[text] = held
-            while len(self._questions) > MAX_REUSED_QUESTIONS:
-                self._questions.popitem(last=False)
-        else:
-            self._questions.move_to_end(text)
-        try:
-            vectors = await asyncio.shield(held)
-        except Exception:
-            if self._questions.get(text) is held:  # the next sample asks again
-                del self._questions[text]
-            raise
-        return vectors[0]
-
-    def _embed(self, stream: str, texts: list[str]) -> asyncio.Future[np.ndarray]:
-        """The checked vectors of ``texts``, to come: a share of a coalesced request (a future,
-        no task per sample), or a request of their own (a task, in the caller's context)."""
-        if not self.coalesce:
-            return asyncio.ensure_future(embed_texts(self.embeddings, texts, self.limiter))
-        return self._streams[stream].submit(texts)
-
-    def __repr__(self) -> str:
-        return (
-            f"RunEmbedder({type(self.embeddings).__name__}, coalesce={self.coalesce}, "
-            f"max_batch={self.max_batch}, window={self.window})"
-        )
 
 
 def _done(value: np.ndarray) -> asyncio.Future[np.ndarray]:

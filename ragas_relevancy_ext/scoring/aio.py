@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
+from .usage import estimate_tokens
+
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "run_sync"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "request", "run_sync"]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
@@ -28,6 +31,28 @@ async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: 
     if is_sync_client(obj):
         return await asyncio.to_thread(getattr(obj, sync_name), *args, **kwargs)
     return await getattr(obj, async_name)(*args, **kwargs)
+
+
+def request(limiter: Any, kind: str, texts: str | Sequence[str], budget: int = 0) -> Any:
+    """What one request holds while it is sent: a run's slot and rate limits (a run's row,
+    whose ``call`` takes the request's kind and estimated tokens: its texts', plus ``budget``
+    reply tokens asked for), any other async context manager as it is, or nothing."""
+    if callable(getattr(limiter, "call", None)):
+        return limiter.call(kind, estimate_tokens(texts) + budget, budget)
+    return limiter if limiter is not None else contextlib.nullcontext()
+
+
+def rate_limited(limiter: Any, kind: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is the provider's 429 and ``limiter`` (a run's row) keeps to rate
+    limits: then the run is told (it pauses every request of ``kind``) and True, so the call
+    may be asked again; False otherwise."""
+    from ..errors import Cause, cause_of
+
+    note = getattr(limiter, "rate_limited", None)
+    if not callable(note) or cause_of(exc) != Cause.RATE_LIMITED:
+        return False
+    note(kind, exc)
+    return True
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

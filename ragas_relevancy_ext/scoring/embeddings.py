@@ -10,14 +10,13 @@ in numpy.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import importlib
 import json
 import math
 import struct
 import sys
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -26,14 +25,13 @@ import numpy as np
 
 from ..errors import EmbeddingShapeError
 from . import aio, tracing
-from .usage import Usage, record, tokens_from
+from .usage import PROVIDER_REPORTS, Usage, record, tokens_from
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings as LangChainEmbeddings
     from ragas.embeddings.base import BaseRagasEmbedding
 
 __all__ = [
-    "REQUEST_LIMIT",
     "Embeddings",
     "EmbeddingsKind",
     "check_options",
@@ -45,16 +43,9 @@ __all__ = [
     "embeddings_kind",
     "metered",
     "metered_call",
-    "request_slot",
     "sends_one_request",
     "usage_http_client",
 ]
-
-# The limit on requests in flight of the scoring call under way, lent to embeddings that send
-# a request per text (OneTextPerCall), so they count each request against the metric's limit.
-REQUEST_LIMIT: ContextVar[AbstractAsyncContextManager[Any] | None] = ContextVar(
-    "request_limit", default=None
-)
 
 # Every embeddings object the metrics accept (legacy BaseRagasEmbeddings is a LangChain Embeddings).
 Embeddings: TypeAlias = "BaseRagasEmbedding | LangChainEmbeddings"
@@ -107,13 +98,16 @@ _SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage
 
 def usage_http_client(is_async: bool = True) -> Any:
     """The OpenAI SDK's default HTTP client, with an httpx response hook that notes the
-    ``usage`` of each embeddings answer for :func:`metered`. The package builds its OpenAI
-    clients on it; a client built without it reports no embedding tokens (None)."""
+    ``usage`` of each embeddings answer for :func:`metered`, and one that tells running
+    schedulers the provider's rate-limit headers and 429s (:data:`.usage.PROVIDER_REPORTS`).
+    The package builds its OpenAI clients on it; a client built without it reports no
+    embedding tokens (None) and teaches no limits."""
     import openai
 
     if is_async:
-        return openai.DefaultAsyncHttpxClient(event_hooks={"response": [_note_async]})
-    return openai.DefaultHttpxClient(event_hooks={"response": [_note]})
+        hooks = {"response": [_note_async, PROVIDER_REPORTS]}
+        return openai.DefaultAsyncHttpxClient(event_hooks=hooks)
+    return openai.DefaultHttpxClient(event_hooks={"response": [_note, PROVIDER_REPORTS.note]})
 
 
 async def _note_async(response: Any) -> None:
@@ -201,37 +195,24 @@ def sends_one_request(embeddings: Any) -> bool:
     return not getattr(embeddings, "one_request_per_text", False)
 
 
-@contextlib.asynccontextmanager
-async def request_slot(
-    embeddings: Any, limiter: AbstractAsyncContextManager[Any] | None
-) -> AsyncIterator[None]:
-    """Hold one of ``limiter``'s slots for a call of ``embeddings`` that is one request; for
-    embeddings that send a request per text, lend them ``limiter`` (:data:`REQUEST_LIMIT`) so
-    each of their requests takes a slot of its own."""
-    if limiter is None:
-        yield
-    elif sends_one_request(embeddings):
-        async with limiter:
-            yield
-    else:
-        token = REQUEST_LIMIT.set(limiter)
-        try:
-            yield
-        finally:
-            REQUEST_LIMIT.reset(token)
-
-
 async def embed_texts(
     embeddings: Any, texts: Sequence[str], limiter: AbstractAsyncContextManager[Any] | None = None
 ) -> np.ndarray:
-    """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array."""
+    """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array.
+
+    The call holds one of ``limiter``'s slots (a run's :class:`.Row`); embeddings that send a
+    request per text (:class:`OneTextPerCall`) are handed ``limiter`` and take a slot per text.
+    """
     kind = embeddings_kind(embeddings)
-    async with request_slot(embeddings, limiter):
+    if not sends_one_request(embeddings):
+        vectors = await embeddings.aembed_each(list(texts), limiter)
+        return check_vectors(vectors, len(texts), type(embeddings).__name__)
+    async with aio.request(limiter, "embeddings", texts):
         if kind == "modern":
             call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:
             call = embeddings.aembed_documents(list(texts))
-        vectors = await metered_call(embeddings, call)
+        vectors = await metered(embeddings, call)
     return check_vectors(vectors, len(texts), type(embeddings).__name__)
 
 

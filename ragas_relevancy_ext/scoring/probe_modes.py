@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import is_reply_error
+from . import aio
 from .redaction import redact
 
 if TYPE_CHECKING:
@@ -357,6 +358,22 @@ class _PromptStep:
             self.run.on_chain_end({"output": self.replies} if self.replies else {})
 
 
+# Tries of one judge call answered 429 inside a run that keeps to the provider's rate limits.
+RATE_LIMIT_ATTEMPTS = 6
+
+
+def completion_budget(llm: Any) -> int:
+    """The reply tokens a judge asks for (``max_tokens``), which providers count against the
+    tokens per minute before the reply comes; 0 when not known."""
+    for judge in (llm, getattr(llm, "inner", None)):
+        args = getattr(judge, "model_args", None)
+        if isinstance(args, dict):
+            budget = args.get("max_completion_tokens") or args.get("max_tokens")
+            if isinstance(budget, int) and budget > 0:
+                return budget
+    return 0
+
+
 async def collect_probes(
     llm: Any,
     mode: ProbeMode,
@@ -378,18 +395,27 @@ async def collect_probes(
             probes.judge_calls += requests
             probes.notes.append(f"a reply did not parse: {requests} RAGAS repair request(s) sent")
 
+    budget = completion_budget(llm)
+
     async def ask(data: Any) -> Any:
         probes.judge_calls += 1
         step_callbacks = step.open(data)
         text = render(prompt, data)
-        async with limiter if limiter is not None else contextlib.nullcontext():
-            reply = await ask_judge(
-                llm,
-                text,
-                prompt.output_model,
-                step_callbacks,
-                repaired if mode.ragas_replies else None,
-            )
+        for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+            try:
+                async with aio.request(limiter, "judge", text, budget):
+                    reply = await ask_judge(
+                        llm,
+                        text,
+                        prompt.output_model,
+                        step_callbacks,
+                        repaired if mode.ragas_replies else None,
+                    )
+                break
+            except Exception as exc:
+                # a 429 slows the whole run (the run's pause), then this call is asked again
+                if attempt == RATE_LIMIT_ATTEMPTS or not aio.rate_limited(limiter, "judge", exc):
+                    raise
         step.replies.append(reply)
         return reply
 

@@ -27,7 +27,7 @@ from .usage import Usage, UsageMeter, metering
 if TYPE_CHECKING:
     from ragas.prompt.metrics.base_prompt import BasePrompt
 
-    from ..run.batching import RunEmbedder
+    from ..run.batching import RowEmbeddings
     from .embeddings import Embeddings
     from .judges import Judge
 
@@ -60,6 +60,8 @@ def check_option(name: str, value: Any) -> Any:
         raise ValueError(f"{name} must be True or False, got {value!r}")
     elif name == "language":
         return check_language(value)
+    elif name == "rate_limits" and value is not None and not hasattr(value, "embedding_tpm"):
+        raise ValueError(f"{name} must be a RateLimits or None, got {value!r}")
     return value
 
 
@@ -112,7 +114,7 @@ async def score_sample(
     callbacks: Any = None,
     trace_name: str | None = None,
     adapted: AdaptedPrompts | None = None,
-    embedder: RunEmbedder | None = None,
+    embedder: RowEmbeddings | None = None,
     meter: UsageMeter | None = None,
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample; the report carries what it cost.
@@ -157,7 +159,7 @@ async def _score_sample(
     callbacks: Any,
     trace_name: str | None,
     adapted: AdaptedPrompts | None,
-    embedder: RunEmbedder | None,
+    embedder: RowEmbeddings | None,
     meter: UsageMeter | None,
 ) -> RelevancyReport:
     with metering(meter) as meter:

@@ -220,3 +220,40 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
         f"{amount(usage.embedding_requests)} request(s), {tokens((usage.embedding_tokens, ''))} | "
         f"cached {amount(usage.cached)}"
     )
+
+
+class ProviderReports:
+    """Rate-limit news from the provider's HTTP answers (status and ``x-ratelimit-*`` /
+    ``retry-after`` headers), handed to the runs listening: an httpx response hook on the
+    clients the package builds (:func:`.embeddings.usage_http_client`). Runs add themselves
+    while they last (held weakly), so a run learns the provider's limits without being told."""
+
+    def __init__(self) -> None:
+        import weakref
+
+        self.listeners: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def note(self, response: Any) -> None:
+        """Tell every listening run what ``response`` says (``observe(kind, status, headers)``)."""
+        if not self.listeners:
+            return
+        path = response.request.url.path
+        kind = "embeddings" if path.endswith("/embeddings") else "judge"
+        for listener in list(self.listeners):
+            listener.observe(kind, response.status_code, response.headers)
+
+    async def __call__(self, response: Any) -> None:
+        self.note(response)
+
+
+# The one hook every client the package builds carries.
+PROVIDER_REPORTS = ProviderReports()
+
+
+CHARS_PER_TOKEN = 4  # a request's tokens estimated before it is sent
+
+
+def estimate_tokens(texts: str | Sequence[str]) -> int:
+    """A request's tokens before it is sent: its characters / 4 (at least 1)."""
+    chars = len(texts) if isinstance(texts, str) else sum(len(t) for t in texts)
+    return max(1, chars // CHARS_PER_TOKEN)

@@ -26,7 +26,6 @@ from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.output.jsonl import FORMAT
 from ragas_relevancy_ext.run.batching import DEFAULT_MAX_BATCH
-from ragas_relevancy_ext.run.streaming import CallLimiter
 from ragas_relevancy_ext.scoring.cosines import cosine_similarities, non_finite
 from ragas_relevancy_ext.scoring.redaction import redact
 from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
@@ -132,25 +131,6 @@ def test_a_stopped_run_asks_nothing_for_rows_it_had_not_begun():
     assert all(math.isfinite(value) for _, value in seen)
 
 
-def test_calls_of_rows_started_earlier_get_the_next_free_slot():
-    async def run():
-        limiter = CallLimiter(1)
-        order: list[int] = []
-        await limiter.acquire(0)
-
-        async def call(priority: int) -> None:
-            async with limiter.slot(priority):
-                order.append(priority)
-
-        tasks = [asyncio.ensure_future(call(p)) for p in (7, 3, 9, 1)]
-        await asyncio.sleep(0)
-        limiter.release()
-        await asyncio.gather(*tasks)
-        return order
-
-    assert asyncio.run(run()) == [1, 3, 7, 9]
-
-
 def test_a_row_that_is_not_a_mapping_is_nan_and_the_batch_goes_on():
     metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
     good = rows_of(2)
@@ -233,6 +213,7 @@ def test_a_resume_after_a_kill_mid_line_scores_that_row_again_and_keeps_input_or
     result = invoke("score", data, *OFFLINE, "--out", out)
     assert result.exit_code == 0, result.output
     assert "2 row(s) already there, 2 to score" in result.stdout
+
     def without_usage(lines: list[str]) -> list[dict]:  # batched embeddings: shared requests
         return [{k: v for k, v in json.loads(line).items() if k != "usage"} for line in lines]
 

@@ -474,3 +474,14 @@ def test_a_server_that_never_answers_ends_the_check_as_not_measured_timeout(
     else:  # the judge answered; the question's and the probes' embeddings calls hung
         assert [r.status for r in log if r.endpoint == "chat"] == [200]
         assert len(held) == 6
+
+
+def test_rate_limits_reach_the_settings_and_a_bad_one_is_refused(pytester):
+    from ragas_relevancy_ext.pytest_plugin.options import Values
+
+    config = pytester.parseconfig("--relevancy-rpm", "600", "--relevancy-embedding-tpm", "9000")
+    settings = Values.read(config, environ={"RAGAS_RELEVANCY_TPM": "150000"}).settings()
+    assert (settings["rpm"], settings["tpm"], settings["embedding_tpm"]) == (600, 150000, 9000)
+    assert "embedding_rpm" not in settings
+    with pytest.raises(pytest.UsageError, match="whole number of at least 1 per minute"):
+        Values.read(pytester.parseconfig("--relevancy-rpm", "0"), environ={})

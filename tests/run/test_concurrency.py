@@ -190,7 +190,10 @@ def _rows() -> list[dict[str, str]]:
 
 def test_ascore_each_cancels_pending_samples_when_the_caller_stops():
     judge = WaitingJudge()
-    scorer = AnswerRelevancy(judge, HashEmbeddings(), strictness=2, probe_prompt="stock")
+    # requests of its own: a shared request would wait for the texts of the rows still judged
+    scorer = AnswerRelevancy(
+        judge, HashEmbeddings(), strictness=2, probe_prompt="stock", batch_embeddings=False
+    )
 
     async def take_first() -> tuple[int, list[asyncio.Task[Any]]]:
         async with contextlib.aclosing(scorer.ascore_each(_rows())) as each:
@@ -208,7 +211,9 @@ def test_ascore_each_cancels_pending_samples_when_the_caller_stops():
 
 def test_ascore_each_cancels_pending_samples_when_the_caller_fails():
     judge = WaitingJudge()
-    scorer = AnswerRelevancy(judge, HashEmbeddings(), strictness=2, probe_prompt="stock")
+    scorer = AnswerRelevancy(
+        judge, HashEmbeddings(), strictness=2, probe_prompt="stock", batch_embeddings=False
+    )
 
     async def fail_on_first() -> None:
         async with contextlib.aclosing(scorer.ascore_each(_rows())) as each:

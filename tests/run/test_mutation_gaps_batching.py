@@ -1,12 +1,13 @@
-"""RunEmbedder's edges that mutation testing found unchecked, driven through its public calls
-with an in-process embeddings that records each request: how texts are grouped into requests,
-where the vectors and each request's usage go, and what is asked again after a failure."""
+"""RunEmbedder's edges that mutation testing found unchecked, driven through its rows' calls on
+a run's scheduler with an in-process embeddings that records each request: how texts are grouped
+into requests, when a request that is not full leaves, where the vectors and each request's
+usage go, and what is asked again after a failure."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 import numpy as np
@@ -14,27 +15,39 @@ import pytest
 
 from ragas_relevancy_ext import EmbeddingShapeError, OneTextPerCall
 from ragas_relevancy_ext.run import batching
-from ragas_relevancy_ext.run.batching import RunEmbedder
+from ragas_relevancy_ext.run.batching import RowEmbeddings, RunEmbedder
+from ragas_relevancy_ext.run.scheduler import Scheduler
 from ragas_relevancy_ext.scoring.embeddings import usage_http_client
 from ragas_relevancy_ext.scoring.usage import Usage, metering
 from ragas_relevancy_ext.testing.offline import HashEmbeddings
 
-(_NOTE_USAGE,) = usage_http_client(is_async=False).event_hooks["response"]
+_NOTE_USAGE, _ = usage_http_client(is_async=False).event_hooks["response"]
+
+T = TypeVar("T")
 
 
 class Recorder(HashEmbeddings):
     """HashEmbeddings that keeps each request's texts and reports one token per character
     (as an OpenAI answer's ``usage`` would); a request holding a ``bad`` text fails, and one
-    that ``wide`` picks answers vectors twice as wide."""
+    that ``wide`` picks answers vectors twice as wide. With a ``scheduler``, it counts the
+    requests sent while more requests were under way than the scheduler had slots taken."""
 
     def __init__(self, bad: Sequence[str] = (), wide: Callable[[list[str]], bool] | None = None):
         super().__init__(8)
         self.bad, self.wide = set(bad), wide
         self.requests: list[list[str]] = []
+        self.scheduler: Scheduler | None = None
+        self.active = self.unslotted = 0
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         self.requests.append(list(texts))
-        await asyncio.sleep(0)
+        self.active += 1
+        if self.scheduler is not None and self.active > self.scheduler.in_flight:
+            self.unslotted += 1
+        try:
+            await asyncio.sleep(0)
+        finally:
+            self.active -= 1
         tokens = sum(len(text) for text in texts)
         request = httpx.Request("POST", "https://api.example.com/v1/embeddings")
         _NOTE_USAGE(httpx.Response(200, json={"usage": {"total_tokens": tokens}}, request=request))
@@ -51,21 +64,56 @@ def own(texts: Sequence[str]) -> np.ndarray:
     return np.asarray([HashEmbeddings(8).embed_text(text) for text in texts])
 
 
-async def _sample(embedder: RunEmbedder, question: str, probes: list[str]) -> Any:
+def in_run(
+    embeddings: Any, body: Callable[[RunEmbedder], Awaitable[T]], limit: int = 4, **options: Any
+) -> T:
+    """``body`` on a RunEmbedder of ``embeddings`` on a fresh run's scheduler of ``limit``
+    slots (which a Recorder watches), the run closed after it."""
+
+    async def run() -> T:
+        async with Scheduler(limit) as scheduler:
+            if isinstance(embeddings, Recorder):
+                embeddings.scheduler = scheduler
+            return await body(RunEmbedder(embeddings, scheduler, **options))
+
+    return asyncio.run(run())
+
+
+def row(embedder: RunEmbedder, priority: float) -> RowEmbeddings:
+    """One row of the run, ``priority``-th in line."""
+    return embedder.row(embedder.scheduler.row(priority))
+
+
+async def _sample(calls: RowEmbeddings, question: str, probes: list[str]) -> Any:
     """One sample's embeddings, metered as a scoring call meters them: (vectors or error, usage)."""
     with metering() as meter:
         try:
-            result: Any = await embedder.question_and_probes(question, probes)
+            result: Any = await calls.question_and_probes(question, probes)
         except Exception as exc:
             result = exc
     return result, meter.usage
 
 
-def run_samples(embedder: RunEmbedder, samples: list[tuple[str, list[str]]]) -> list[Any]:
-    async def run() -> list[Any]:
-        return await asyncio.gather(*(_sample(embedder, q, p) for q, p in samples))
+async def samples_of(embedder: RunEmbedder, samples: list[tuple[str, list[str]]]) -> list[Any]:
+    """The samples as rows of one run, all under way before any hands in its texts."""
+    rows = [row(embedder, i) for i in range(len(samples))]
+    return await asyncio.gather(
+        *(_sample(calls, q, p) for calls, (q, p) in zip(rows, samples, strict=True))
+    )
 
-    return asyncio.run(run())
+
+def run_samples(
+    embeddings: Any, samples: list[tuple[str, list[str]]], limit: int = 4, **options: Any
+) -> list[Any]:
+    return in_run(embeddings, lambda embedder: samples_of(embedder, samples), limit, **options)
+
+
+async def question(embedder: RunEmbedder, text: str, priority: float = 0) -> np.ndarray:
+    """``text``'s vector asked by a row of its own that hands in nothing else."""
+    calls = row(embedder, priority)
+    held = embedder._question(text, calls.calls)
+    calls.close()
+    return (await held)[0]
 
 
 SAMPLES = [
@@ -77,7 +125,7 @@ SAMPLES = [
 
 def test_each_sample_gets_its_own_vectors_from_shared_requests() -> None:
     embeddings = Recorder()
-    results = run_samples(RunEmbedder(embeddings), SAMPLES)
+    results = run_samples(embeddings, SAMPLES)
     for (question, probes), ((question_vector, probe_vectors), _) in zip(
         SAMPLES, results, strict=True
     ):
@@ -88,7 +136,7 @@ def test_each_sample_gets_its_own_vectors_from_shared_requests() -> None:
 
 
 def test_each_sample_is_charged_its_own_characters_of_each_shared_request() -> None:
-    results = run_samples(RunEmbedder(Recorder()), SAMPLES)
+    results = run_samples(Recorder(), SAMPLES)
     usages = [usage for _, usage in results]
     for (question, probes), usage in zip(SAMPLES, usages, strict=True):
         assert usage.embedding_tokens == len(question) + sum(map(len, probes))
@@ -102,7 +150,7 @@ def test_each_sample_is_charged_its_own_characters_of_each_shared_request() -> N
 
 def test_requests_hold_at_most_max_batch_texts_and_keep_samples_whole() -> None:
     embeddings = Recorder()
-    results = run_samples(RunEmbedder(embeddings, max_batch=3), SAMPLES)
+    results = run_samples(embeddings, SAMPLES, max_batch=3)
     assert all(not isinstance(result, Exception) for result, _ in results)
     probe_requests = [r for r in embeddings.requests if not set(r) & {q for q, _ in SAMPLES}]
     assert sorted(text for r in probe_requests for text in r) == sorted(
@@ -119,7 +167,7 @@ def test_a_sample_larger_than_max_batch_is_sent_whole_in_a_request_of_its_own() 
     embeddings = Recorder()
     probes = [f"probe {i}?" for i in range(5)]
     ((_, probe_vectors), _), ((_, few), _) = run_samples(
-        RunEmbedder(embeddings, max_batch=2), [("q one?", probes), ("q two?", ["p?"])]
+        embeddings, [("q one?", probes), ("q two?", ["p?"])], max_batch=2
     )
     assert probe_vectors.tolist() == own(probes).tolist()
     assert few.tolist() == own(["p?"]).tolist()
@@ -128,7 +176,7 @@ def test_a_sample_larger_than_max_batch_is_sent_whole_in_a_request_of_its_own() 
 
 def test_a_failed_shared_request_is_sent_again_per_sample() -> None:
     embeddings = Recorder(bad=["How long do refunds take?"])
-    results = run_samples(RunEmbedder(embeddings), SAMPLES)
+    results = run_samples(embeddings, SAMPLES)
     errors = [result for result, _ in results if isinstance(result, Exception)]
     assert [str(e) for e in errors] == ["refused ['How long do refunds take?']"]
     assert isinstance(results[0][0], tuple) and isinstance(results[2][0], tuple)
@@ -145,7 +193,7 @@ def test_a_failed_shared_request_is_sent_again_per_sample() -> None:
 
 def test_a_failed_request_of_one_sample_fails_it_without_a_retry() -> None:
     embeddings = Recorder(bad=["Hours?"])
-    ((error, usage),) = run_samples(RunEmbedder(embeddings), [SAMPLES[2]])
+    ((error, usage),) = run_samples(embeddings, [SAMPLES[2]])
     assert str(error) == "refused ['Hours?']"
     assert sorted(len(r) for r in embeddings.requests) == [1, 3]
     assert usage.embedding_requests == 2
@@ -156,7 +204,7 @@ def test_widths_differing_between_shared_requests_are_asked_again_alone() -> Non
     # again for its own two requests, and only the one whose 4 probes come wide again fails
     embeddings = Recorder(wide=lambda texts: len(texts) >= 4)
     probes = ["When does the shop open?", "Is it open on Sunday?", "Hours?", "Today?"]
-    results = run_samples(RunEmbedder(embeddings), [*SAMPLES[:2], (SAMPLES[2][0], probes)])
+    results = run_samples(embeddings, [*SAMPLES[:2], (SAMPLES[2][0], probes)])
     assert isinstance(results[0][0], tuple) and isinstance(results[1][0], tuple)
     assert isinstance(results[2][0], EmbeddingShapeError)
     assert str(results[2][0]) == (
@@ -171,17 +219,18 @@ def test_widths_differing_between_shared_requests_are_asked_again_alone() -> Non
 def test_a_question_asked_again_after_a_retry_uses_the_retried_vector() -> None:
     # a shared request of questions only answers wide vectors; asked alone, each is right
     embeddings = Recorder(wide=lambda texts: len(texts) > 1 and all("Q" in t for t in texts))
-    embedder = RunEmbedder(embeddings)
     samples = [("Q one?", ["a?"]), ("Q two?", ["b?", "c?"])]
-    results = run_samples(embedder, samples)
+
+    async def body(embedder: RunEmbedder) -> tuple[list[Any], np.ndarray, int]:
+        results = await samples_of(embedder, samples)
+        before = len(embeddings.requests)
+        again = await question(embedder, "Q one?", priority=len(samples))
+        return results, again, len(embeddings.requests) - before
+
+    results, again, sent = in_run(embeddings, body)
     assert [result[0].shape for result, _ in results] == [(8,), (8,)]
-    before = len(embeddings.requests)
-
-    async def again() -> Any:
-        return await embedder.question("Q one?")
-
-    assert asyncio.run(again()).tolist() == own(["Q one?"])[0].tolist()
-    assert len(embeddings.requests) == before
+    assert again.tolist() == own(["Q one?"])[0].tolist()
+    assert sent == 0
 
 
 def test_a_question_is_embedded_once_per_run_while_remembered(
@@ -189,37 +238,33 @@ def test_a_question_is_embedded_once_per_run_while_remembered(
 ) -> None:
     monkeypatch.setattr(batching, "MAX_REUSED_QUESTIONS", 2)
     embeddings = Recorder()
-    embedder = RunEmbedder(embeddings, coalesce=False)
 
-    async def ask(*questions: str) -> None:
-        for question in questions:
-            assert (await embedder.question(question)).tolist() == own([question])[0].tolist()
+    async def ask(embedder: RunEmbedder) -> None:
+        for i, text in enumerate(("a?", "b?", "a?", "c?", "a?", "b?")):
+            assert (await question(embedder, text, i)).tolist() == own([text])[0].tolist()
 
-    asyncio.run(ask("a?", "b?", "a?", "c?", "a?", "b?"))
+    in_run(embeddings, ask, coalesce=False)
     # "a?" was used again before "c?" came, so "b?" was the one forgotten
     assert embeddings.requests == [["a?"], ["b?"], ["c?"], ["b?"]]
 
 
 def test_a_question_whose_request_failed_is_asked_again() -> None:
     embeddings = Recorder(bad=["a?"])
-    embedder = RunEmbedder(embeddings)
 
-    async def ask() -> list[str]:
+    async def ask(embedder: RunEmbedder) -> list[str]:
         errors = []
-        for _ in range(2):
-            try:
-                await embedder.question("a?")
-            except ValueError as exc:
-                errors.append(str(exc))
+        for i in range(2):
+            result, _ = await _sample(row(embedder, i), "a?", ["p?"])
+            errors.append(str(result))
         return errors
 
-    assert asyncio.run(ask()) == ["refused ['a?']"] * 2
-    assert embeddings.requests == [["a?"], ["a?"]]
+    assert in_run(embeddings, ask) == ["refused ['a?']"] * 2
+    assert [r for r in embeddings.requests if "a?" in r] == [["a?"], ["a?"]]
 
 
 def test_without_coalescing_each_sample_sends_its_own_two_requests() -> None:
     embeddings = Recorder()
-    results = run_samples(RunEmbedder(embeddings, coalesce=False), SAMPLES)
+    results = run_samples(embeddings, SAMPLES, coalesce=False)
     assert sorted(map(len, embeddings.requests)) == [1, 1, 1, 1, 2, 3]
     for (question, probes), ((_, probe_vectors), usage) in zip(SAMPLES, results, strict=True):
         assert probe_vectors.tolist() == own(probes).tolist()
@@ -228,40 +273,26 @@ def test_without_coalescing_each_sample_sends_its_own_two_requests() -> None:
 
 
 def test_what_a_run_embedder_says_it_is_and_how_many_rows_it_keeps_in_flight() -> None:
-    shared = RunEmbedder(HashEmbeddings(), max_batch=5, window=0.25)
-    assert repr(shared) == "RunEmbedder(HashEmbeddings, coalesce=True, max_batch=5, window=0.25)"
+    scheduler = Scheduler(4)
+    shared = RunEmbedder(HashEmbeddings(), scheduler, max_batch=5)
+    assert repr(shared) == "RunEmbedder(HashEmbeddings, coalesce=True, max_batch=5)"
     assert shared.rows_in_flight(4) == 14
-    alone = RunEmbedder(HashEmbeddings(), coalesce=False)
+    alone = RunEmbedder(HashEmbeddings(), scheduler, coalesce=False)
     assert alone.rows_in_flight(4) == 4
     assert repr(alone) == (
-        f"RunEmbedder(HashEmbeddings, coalesce=False, max_batch={batching.DEFAULT_MAX_BATCH}, "
-        f"window={batching.DEFAULT_WINDOW})"
+        f"RunEmbedder(HashEmbeddings, coalesce=False, max_batch={batching.DEFAULT_MAX_BATCH})"
     )
-    per_text = RunEmbedder(OneTextPerCall(HashEmbeddings()))
+    per_text = RunEmbedder(OneTextPerCall(HashEmbeddings()), scheduler)
     assert per_text.coalesce is False
     assert per_text.rows_in_flight(3) == 3
 
 
-class Slots:
-    """A limiter that counts the slots taken."""
-
-    def __init__(self) -> None:
-        self.taken = 0
-
-    async def __aenter__(self) -> None:
-        self.taken += 1
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
 def test_each_retry_after_a_failed_shared_request_takes_a_slot_of_its_own() -> None:
-    slots = Slots()
     embeddings = Recorder(bad=["How long do refunds take?"])
-    run_samples(RunEmbedder(embeddings, slots), SAMPLES)
+    run_samples(embeddings, SAMPLES, limit=1)
     # the shared questions and probes requests, then each sample's probes alone
     assert len(embeddings.requests) == 5
-    assert slots.taken == 5
+    assert embeddings.unslotted == 0
 
 
 class Gated(Recorder):
@@ -280,41 +311,48 @@ class Gated(Recorder):
 
 
 def test_a_sample_whose_question_failed_takes_back_its_probes_not_yet_sent() -> None:
-    # the question's request is already under way for another caller when the sample comes,
-    # and fails while the sample's probes still wait for their window: they are never sent
+    # the question's request is already under way for another row when the sample comes,
+    # and fails while the sample's probes still wait for the rows that may add texts: they
+    # are never sent
     embeddings = Gated(held="Q bad?", bad=["Q bad?"])
-    embedder = RunEmbedder(embeddings, window=0.5)
 
-    async def run() -> Any:
-        first = asyncio.ensure_future(embedder.question("Q bad?"))
+    async def body(embedder: RunEmbedder) -> Any:
+        first = asyncio.ensure_future(question(embedder, "Q bad?"))
         await embeddings.started.wait()
-        sample = asyncio.ensure_future(_sample(embedder, "Q bad?", ["pa?", "pb?"]))
-        for _ in range(3):
-            await asyncio.sleep(0)
+        sample_row, *later = (row(embedder, i) for i in range(1, 4))  # two rows still coming
+        handed_in = asyncio.Event()
+
+        async def sample() -> Any:
+            handed_in.set()  # the waiter wakes once the sample waits on its vectors
+            return await _sample(sample_row, "Q bad?", ["pa?", "pb?"])
+
+        running = asyncio.ensure_future(sample())
+        await handed_in.wait()
         embeddings.gate.set()
-        result = await sample
+        result = await running
         with pytest.raises(ValueError):
             await first
+        for calls in later:
+            calls.close()
         return result
 
-    failed, usage = asyncio.run(run())
+    failed, usage = in_run(embeddings, body)
     assert str(failed) == "refused ['Q bad?']"
     assert embeddings.requests == [["Q bad?"]]
     assert usage.embedding_requests == 0  # the question's request is its first caller's
 
 
 def test_asking_again_after_differing_widths_takes_a_slot_per_request() -> None:
-    slots = Slots()
     embeddings = Recorder(wide=lambda texts: len(texts) >= 4)
-    run_samples(RunEmbedder(embeddings, slots), SAMPLES)
+    run_samples(embeddings, SAMPLES, limit=1)
     # the shared questions (3) and probes (6, wide) requests, then each sample's two alone
     assert len(embeddings.requests) == 2 + 2 * len(SAMPLES)
-    assert slots.taken == len(embeddings.requests)
+    assert embeddings.unslotted == 0
 
 
 def test_differing_widths_in_a_sample_s_own_requests_name_the_embeddings() -> None:
     embeddings = Recorder(wide=lambda texts: len(texts) >= 2)
-    ((error, _),) = run_samples(RunEmbedder(embeddings, coalesce=False), [SAMPLES[0]])
+    ((error, _),) = run_samples(embeddings, [SAMPLES[0]], coalesce=False)
     assert isinstance(error, EmbeddingShapeError)
     assert str(error) == (
         "Recorder returned a vector of length 8 for the question but vectors of length 16 "
@@ -338,31 +376,28 @@ class StopOnQuestion(Gated):
 
 def test_a_sample_stopped_while_its_question_is_embedded_stops_with_the_same_signal() -> None:
     embeddings = StopOnQuestion(held="p?")
-    embedder = RunEmbedder(embeddings, coalesce=False)
 
-    async def run() -> None:
+    async def body(embedder: RunEmbedder) -> None:
         with pytest.raises(Stop):
-            await embedder.question_and_probes("Q stop?", ["p?"])
+            await row(embedder, 0).question_and_probes("Q stop?", ["p?"])
 
-    asyncio.run(run())
+    in_run(embeddings, body, coalesce=False)
     assert embeddings.requests == []  # the probes' request was cancelled while it waited
 
 
-def test_a_full_request_leaves_at_once_without_waiting_for_its_window() -> None:
+def test_a_full_request_leaves_at_once_while_rows_may_still_add_texts() -> None:
     embeddings = Recorder()
-    embedder = RunEmbedder(embeddings, max_batch=2, window=60.0)
 
-    async def run() -> list[list[str]]:
-        asked = [asyncio.ensure_future(embedder.question(q)) for q in ("a?", "b?")]
-        for _ in range(20):
-            await asyncio.sleep(0)
+    async def body(embedder: RunEmbedder) -> list[list[str]]:
+        later = [row(embedder, i) for i in range(2, 6)]  # rows still coming
+        asked = [question(embedder, q, i) for i, q in enumerate(("a?", "b?"))]
+        await asyncio.gather(*asked)
         sent = list(embeddings.requests)
-        for task in asked:
-            task.cancel()
-        await asyncio.gather(*asked, return_exceptions=True)
+        for calls in later:
+            calls.close()
         return sent
 
-    assert asyncio.run(run()) == [["a?", "b?"]]
+    assert in_run(embeddings, body, max_batch=2) == [["a?", "b?"]]
 
 
 def test_a_shared_request_cut_off_when_its_run_ends_ends_quietly() -> None:
@@ -373,10 +408,11 @@ def test_a_shared_request_cut_off_when_its_run_ends_ends_quietly() -> None:
         asyncio.get_running_loop().set_exception_handler(
             lambda _, context: reported.append(context)
         )
-        embedder = RunEmbedder(embeddings, window=0.0)
-        asyncio.ensure_future(embedder.question_and_probes("q?", ["p?"]))
-        await embeddings.started.wait()
-        # the run ends here, its probes' request still under way: asyncio.run cancels it
+        async with Scheduler(4) as scheduler:
+            embedder = RunEmbedder(embeddings, scheduler)
+            asyncio.ensure_future(row(embedder, 0).question_and_probes("q?", ["p?"]))
+            await embeddings.started.wait()
+            # the run ends here, its probes' request still under way: closing cancels it
 
     asyncio.run(run())
     assert embeddings.started.is_set()
@@ -384,37 +420,46 @@ def test_a_shared_request_cut_off_when_its_run_ends_ends_quietly() -> None:
 
 
 def test_without_coalescing_each_request_takes_a_slot() -> None:
-    slots = Slots()
     embeddings = Recorder()
-    run_samples(RunEmbedder(embeddings, slots, coalesce=False), SAMPLES)
+    run_samples(embeddings, SAMPLES, limit=1, coalesce=False)
     assert len(embeddings.requests) == 2 * len(SAMPLES)
-    assert slots.taken == len(embeddings.requests)
+    assert embeddings.unslotted == 0
 
 
-def test_texts_short_of_a_full_request_wait_for_their_window_after_a_full_one_left() -> None:
+def test_texts_short_of_a_full_request_wait_while_rows_may_add_texts_then_leave() -> None:
     embeddings = Recorder()
-    embedder = RunEmbedder(embeddings, max_batch=3, window=60.0)
 
-    async def run() -> list[list[str]]:
-        await asyncio.gather(*(embedder.question(q) for q in ("a?", "b?", "c?")))
-        waiting = [asyncio.ensure_future(embedder.question(q)) for q in ("d?", "e?")]
-        for _ in range(20):
-            await asyncio.sleep(0)
+    async def body(embedder: RunEmbedder) -> tuple[list[list[str]], int, int]:
+        await asyncio.gather(*(question(embedder, q, i) for i, q in enumerate(("a?", "b?", "c?"))))
+        later = [row(embedder, i) for i in range(5, 10)]  # rows still coming
+        before = embedder.scheduler.tasks
+        rows = [row(embedder, i) for i in (3, 4)]
+        waiting = [embedder._question(q, r.calls) for q, r in zip(("d?", "e?"), rows, strict=True)]
+        for r in rows:
+            r.close()
+        kept = embedder.scheduler.tasks - before  # requests started for d? and e?: none
         sent = list(embeddings.requests)
-        for task in waiting:
-            task.cancel()
-        await asyncio.gather(*waiting, return_exceptions=True)
-        return sent
+        for calls in later:  # no more texts are coming: what waits leaves, not full
+            calls.close()
+        await asyncio.gather(*waiting)
+        return sent, kept, len(embeddings.requests)
 
-    assert asyncio.run(run()) == [["a?", "b?", "c?"]]
+    sent, kept, total = in_run(embeddings, body, max_batch=3)
+    assert sent == [["a?", "b?", "c?"]]
+    assert kept == 0
+    assert embeddings.requests == [["a?", "b?", "c?"], ["d?", "e?"]]
+    assert total == 2
 
 
 def test_a_request_takes_no_more_than_max_batch_texts_of_one_text_shares() -> None:
     embeddings = Recorder()
-    embedder = RunEmbedder(embeddings, max_batch=3)
 
-    async def run() -> None:
-        await asyncio.gather(*(embedder.question(q) for q in ("a?", "b?", "c?", "d?")))
+    async def body(embedder: RunEmbedder) -> None:
+        rows = [row(embedder, i) for i in range(4)]
+        held = [embedder._question(q, r.calls) for q, r in zip("abcd", rows, strict=True)]
+        for r in rows:
+            r.close()
+        await asyncio.gather(*held)
 
-    asyncio.run(run())
-    assert embeddings.requests == [["a?", "b?", "c?"], ["d?"]]
+    in_run(embeddings, body, max_batch=3)
+    assert embeddings.requests == [["a", "b", "c"], ["d"]]

@@ -1,4 +1,4 @@
-"""``bounded_map`` and ``CallLimiter`` on their own: the window, the order of what is yielded,
+"""``bounded_map`` and ``Scheduler`` on their own: the window, the order of what is yielded,
 what closing leaves behind, and slots handed to waiters that are cancelled.
 
 Each test steps the event loop by hand (``asyncio.sleep(0)``) and counts; none waits on time.
@@ -10,7 +10,8 @@ import asyncio
 import contextlib
 from typing import Any
 
-from ragas_relevancy_ext.run.streaming import CallLimiter, bounded_map
+from ragas_relevancy_ext.run.scheduler import Scheduler
+from ragas_relevancy_ext.run.streaming import bounded_map
 
 
 async def _steps(n: int = 5) -> None:
@@ -36,7 +37,10 @@ def test_bounded_map_keeps_exactly_window_items_in_flight():
         return item * 10
 
     async def run() -> list[tuple[int, int, int]]:
-        return [(index, value, pulled) async for index, value in bounded_map(items(), work, 3)]
+        return [
+            (index, value, pulled)
+            async for index, value in bounded_map(items(), work, 3, Scheduler(3))
+        ]
 
     seen = asyncio.run(run())
     assert sorted((index, value) for index, value, _ in seen) == [(i, i * 10) for i in range(10)]
@@ -55,7 +59,7 @@ def test_a_result_comes_out_while_slower_items_are_still_running():
         return item
 
     async def run() -> list[tuple[int, int]]:
-        return [(index, running) async for index, _ in bounded_map(range(3), work, 3)]
+        return [(index, running) async for index, _ in bounded_map(range(3), work, 3, Scheduler(3))]
 
     seen = asyncio.run(run())
     assert seen[0] == (0, 2)  # item 0 came out while items 1 and 2 were still running
@@ -67,7 +71,10 @@ def test_items_done_together_come_out_in_input_order():
         return item.upper()  # done at its first step: all 50 finish before the first yield
 
     async def run() -> list[int]:
-        return [index async for index, _ in bounded_map([f"t{i}" for i in range(50)], work, 50)]
+        return [
+            index
+            async for index, _ in bounded_map([f"t{i}" for i in range(50)], work, 50, Scheduler(1))
+        ]
 
     assert asyncio.run(run()) == list(range(50))
 
@@ -86,7 +93,7 @@ def test_closing_returns_once_the_work_in_flight_has_stopped():
         return item
 
     async def run() -> tuple[list[int], list[int], int]:
-        async with contextlib.aclosing(bounded_map(range(4), work, 4)) as each:
+        async with contextlib.aclosing(bounded_map(range(4), work, 4, Scheduler(4))) as each:
             first, _ = await anext(each)
         # straight after closing, before the loop runs anything else
         left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
@@ -99,47 +106,86 @@ def test_closing_returns_once_the_work_in_flight_has_stopped():
     assert left == 0
 
 
-def test_a_cancelled_waiter_does_not_take_the_freed_slot():
-    async def run() -> tuple[bool, bool]:
-        limiter = CallLimiter(1)
-        await limiter.acquire()
-        gone = asyncio.ensure_future(limiter.acquire(1))
-        served = asyncio.ensure_future(limiter.acquire(2))
-        await _steps()
-        gone.cancel()
-        await _steps()
-        limiter.release()  # the first waiter in line was cancelled: the next one gets the slot
-        await _steps()
-        return gone.cancelled(), served.done() and served.exception() is None
+class Holder:
+    """A call that holds its slot until released, recording when it got it."""
 
-    assert asyncio.run(run()) == (True, True)
+    def __init__(self, slot: Any, got: list[Any], name: Any) -> None:
+        self.release = asyncio.Event()
+        self.task = asyncio.ensure_future(self._run(slot, got, name))
+
+    async def _run(self, slot: Any, got: list[Any], name: Any) -> None:
+        async with slot:
+            got.append(name)
+            await self.release.wait()
+
+
+def test_a_cancelled_waiter_does_not_take_the_freed_slot():
+    async def run() -> tuple[bool, list[Any]]:
+        scheduler = Scheduler(1)
+        got: list[Any] = []
+        first = Holder(scheduler.row(0), got, 0)
+        await _steps()
+        gone = Holder(scheduler.row(1), got, 1)
+        served = Holder(scheduler.row(2), got, 2)
+        await _steps()
+        gone.task.cancel()
+        await _steps()
+        first.release.set()  # the first waiter in line was cancelled: the next one gets the slot
+        await _steps()
+        served.release.set()
+        await _steps()
+        return gone.task.cancelled(), got
+
+    assert asyncio.run(run()) == (True, [0, 2])
 
 
 def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_given_back():
-    async def run() -> tuple[bool, bool]:
-        limiter = CallLimiter(1)
-        await limiter.acquire()
-        waiter = asyncio.ensure_future(limiter.acquire(1))
+    async def run() -> tuple[bool, list[Any]]:
+        scheduler = Scheduler(1)
+        got: list[Any] = []
+        first = Holder(scheduler.row(0), got, 0)
         await _steps()
-        limiter.release()  # the slot goes to the waiter...
-        waiter.cancel()  # ...which is cancelled before it runs
+        waiter = Holder(scheduler.row(1), got, 1)
         await _steps()
-        later = asyncio.ensure_future(limiter.acquire(2))
+        first.release.set()
+        await _steps(1)  # the holder leaves: the slot goes to the waiter...
+        waiter.task.cancel()  # ...which is cancelled before it runs
         await _steps()
-        return waiter.cancelled(), later.done()
+        later = Holder(scheduler.slot(), got, "later")
+        await _steps()
+        later.release.set()
+        await _steps()
+        return waiter.task.cancelled(), got
 
-    assert asyncio.run(run()) == (True, True)
+    assert asyncio.run(run()) == (True, [0, "later"])
 
 
-def test_a_cautious_limiter_sends_one_call_until_one_succeeds_then_all():
-    limiter = CallLimiter(4, cautious=True)
+def test_calls_of_rows_started_earlier_get_the_next_free_slot():
+    async def run() -> list[Any]:
+        scheduler = Scheduler(1)
+        got: list[Any] = []
+        first = Holder(scheduler.slot(), got, "first")
+        await _steps()
+        holders = [Holder(scheduler.row(p), got, p) for p in (7, 3, 9, 1)]
+        await _steps()
+        first.release.set()
+        for holder in holders:
+            holder.release.set()
+        await asyncio.gather(first.task, *(h.task for h in holders))
+        return got
+
+    assert asyncio.run(run()) == ["first", 1, 3, 7, 9]
+
+
+def test_a_cautious_scheduler_sends_one_call_until_one_succeeds_then_all():
+    scheduler = Scheduler(4, cautious=True)
     in_flight = peak = 0
     outcomes = iter([False, False, True] + [True] * 10)  # two failures, then successes
 
     async def call(row: int) -> None:
         nonlocal in_flight, peak
         with contextlib.suppress(RuntimeError):
-            async with limiter.slot(row):
+            async with scheduler.row(row):
                 in_flight += 1
                 peak = max(peak, in_flight)
                 await _steps(2)
@@ -162,19 +208,19 @@ def test_a_cautious_limiter_sends_one_call_until_one_succeeds_then_all():
 
 
 def test_a_row_handed_a_slot_just_before_the_stop_is_not_started():
-    limiter = CallLimiter(1, cautious=True)
+    scheduler = Scheduler(1, cautious=True)
     started: list[int] = []
 
     async def call(row: int) -> None:
         try:
-            async with limiter.slot(row):
+            async with scheduler.row(row):
                 started.append(row)
                 await _steps(1)
                 if row == 0:
                     raise RuntimeError("refused")
         except RuntimeError:
             # its slot went to row 1 on the way out; the run stops before row 1 resumes
-            limiter.start_no_rows()
+            scheduler.stop_new_rows()
             raise
 
     async def run() -> list[Any]:
@@ -184,3 +230,40 @@ def test_a_row_handed_a_slot_just_before_the_stop_is_not_started():
     results = asyncio.run(run())
     assert started == [0]
     assert [type(r).__name__ for r in results] == ["RuntimeError", "RowNotStarted", "RowNotStarted"]
+
+
+def test_a_row_that_sent_a_call_is_not_refused_by_a_stop():
+    async def run() -> list[Any]:
+        scheduler = Scheduler(1)
+        row = scheduler.row(0)
+        got: list[Any] = []
+        first = Holder(row, got, "first")
+        await _steps()
+        second = Holder(row, got, "second")  # the same row's next call, waiting
+        other = Holder(scheduler.row(1), got, "other")  # a row that has sent nothing
+        await _steps()
+        scheduler.stop_new_rows()
+        first.release.set()
+        second.release.set()
+        await asyncio.gather(first.task, second.task, other.task, return_exceptions=True)
+        return [got, type(other.task.exception()).__name__]
+
+    assert asyncio.run(run()) == [["first", "second"], "RowNotStarted"]
+
+
+def test_closing_cancels_the_runs_tasks_and_starts_none_after():
+    async def run() -> tuple[int, bool, str]:
+        scheduler = Scheduler(2)
+        tasks = [scheduler.start(asyncio.Event().wait()) for _ in range(3)]
+        await _steps()
+        await scheduler.aclose()
+        coro = asyncio.sleep(0)
+        try:
+            scheduler.start(coro)
+        except RuntimeError as exc:
+            refused = str(exc)
+        return scheduler.tasks, all(t.cancelled() for t in tasks), refused
+
+    tasks, cancelled, refused = asyncio.run(run())
+    assert (tasks, cancelled) == (0, True)
+    assert "closed" in refused

@@ -17,17 +17,15 @@ from ragas.embeddings.base import BaseRagasEmbedding
 
 from ragas_relevancy_ext import EmbeddingShapeError, OneTextPerCall
 from ragas_relevancy_ext.scoring.embeddings import (
-    REQUEST_LIMIT,
     check_vectors,
     embed_one,
     embed_question_and_probes,
     embed_texts,
     embeddings_kind,
     metered,
-    request_slot,
     usage_http_client,
 )
-from ragas_relevancy_ext.scoring.usage import metering
+from ragas_relevancy_ext.scoring.usage import PROVIDER_REPORTS, metering
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, LangchainHashEmbeddings
 
 
@@ -49,13 +47,14 @@ class Counting:
     """An async context manager that counts how often it is entered."""
 
     def __init__(self) -> None:
-        self.entered = 0
+        self.entered = self.inside = 0
 
     async def __aenter__(self) -> None:
         self.entered += 1
+        self.inside += 1
 
     async def __aexit__(self, *exc: object) -> None:
-        return None
+        self.inside -= 1
 
 
 # -- options and messages naming the embeddings -------------------------------------------------
@@ -140,24 +139,39 @@ def test_up_to_four_lengths_are_listed_and_more_are_summed_up() -> None:
 # -- request slots -------------------------------------------------------------------------------
 
 
-def test_a_one_request_call_takes_one_slot_and_lends_none() -> None:
-    async def run() -> tuple[int, object]:
-        limiter = Counting()
-        async with request_slot(HashEmbeddings(), limiter):
-            lent = REQUEST_LIMIT.get()
-        return limiter.entered, lent
+class Watched(HashEmbeddings):
+    """HashEmbeddings that notes, for each request, how many of ``limiter``'s slots are held."""
 
-    assert asyncio.run(run()) == (1, None)
+    def __init__(self, limiter: Counting) -> None:
+        super().__init__(8)
+        self.limiter = limiter
+        self.held: list[int] = []
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        self.held.append(self.limiter.inside)
+        return [self.embed_text(text) for text in texts]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        self.held.append(self.limiter.inside)
+        return self.embed_text(text)
 
 
-def test_embeddings_sending_a_request_per_text_are_lent_the_limit_instead() -> None:
-    async def run() -> tuple[int, object, object]:
-        limiter = Counting()
-        async with request_slot(OneTextPerCall(HashEmbeddings()), limiter):
-            lent = REQUEST_LIMIT.get()
-        return limiter.entered, lent is limiter, REQUEST_LIMIT.get()
+def test_a_one_request_call_holds_one_slot_while_its_request_is_sent() -> None:
+    limiter = Counting()
+    embeddings = Watched(limiter)
+    vectors = asyncio.run(embed_texts(embeddings, ["a b", "c"], limiter))
+    assert vectors.shape == (2, 8)
+    assert (embeddings.held, limiter.entered, limiter.inside) == ([1], 1, 0)
 
-    assert asyncio.run(run()) == (0, True, None)
+
+def test_embeddings_sending_a_request_per_text_take_a_slot_per_text() -> None:
+    limiter = Counting()
+    embeddings = Watched(limiter)
+    vectors = asyncio.run(embed_texts(OneTextPerCall(embeddings), ["a", "b", "c"], limiter))
+    assert vectors.tolist() == [HashEmbeddings(8).embed_text(t) for t in "abc"]
+    assert limiter.entered == 3
+    assert len(embeddings.held) == 3 and all(held >= 1 for held in embeddings.held)
+    assert limiter.inside == 0
 
 
 def test_embed_texts_takes_a_slot_of_the_limiter_for_its_one_request() -> None:
@@ -184,7 +198,8 @@ def _usage(tokens: int) -> dict[str, Any]:
 def test_the_async_hook_counts_each_embeddings_answer_and_nothing_else() -> None:
     client = usage_http_client()
     assert isinstance(client, openai.DefaultAsyncHttpxClient)
-    (hook,) = client.event_hooks["response"]
+    hook, reports = client.event_hooks["response"]
+    assert reports is PROVIDER_REPORTS
 
     async def call() -> list[list[float]]:
         await hook(_answer("/embeddings", _usage(5)))
@@ -208,7 +223,7 @@ def test_the_async_hook_counts_each_embeddings_answer_and_nothing_else() -> None
 
 
 def test_the_sync_hook_counts_answers_and_an_unreadable_body_as_unknown_tokens() -> None:
-    (hook,) = usage_http_client(is_async=False).event_hooks["response"]
+    hook, _ = usage_http_client(is_async=False).event_hooks["response"]
 
     def call_with(*responses: httpx.Response) -> Any:
         async def call() -> None:
@@ -233,7 +248,7 @@ def test_the_sync_hook_counts_answers_and_an_unreadable_body_as_unknown_tokens()
 
 
 def test_a_failed_call_counts_the_answers_seen_and_no_tokens() -> None:
-    (hook,) = usage_http_client(is_async=False).event_hooks["response"]
+    hook, _ = usage_http_client(is_async=False).event_hooks["response"]
 
     async def call() -> None:
         hook(_answer("/embeddings", _usage(4)))
@@ -251,7 +266,7 @@ def test_a_failed_call_counts_the_answers_seen_and_no_tokens() -> None:
 
 
 def test_prompt_tokens_are_counted_before_total_tokens() -> None:
-    (hook,) = usage_http_client(is_async=False).event_hooks["response"]
+    hook, _ = usage_http_client(is_async=False).event_hooks["response"]
 
     async def call() -> None:
         hook(_answer("/embeddings", {"usage": {"prompt_tokens": 3, "total_tokens": 9}}))
@@ -384,8 +399,8 @@ def _streamed(path: str) -> httpx.Response:
 
 
 def test_the_hooks_leave_other_answers_and_answers_outside_a_call_unread() -> None:
-    (async_hook,) = usage_http_client().event_hooks["response"]
-    (sync_hook,) = usage_http_client(is_async=False).event_hooks["response"]
+    async_hook, _ = usage_http_client().event_hooks["response"]
+    sync_hook, _ = usage_http_client(is_async=False).event_hooks["response"]
     outside = [_streamed("/embeddings"), _streamed("/chat/completions")]
     for response in outside:
         asyncio.run(async_hook(response))

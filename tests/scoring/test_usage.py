@@ -200,27 +200,36 @@ def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
     """Every sample scored at once on one embedder that sends every sample's probes in one
     request (15 texts) and the 4 distinct questions in another."""
     from ragas_relevancy_ext.run.batching import RunEmbedder
+    from ragas_relevancy_ext.run.scheduler import Scheduler
     from ragas_relevancy_ext.scoring.sample import score_sample
 
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server), embeddings=embeddings, strictness=3
     )
-    embedder = RunEmbedder(embeddings, max_batch=3 * len(SAMPLES), window=2.0)
+    run = Scheduler(1)  # one call at a time: every sample is in before a slot is left free
+    embedder = RunEmbedder(embeddings, run, max_batch=3 * len(SAMPLES))
 
-    async def one(sample: dict[str, Any]) -> Any:
-        return await score_sample(
-            sample["user_input"],
-            sample["response"],
-            llm=metric.llm,
-            embeddings=embeddings,
-            options=metric.probe_options(),
-            limiter=asyncio.Semaphore(metric.max_concurrency),
-            adapted=metric.adapted,
-            embedder=embedder,
-        )
+    async def one(index: int, sample: dict[str, Any], rows: list[Any]) -> Any:
+        try:
+            return await score_sample(
+                sample["user_input"],
+                sample["response"],
+                llm=metric.llm,
+                embeddings=embeddings,
+                options=metric.probe_options(),
+                limiter=rows[index].calls,
+                adapted=metric.adapted,
+                embedder=rows[index],
+            )
+        finally:
+            rows[index].close()
 
     async def score_all() -> list[Any]:
-        return list(await asyncio.gather(*(one(s) for s in SAMPLES)))
+        # every sample under way before any hands in its texts: the requests leave once all
+        # five are in
+        rows = [embedder.row(run.row(i)) for i in range(len(SAMPLES))]
+        async with run:
+            return list(await asyncio.gather(*(one(i, s, rows) for i, s in enumerate(SAMPLES))))
 
     return asyncio.run(score_all())
 

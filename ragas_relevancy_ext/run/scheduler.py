@@ -1,0 +1,452 @@
+"""One run's scheduler: the tasks the run starts, its requests in flight and which goes next.
+
+A :class:`Scheduler` is made per run (``ascore``, ``ascore_each``, one ``ragas.evaluate`` run)
+and passed to what needs it. It is the run's only limiter: at most ``limit`` judge and embedding
+requests in flight, a waiting request of an earlier row served before one of a later row, and
+every task the run starts belongs to it and ends with it (closing cancels them and waits, and
+nothing starts after). Python 3.10 has no ``asyncio.TaskGroup`` and an anyio task group cannot
+be held across an async generator's ``yield``, so the scheduler keeps its own set of tasks with
+the same rule: no task outlives the run.
+
+A row's calls go through ``async with scheduler.row(p)`` (or ``row.call(kind, tokens)``, which
+also keeps to the provider's rate limits). Once :meth:`Scheduler.stop_new_rows` is called, a row
+that has sent nothing is refused (:class:`RowNotStarted`) and a row that has sent a request
+keeps going, so it finishes and is counted.
+
+Rate limits: requests and tokens per minute for the judge and for embeddings, given
+(:class:`RateLimits`) or learned from the provider's ``x-ratelimit-*`` headers and 429 answers
+(:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them; a
+request's tokens are estimated from its text (4 characters a token) before it is sent; the usage the
+provider reports for it, and its ``x-ratelimit-remaining-*`` headers, correct the bucket. A 429
+pauses every request of its kind at once for ``retry-after``/``retry-after-ms`` (one second when not
+said) and, when learning, halves the rate the run keeps to; each success then raises it back by a
+little.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import heapq
+import itertools
+import re
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+__all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
+
+from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
+
+Kind = Literal["judge", "embeddings"]
+
+T = TypeVar("T")
+
+
+class RowNotStarted(Exception):
+    """A row's first call was refused: the run was told to start no more rows."""
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    """Requests and tokens per minute a run keeps to: ``rpm``/``tpm`` for the judge,
+    ``embedding_rpm``/``embedding_tpm`` for embeddings; None: not given (learned from the
+    provider's headers and 429s when its clients are built by the package)."""
+
+    rpm: int | None = None
+    tpm: int | None = None
+    embedding_rpm: int | None = None
+    embedding_tpm: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("rpm", "tpm", "embedding_rpm", "embedding_tpm"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 1
+            ):
+                raise ValueError(f"{name} must be a whole number >= 1 or None, got {value!r}")
+
+    def share(self, parts: int) -> RateLimits:
+        """Each of ``parts`` runs' share (limit / parts, at least 1): Ray actors."""
+        return RateLimits(
+            *(None if v is None else max(1, v // parts) for v in self._values())  # type: ignore[arg-type]
+        )
+
+    def _values(self) -> tuple[int | None, ...]:
+        return (self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
+
+    def __str__(self) -> str:
+        names = ("rpm", "tpm", "embedding rpm", "embedding tpm")
+        given = [f"{n} {v:,}" for n, v in zip(names, self._values(), strict=True) if v]
+        return ", ".join(given) or "learned"
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)")
+
+
+def _seconds(text: str | None) -> float | None:
+    """``6m0s``, ``1.5s``, ``20ms`` or plain seconds as seconds; None when unreadable."""
+    if not text:
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    parts = _DURATION.findall(text)
+    if not parts:
+        return None
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[unit] for n, unit in parts)
+
+
+def _number(headers: Mapping[str, str], name: str) -> float | None:
+    try:
+        return float(headers[name])
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+class _Pace:
+    """One kind's requests and tokens per minute: buckets refilled continuously, a pause that
+    holds every request, and (when not given) a rate learned from the provider."""
+
+    def __init__(
+        self, rpm: int | None, tpm: int | None, clock: Callable[[], float], learn: bool
+    ) -> None:
+        self.clock = clock
+        self.rpm, self.tpm = (float(rpm) if rpm else None), (float(tpm) if tpm else None)
+        self.learn = learn  # limits not given: taken from headers, slowed by 429s
+        self.requests = self.rpm or 0.0
+        self.tokens = self.tpm or 0.0
+        self.updated = clock()
+        self.paused_until = 0.0
+        self.ceiling: float | None = None  # a learned rpm that 429s set, raised back slowly
+        self.sent: collections.deque[float] = collections.deque()  # the last minute's, learning
+
+    def _refill(self, now: float) -> None:
+        elapsed, self.updated = max(0.0, now - self.updated), now
+        if self.rpm:
+            self.requests = min(self.rpm, self.requests + elapsed * self.rpm / 60)
+        if self.tpm:
+            self.tokens = min(self.tpm, self.tokens + elapsed * self.tpm / 60)
+
+    def wait(self, tokens: int) -> float:
+        """Seconds until a request of ``tokens`` may go; 0: it is taken from the buckets now."""
+        now = self.clock()
+        self._refill(now)
+        wait = self.paused_until - now
+        if self.rpm:
+            wait = max(wait, (1 - self.requests) * 60 / self.rpm)
+        need = min(float(tokens), self.tpm) if self.tpm else 0.0
+        if self.tpm:
+            wait = max(wait, (need - self.tokens) * 60 / self.tpm)
+        if wait > 0:
+            return wait
+        if self.rpm:
+            self.requests -= 1
+        self.tokens -= need
+        if self.learn:
+            self.sent.append(now)
+            while self.sent[0] < now - 60:
+                self.sent.popleft()
+        return 0.0
+
+    def correct(self, estimated: int, used: int) -> None:
+        """A request estimated at ``estimated`` tokens used ``used``: the bucket pays what the
+        estimate missed. Nothing comes back for a smaller use: providers count the reply
+        tokens asked for (``max_tokens``) when the request comes, not those sent."""
+        if self.tpm and used > estimated:
+            self._refill(self.clock())
+            self.tokens -= used - estimated
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> None:
+        """Learn from one answer: limits and what remains (headers), or a 429."""
+        now = self.clock()
+        self._refill(now)
+        if status == 429:
+            after = _seconds(headers.get("retry-after-ms"))
+            after = after / 1000 if after is not None else _seconds(headers.get("retry-after"))
+            self.paused_until = max(self.paused_until, now + (after if after else 1.0))
+            if self.learn and (self.rpm or self.sent):
+                # half the rate that met the 429: the rate kept to, else the one sent at
+                window = max(1.0, now - self.sent[0]) if self.sent else 60.0
+                sent = self.rpm or max(1.0, len(self.sent)) * 60 / window
+                self.ceiling = self.rpm = max(1.0, sent / 2)
+                self.requests = min(self.requests, 0.0)
+            return
+        if self.learn:
+            for name, attr in (("requests", "rpm"), ("tokens", "tpm")):
+                limit = _number(headers, f"x-ratelimit-limit-{name}")
+                if limit and limit > 0 and (self.ceiling is None or attr == "tpm"):
+                    if getattr(self, attr) is None:
+                        setattr(self, name, limit)  # a full bucket, as the provider's starts
+                    setattr(self, attr, limit)
+            if self.ceiling is not None and self.rpm and status < 400:
+                self.rpm = self.rpm + 1  # additive increase once 429s stop
+        remaining = _number(headers, "x-ratelimit-remaining-requests")
+        if remaining is not None and self.rpm:
+            self.requests = min(self.requests, remaining)
+        remaining = _number(headers, "x-ratelimit-remaining-tokens")
+        if remaining is not None and self.tpm:
+            self.tokens = min(self.tokens, remaining)
+
+
+class _Waiter:
+    """One call waiting for a slot; ``granted`` once a slot is handed to it (it then owns it)."""
+
+    __slots__ = ("future", "granted", "row")
+
+    def __init__(self, row: Row) -> None:
+        self.row = row
+        self.future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.granted = False
+
+
+class Scheduler:
+    """At most ``limit`` requests in flight, earlier rows first; owns the run's tasks.
+
+    With ``cautious``, one request goes at a time until one succeeds (its ``async with`` block
+    raises nothing): a judge that refuses every request is found out after one, not ``limit``.
+    """
+
+    def __init__(
+        self,
+        limit: int,
+        *,
+        cautious: bool = False,
+        rates: RateLimits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    ) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"limit must be a whole number >= 1, got {limit!r}")
+        self.limit = limit
+        self.rates = rates or RateLimits()
+        self._sleep = sleep
+        given = self.rates
+        self._paces: dict[str, _Pace] = {
+            "judge": _Pace(given.rpm, given.tpm, clock, learn=given.rpm is None),
+            "embeddings": _Pace(
+                given.embedding_rpm, given.embedding_tpm, clock, learn=given.embedding_rpm is None
+            ),
+        }
+        PROVIDER_REPORTS.listeners.add(self)  # held weakly; left at close
+        self._free = 1 if cautious else limit
+        self._held_back = limit - 1 if cautious else 0  # given out at the first success
+        self._waiting: list[tuple[float, int, _Waiter]] = []
+        self._arrivals = itertools.count()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self.stopping = False
+        self.closed = False
+        self.frontier = 0.0  # the latest row whose call has been given a slot
+        self.on_frontier: list[Callable[[float], None]] = []  # told when it moves on
+        self.on_free: list[Callable[[], None]] = []  # told when a slot is left free
+
+    # -- rate limits --------------------------------------------------------------------------
+
+    async def pace(self, kind: Kind, tokens: int) -> None:
+        """Wait until a ``kind`` request of about ``tokens`` keeps to the run's rate limits."""
+        pace = self._paces[kind]
+        while (wait := pace.wait(tokens)) > 0:
+            await self._sleep(wait)
+
+    def observe(self, kind: Kind, status: int, headers: Mapping[str, str]) -> None:
+        """What one provider answer says about ``kind``'s limits (see the module's note)."""
+        self._paces[kind].observe(status, headers)
+
+    def correct(self, kind: Kind, estimated: int, usage: Usage, budget: int = 0) -> None:
+        """Correct ``kind``'s token bucket by what the provider reported a request used (a
+        judge request counts at least the ``budget`` reply tokens it asked for)."""
+        if kind == "judge":
+            prompt, reply = usage.judge_prompt_tokens, usage.judge_completion_tokens
+            used = None if prompt is None or reply is None else prompt + max(reply, budget)
+        else:
+            used = usage.embedding_tokens
+        if used:
+            self._paces[kind].correct(estimated, used)
+
+    def rate(self, kind: Kind) -> tuple[float | None, float | None]:
+        """(requests, tokens) per minute the run keeps to now for ``kind`` (None: no limit)."""
+        pace = self._paces[kind]
+        return pace.rpm, pace.tpm
+
+    # -- the run's tasks ----------------------------------------------------------------------
+
+    def start(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """Run ``coro`` as a task of this run; RuntimeError once the run is closed."""
+        if self.closed:
+            coro.close()
+            raise RuntimeError("the run is closed: it starts no more tasks")
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    @property
+    def tasks(self) -> int:
+        """Tasks of the run still running."""
+        return len(self._tasks)
+
+    def cancel(self) -> None:
+        """Start nothing more, refuse every waiting call and cancel the run's tasks, at once."""
+        self.closed = True
+        PROVIDER_REPORTS.listeners.discard(self)
+        self.stop_new_rows()
+        for task in self._tasks:
+            task.cancel()
+
+    async def aclose(self) -> None:
+        """:meth:`cancel`, then wait for the run's tasks to end."""
+        self.cancel()
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> Scheduler:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- rows and their calls -----------------------------------------------------------------
+
+    def row(self, priority: float) -> Row:
+        """The calls of one row, started ``priority``-th (lower goes first)."""
+        return Row(self, priority)
+
+    def ahead(self) -> Row:
+        """Calls that finish rows already under way (a shared embedding request): ahead of
+        every row's waiting call, never refused."""
+        return Row(self, float("-inf"), sent=True)
+
+    def slot(self, priority: float = float("inf")) -> Row:
+        """Calls of no row in particular, at ``priority`` (by default behind every row's
+        waiting call); never refused."""
+        return Row(self, priority, sent=True)
+
+    def stop_new_rows(self) -> None:
+        """Refuse the calls of every row that has sent nothing, those waiting included."""
+        self.stopping = True
+        kept = []
+        for entry in self._waiting:
+            waiter = entry[2]
+            if waiter.future.done():
+                continue
+            if self.closed or not waiter.row.sent:
+                waiter.future.set_exception(RowNotStarted("the run is stopping"))
+            else:
+                kept.append(entry)
+        heapq.heapify(kept)
+        self._waiting = kept
+
+    @property
+    def saturated(self) -> bool:
+        """Whether every slot is taken (a call asked now would wait)."""
+        return self._free == 0 or bool(self._waiting)
+
+    @property
+    def in_flight(self) -> int:
+        """Slots held now."""
+        return self.limit - self._held_back - self._free
+
+    async def _acquire(self, row: Row) -> None:
+        if self.closed or (self.stopping and not row.sent):
+            raise RowNotStarted("the run is stopping")
+        if self._free > 0 and not self._waiting:
+            self._free -= 1
+            self._note(row)
+            return
+        waiter = _Waiter(row)
+        heapq.heappush(self._waiting, (row.priority, next(self._arrivals), waiter))
+        try:
+            await waiter.future
+        except BaseException:
+            if waiter.granted:  # handed a slot just as it was cancelled: give it on
+                self._release()
+            raise
+        if self.stopping and not row.sent:  # handed a slot just before the run began to stop
+            self._release()
+            raise RowNotStarted("the run is stopping")
+        self._note(row)
+
+    def _note(self, row: Row) -> None:
+        if row.priority != float("inf") and row.priority > self.frontier:
+            self.frontier = row.priority
+            for listener in self.on_frontier:
+                listener(row.priority)
+
+    def _release(self, succeeded: bool = False) -> None:
+        """Hand the slot to the first live waiter, or free it; the first call that
+        ``succeeded`` also frees the slots a cautious start held back."""
+        if succeeded and self._held_back:
+            held, self._held_back = self._held_back, 0
+            for _ in range(held):
+                self._hand_over()
+        self._hand_over()
+
+    def _hand_over(self) -> None:
+        while self._waiting:
+            _, _, waiter = heapq.heappop(self._waiting)
+            if not waiter.future.done():
+                waiter.granted = True
+                waiter.future.set_result(None)
+                return
+        self._free += 1
+        for listener in self.on_free:
+            listener()
+
+    def __repr__(self) -> str:
+        return f"Scheduler(limit={self.limit}, in_flight={self.in_flight}, tasks={self.tasks})"
+
+
+class Row:
+    """``async with row``: one call of a row, holding one of the run's slots while it runs.
+
+    A row has ``sent`` once one of its calls has begun; from then on none of its calls is
+    refused by a stop.
+    """
+
+    __slots__ = ("priority", "scheduler", "sent")
+
+    def __init__(self, scheduler: Scheduler, priority: float, sent: bool = False) -> None:
+        self.scheduler = scheduler
+        self.priority = priority
+        self.sent = sent
+
+    async def __aenter__(self) -> None:
+        await self.scheduler._acquire(self)
+        self.sent = True
+
+    async def __aexit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        self.scheduler._release(succeeded=kind is None)
+
+    def rate_limited(self, kind: Kind, exc: BaseException) -> None:
+        """A call of this row was answered 429: the run pauses ``kind`` for the answer's
+        ``retry-after`` (found on the error's response, when it has one)."""
+        headers: Mapping[str, str] = {}
+        for error in (exc, exc.__cause__, exc.__context__):
+            found = getattr(getattr(error, "response", None), "headers", None)
+            if found is not None:
+                headers = found
+                break
+        self.scheduler.observe(kind, 429, headers)
+
+    @contextlib.asynccontextmanager
+    async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
+        """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits; what
+        the provider reports it used corrects the estimate (and still reaches the caller's
+        meter)."""
+        async with self:
+            await self.scheduler.pace(kind, tokens)
+            outer = current_meter()
+            with metering() as meter:
+                try:
+                    yield
+                finally:
+                    if outer is not None:
+                        outer.add(meter.usage)
+                    self.scheduler.correct(kind, tokens, meter.usage, budget)
