@@ -38,7 +38,14 @@ class Usage:
 
     def add(self, other: Usage) -> Usage:
         """Field-by-field sum; a token field not reported on either side stays not reported."""
-        return Usage(*map(_add, _values(self), _values(other)))
+        return Usage(
+            self.judge_requests + other.judge_requests,
+            _add(self.judge_prompt_tokens, other.judge_prompt_tokens),
+            _add(self.judge_completion_tokens, other.judge_completion_tokens),
+            self.embedding_requests + other.embedding_requests,
+            _add(self.embedding_tokens, other.embedding_tokens),
+            self.cached + other.cached,
+        )
 
     __add__ = add
 
