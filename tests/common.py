@@ -16,6 +16,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ragas_relevancy_ext.testing.offline import PretendJudge
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -186,3 +188,16 @@ def _value(value: Any) -> Any:
     """An OTLP ``AnyValue`` as Python."""
     kind = value.WhichOneof("value")
     return None if kind is None else getattr(value, kind)
+
+
+class TranslationCounter(PretendJudge):
+    """PretendJudge counting the translation requests of RAGAS's prompt adaptation."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.translations = 0
+
+    def _reply(self, prompt: str, response_model: Any) -> Any:
+        if "statements" in response_model.model_fields:
+            self.translations += 1
+        return super()._reply(prompt, response_model)

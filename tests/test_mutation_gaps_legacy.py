@@ -12,6 +12,7 @@ from typing import Any
 
 import py3langid.langid
 import pytest
+from common import TranslationCounter
 from ragas import EvaluationDataset, evaluate
 from ragas.callbacks import ChainType
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
@@ -77,19 +78,6 @@ class CountingEmbeddings(HashEmbeddings):
 
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
         return (await self.aembed_texts([text]))[0]
-
-
-class TranslationCounter(PretendJudge):
-    """PretendJudge counting the translation requests of RAGAS's prompt adaptation."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.translations = 0
-
-    def _reply(self, prompt: str, response_model: Any) -> Any:
-        if "statements" in response_model.model_fields:
-            self.translations += 1
-        return super()._reply(prompt, response_model)
 
 
 def _evaluate(metric: ResponseRelevancy, rows: list[dict[str, str]], **kwargs: Any) -> Any:

@@ -10,6 +10,7 @@ import math
 from typing import Any
 
 import pytest
+from common import TranslationCounter
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -25,19 +26,6 @@ ROWS = [
     {"user_input": f"Where is order A{i}?", "response": f"Order A{i} shipped on Monday."}
     for i in range(6)
 ]
-
-
-class TranslationCounter(PretendJudge):
-    """PretendJudge counting the translation requests of RAGAS's prompt adaptation."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.translations = 0
-
-    def _reply(self, prompt: str, response_model: Any) -> Any:
-        if "statements" in response_model.model_fields:
-            self.translations += 1
-        return super()._reply(prompt, response_model)
 
 
 class Unreachable(PretendJudge):

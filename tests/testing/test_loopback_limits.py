@@ -77,7 +77,7 @@ def limit_headers(headers: Any) -> dict[str, str]:
     ],
 )
 def test_durations_read_as_openai_writes_them(seconds: float, text: str) -> None:
-    assert duration(seconds) == text
+    assert duration(seconds) == text  # not a timing: formats a number as OpenAI's headers do
 
 
 def test_a_bucket_refills_continuously_up_to_its_limit() -> None:
