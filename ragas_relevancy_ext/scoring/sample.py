@@ -4,19 +4,14 @@ every metric flavour."""
 from __future__ import annotations
 
 import math
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import EmbeddingShapeError, cause_of, failure_text, from_embeddings
 from . import tracing
 from .aio import DEFAULT_MAX_CONCURRENCY
-from .cosines import (
-    all_noncommittal,
-    non_finite,
-    probe_cosines,
-    relevancy_score,
-)
+from .cosines import all_noncommittal, non_finite, probe_cosines, relevancy_score
 from .embeddings import embed_question_and_probes
 from .languages import AUTO, AdaptedPrompts, check_language, load_in_background
 from .probe_modes import ProbeMode, collect_probes, prompt_label, resolve_probe_prompt
@@ -126,43 +121,11 @@ async def score_sample(
     tracer configured the sample is a span (:mod:`.tracing`), its judge and embedding calls
     spans under it.
     """
-    run = _score_sample(
-        user_input,
-        response,
-        llm=llm,
-        embeddings=embeddings,
-        options=options,
-        limiter=limiter,
-        callbacks=callbacks,
-        trace_name=trace_name,
-        adapted=adapted,
-        embedder=embedder,
-        meter=meter,
-    )
-    if tracing.tracer() is None:
-        return await run
-    mode, name = options.mode.name, options.prompt_name
-    with tracing.sample_span(options.strictness, mode, name, user_input, response) as span:
-        report = await run
-        tracing.note_report(span, report)
-    return report
-
-
-async def _score_sample(
-    user_input: str,
-    response: str,
-    *,
-    llm: Judge,
-    embeddings: Embeddings,
-    options: ProbeOptions,
-    limiter: AbstractAsyncContextManager[Any] | None,
-    callbacks: Any,
-    trace_name: str | None,
-    adapted: AdaptedPrompts | None,
-    embedder: RowEmbeddings | None,
-    meter: UsageMeter | None,
-) -> RelevancyReport:
-    with metering(meter) as meter:
+    sample: AbstractContextManager[Any] = nullcontext()
+    if tracing.tracer() is not None:
+        mode, name = options.mode.name, options.prompt_name
+        sample = tracing.sample_span(options.strictness, mode, name, user_input, response)
+    with sample as span, metering(meter) as meter:
         check_inputs(user_input, response)
         load_in_background()  # the report's languages: loaded off the loop by the time it is read
         prompt = options.prompt
@@ -179,7 +142,33 @@ async def _score_sample(
             callbacks,
             trace_name,
         )
-        common = dict(
+        measured: dict[str, Any] = {"score": math.nan, "all_noncommittal": False}
+        if probes.questions:  # else not measured; the judge's failures are in the notes
+            if embedder is not None:
+                vectors = await embedder.question_and_probes(user_input, probes.questions)
+            else:
+                vectors = await embed_question_and_probes(
+                    embeddings, user_input, probes.questions, limiter
+                )
+            cosines, similarity = probe_cosines(*vectors)
+            problem = non_finite(cosines)
+            if problem is not None:
+                raise EmbeddingShapeError(
+                    f"{type(embeddings).__name__} returned vectors whose cosines cannot be "
+                    f"computed: {problem}"
+                )
+            flags = probes.noncommittal
+            measured = dict(
+                score=relevancy_score(cosines, flags),
+                all_noncommittal=all_noncommittal(flags),
+                probes=[
+                    Probe(q, f, c, "")  # language detected when first read
+                    for q, f, c in zip(probes.questions, flags, cosines.tolist(), strict=True)
+                ],
+                distinct_probes=probes.distinct(),
+                probe_similarity=similarity,
+            )
+        report = RelevancyReport(
             user_input=user_input,
             response=response,
             strictness=options.strictness,
@@ -188,41 +177,11 @@ async def _score_sample(
             duplicates_dropped=probes.duplicates_dropped,
             notes=probes.notes,
             question_language="",  # detected when first read
+            usage=meter.usage,
+            **measured,
         )
-        if not probes.questions:  # not measured; the judge's failures are in the notes
-            report = RelevancyReport(score=math.nan, all_noncommittal=False, **common)
-            report.usage = meter.usage
-            return report
-
-        if embedder is not None:
-            question_vector, probe_vectors = await embedder.question_and_probes(
-                user_input, probes.questions
-            )
-        else:
-            question_vector, probe_vectors = await embed_question_and_probes(
-                embeddings, user_input, probes.questions, limiter
-            )
-        cosines, similarity = probe_cosines(question_vector, probe_vectors)
-        problem = non_finite(cosines)
-        if problem is not None:
-            raise EmbeddingShapeError(
-                f"{type(embeddings).__name__} returned vectors whose cosines cannot be computed: "
-                f"{problem}"
-            )
-        report = RelevancyReport(
-            score=relevancy_score(cosines, probes.noncommittal),
-            all_noncommittal=all_noncommittal(probes.noncommittal),
-            probes=[
-                Probe(q, f, c, "")  # language detected when first read
-                for q, f, c in zip(
-                    probes.questions, probes.noncommittal, cosines.tolist(), strict=True
-                )
-            ],
-            distinct_probes=probes.distinct(),
-            probe_similarity=similarity,
-            **common,
-        )
-        report.usage = meter.usage
+        if span is not None:
+            tracing.note_report(span, report)
         return report
 
 
