@@ -13,22 +13,17 @@ from .usage import estimate_tokens
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "is_sync_client", "request", "run_sync"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync"]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
 DEFAULT_MAX_CONCURRENCY = 16
 
 
-def is_sync_client(obj: Any) -> bool:
-    """True for a RAGAS judge or embeddings built on a synchronous client (``is_async`` False)."""
-    return getattr(obj, "is_async", True) is False
-
-
 async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
     """``await obj.<async_name>(...)``, or ``obj.<sync_name>(...)`` in a worker thread when
-    ``obj`` sits on a synchronous client, so the event loop is never blocked."""
-    if is_sync_client(obj):
+    ``obj`` sits on a synchronous client (``is_async`` False), so the loop is never blocked."""
+    if getattr(obj, "is_async", True) is False:
         return await asyncio.to_thread(getattr(obj, sync_name), *args, **kwargs)
     return await getattr(obj, async_name)(*args, **kwargs)
 

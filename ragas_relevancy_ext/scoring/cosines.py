@@ -75,11 +75,9 @@ def _mean_pairwise(unit: np.ndarray) -> float | None:
 
 
 def score_stderr(cosines: Sequence[float], score: float | None, all_noncommittal: bool) -> float:
-    """The standard error of one sample's score: its cosines' sd (ddof=1) over sqrt(n).
-
-    NaN when the score is NaN, under two probes, with a cosine not finite, or when every probe
-    is noncommittal (that score is 0 by rule, not a mean of cosines).
-    """
+    """The standard error of one sample's score: its cosines' sd (ddof=1) over sqrt(n); NaN
+    when the score is NaN, under two probes, with a cosine not finite, or when every probe is
+    noncommittal (that score is 0 by rule, not a mean of cosines)."""
     values = np.asarray(cosines, dtype=float)
     if score is None or not math.isfinite(score) or values.size < 2 or all_noncommittal:
         return math.nan

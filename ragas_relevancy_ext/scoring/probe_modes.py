@@ -214,13 +214,8 @@ async def _collect_angles(
 
     angle = getattr(prompt, "angle", None)
     angle = angle if callable(angle) else AngleProbePrompt().angle
-    asked = 0
-    while len(probes.questions) < strictness:
-        wanted = strictness - len(probes.questions)
-        if asked:
-            wanted = min(wanted, strictness + MAX_EXTRA_CALLS - asked)
-            if wanted < 1:
-                break
+    asked, budget = 0, strictness + MAX_EXTRA_CALLS
+    while (wanted := min(strictness - len(probes.questions), budget - asked)) > 0:
         avoid = list(probes.questions) or None
         inputs = [
             prompt.input_model(response=response, angle=angle(i), avoid=avoid)
@@ -331,14 +326,11 @@ class _PromptStep:
     every reply (or the error); without callbacks or a name, nothing is traced."""
 
     def __init__(self, name: str | None, callbacks: Any):
-        self.name, self.callbacks = name, callbacks
-        self.run: Any = None
+        self.name, self.callbacks, self.run = name, callbacks, None
         self.replies: list[Any] = []
 
     def open(self, data: Any) -> Any:
-        if self.name is None or self.callbacks is None:
-            return self.callbacks
-        if self.run is None:
+        if self.run is None and self.name is not None and self.callbacks is not None:
             from ragas.callbacks import ChainType, new_group
 
             self.run, self.callbacks = new_group(

@@ -162,7 +162,10 @@ def sample_span(
         "ragas_relevancy.probe_prompt": prompt,
     }
     if capture_content():
-        attributes.update(_texts(user_input=user_input, response=response))
+        texts = {"user_input": user_input, "response": response}
+        attributes.update(
+            {f"ragas_relevancy.{k}": v for k, v in texts.items() if isinstance(v, str)}
+        )
     return span(SAMPLE_SPAN, attributes)
 
 
@@ -299,10 +302,6 @@ def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | No
     host = urlsplit(str(url or getattr(target, "openai_api_base", None) or ""))
     server = (host.hostname, host.port) if host.hostname else None
     return provider if isinstance(provider, str) else None, model, server
-
-
-def _texts(**texts: Any) -> dict[str, str]:
-    return {f"ragas_relevancy.{k}": v for k, v in texts.items() if isinstance(v, str)}
 
 
 def _failed(current: Any, exc: BaseException, cause: bool = False) -> None:
