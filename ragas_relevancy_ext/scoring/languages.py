@@ -9,12 +9,8 @@ import os
 import re
 import threading
 import weakref
-from collections import Counter
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .report import RelevancyReport
+from typing import Any
 
 AUTO = "auto"
 
@@ -106,24 +102,6 @@ def detect_language(text: str) -> str | None:
     """The ISO 639-1 code of ``text``'s language; None without py3langid or letters."""
     detector = _load_detector() if any(ch.isalpha() for ch in text) else None
     return None if detector is None else str(detector(text)[0])
-
-
-def language_clause(report: RelevancyReport) -> str:
-    """`` 2 of 3 probes are in English while the question is in Japanese...``, or ``""``:
-    appended to a report's reason."""
-    question = report.question_language
-    if question is None or report.all_noncommittal:  # score 0 by rule: the cosines do not count
-        return ""
-    others = Counter(p.language for p in report.probes if p.language not in (None, question))
-    if not others:
-        return ""
-    count = sum(others.values())
-    listed = " or ".join(language_name(code) for code, _ in others.most_common())
-    verb = "is" if count == 1 else "are"
-    return (
-        f" {count} of {len(report.probes)} probes {verb} in {listed} while the question is in "
-        f"{language_name(question)}, which lowers the cosine whatever the meaning."
-    )
 
 
 class AdaptedPrompts:

@@ -6,13 +6,14 @@ import hashlib
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import Any
 
 from ..errors import Cause, cause_phrase
-from .languages import detect_language, language_clause, language_name
+from .languages import detect_language, language_name
 from .usage import Usage, format_usage
 
 _CAUSES = frozenset(Cause)
@@ -282,6 +283,24 @@ def explain(report: RelevancyReport) -> str:
     sentences.extend(_repeats(report))
     sentences.extend(_next_step(report, pulls))
     return " ".join(sentences)
+
+
+def language_clause(report: RelevancyReport) -> str:
+    """`` 2 of 3 probes are in English while the question is in Japanese...``, or ``""``:
+    appended to a report's reason."""
+    question = report.question_language
+    if question is None or report.all_noncommittal:  # score 0 by rule: the cosines do not count
+        return ""
+    others = Counter(p.language for p in report.probes if p.language not in (None, question))
+    if not others:
+        return ""
+    count = sum(others.values())
+    listed = " or ".join(language_name(code) for code, _ in others.most_common())
+    verb = "is" if count == 1 else "are"
+    return (
+        f" {count} of {len(report.probes)} probes {verb} in {listed} while the question is in "
+        f"{language_name(question)}, which lowers the cosine whatever the meaning."
+    )
 
 
 def not_scored_reason(cause: Cause | str, error: str, embeddings: bool = False) -> str:

@@ -339,21 +339,19 @@ def span_context() -> Any:
     return context.get_current()
 
 
-def shared_request(contexts: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
+@contextlib.contextmanager
+def shared_request(contexts: Sequence[Any]) -> Iterator[None]:
     """A request carrying several samples' texts: under the first sample's span, linked to the
     others' (``contexts`` from :func:`span_context`)."""
     known = [c for c in contexts if c is not None]
-    return _NOTHING if not known else _shared(known)
-
-
-@contextlib.contextmanager
-def _shared(contexts: list[Any]) -> Iterator[None]:
+    if not known:
+        yield
+        return
     from opentelemetry import trace
 
-    others = [trace.get_current_span(c).get_span_context() for c in contexts[1:]]
-    token = _LINKS.set(others)
+    token = _LINKS.set([trace.get_current_span(c).get_span_context() for c in known[1:]])
     try:
-        with attached_context(contexts[0]):
+        with attached_context(known[0]):
             yield
     finally:
         _LINKS.reset(token)

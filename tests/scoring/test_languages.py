@@ -19,7 +19,7 @@ from ragas.dataset_schema import SingleTurnSample
 from ragas.llms.base import InstructorBaseRagasLLM
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
-from ragas_relevancy_ext.scoring.languages import check_language, detect_language, language_clause
+from ragas_relevancy_ext.scoring.languages import check_language, detect_language
 from ragas_relevancy_ext.scoring.probe_modes import render
 from ragas_relevancy_ext.scoring.prompts import (
     AngleProbeInput,
@@ -31,7 +31,12 @@ from ragas_relevancy_ext.scoring.prompts import (
     SequentialProbeInput,
     SequentialProbePrompt,
 )
-from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, format_report
+from ragas_relevancy_ext.scoring.report import (
+    Probe,
+    RelevancyReport,
+    format_report,
+    language_clause,
+)
 from ragas_relevancy_ext.store.cache import CachedJudge
 from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedJudge, prompt_input
 
