@@ -33,6 +33,7 @@ from typing import Any, Literal, get_args
 import numpy as np
 
 from .limits import Admission, RateLimits
+from .offline import HashEmbeddings, count_tokens, pretend_reply_text
 
 Endpoint = Literal["gemini", "embeddings", "chat"]
 FaultKind = Literal[
@@ -119,8 +120,6 @@ class LoggedRequest:
 
 def pretend_reply(messages: list[dict[str, Any]]) -> str:
     """The default chat reply: ``offline.PretendJudge``'s answer to the last user prompt."""
-    from .offline import pretend_reply_text
-
     users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
     if not users:
         raise ValueError("no user message to reply to")
@@ -132,32 +131,30 @@ class LoopbackServer:
     """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers.
 
     width: length of every embedding vector (fixed once built).
-    gemini_one_vector: answer a ``batchEmbedContents`` holding several texts with ONE vector (of
-        all its texts together), as gemini-embedding-2 does; False answers one per text.
-    reply: ``reply(messages) -> str`` gives the chat completion's content (:func:`pretend_reply`).
-    latency: seconds to wait before every answer; ``endpoint_latency`` per endpoint
-        (``{"chat": 0.2}``) overrides it there, so a slow judge can sit beside fast embeddings.
-    token_latency: seconds per completion token of the answer, on top of ``latency``, as a real
-        model takes time per token it writes (0.01 is about gpt-4o-mini); the ``n`` choices of
-        one request are written side by side, so the longest counts. ``endpoint_token_latency``
-        overrides it per endpoint.
-    faults: :class:`Fault` items; the first that matches a request decides its fault.
-    seed: seeds the draw for fractional faults.
+    gemini_one_vector: a ``batchEmbedContents`` of several texts gets ONE vector (of them all),
+        as gemini-embedding-2 answers; False: one per text.
+    reply: ``reply(messages) -> str`` writes the chat completion (:func:`pretend_reply`).
+    latency, endpoint_latency: seconds before every answer, overall and per endpoint
+        (``{"chat": 0.2}``: a slow judge beside fast embeddings).
+    token_latency, endpoint_token_latency: seconds per completion token on top, as a real model
+        writes (0.01 is about gpt-4o-mini); the ``n`` choices of a request are written side by
+        side, so the longest counts.
+    faults: :class:`Fault` items, the first that matches a request decides; ``seed`` seeds the
+        fractional ones.
     retry_after: the Retry-After header (seconds) of a 429 fault.
     hang_seconds: how long a ``hang`` fault holds a request before closing it unanswered.
     port: the port to bind on 127.0.0.1 (0 takes a free one); the bound one once started.
     echo_header: a request header (say ``Authorization``) whose value every chat answer adds to
-        each probe question it writes, so tests can see what of a request could reach a report.
-    rpm, tpm: requests and tokens per minute the chat endpoint admits (None: no limit).
-    embedding_rpm, embedding_tpm: the same for each embeddings endpoint (OpenAI's and Gemini's
-        keep separate buckets). A request's tokens are counted as its usage is, plus a chat
-        request's ``max_completion_tokens`` (or ``max_tokens``) times ``n``. Limited answers
-        carry ``x-ratelimit-*`` headers; a refused request gets a 429 and its logged
-        ``admission`` says why.
+        each probe question, so tests see what of a request could reach a report.
+    rpm, tpm, embedding_rpm, embedding_tpm: requests and tokens per minute the chat endpoint and
+        each embeddings endpoint admit (None: no limit; see :mod:`.limits`). A request's tokens
+        are its usage's plus a chat request's ``max_completion_tokens`` (or ``max_tokens``)
+        times ``n``. Limited answers carry ``x-ratelimit-*`` headers; a refused request gets a
+        429 and its logged ``admission`` says why.
     clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs;
-    ``in_flight`` and ``peak_in_flight`` count requests being answered, now and at most at once
+    ``in_flight`` and ``peak_in_flight`` count requests being answered now and at most at once
     since start (or :meth:`reset`).
     """
 
@@ -181,8 +178,6 @@ class LoopbackServer:
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
-        from .offline import HashEmbeddings
-
         self.faults = list(self.faults)  # any iterable will do
         self._hasher = HashEmbeddings(width=self.width)
         self._limits: dict[str, RateLimits] = {}
@@ -317,8 +312,6 @@ class LoopbackServer:
 
     def writing_seconds(self, entry: LoggedRequest) -> float:
         """Seconds the answer to ``entry`` takes to write: per-token latency x its longest reply."""
-        from .offline import count_tokens
-
         per_token = self.endpoint_token_latency.get(entry.endpoint, self.token_latency)
         return per_token * max((count_tokens(r) for r in entry.replies), default=0)
 
@@ -430,9 +423,7 @@ class LoopbackServer:
             if status == 429:
                 headers = {**headers, "Retry-After": _number(self.retry_after)}
             return status, _error(family, status), headers
-        answer = {"chat": self._chat, "embeddings": self._openai_embeddings}.get(
-            entry.endpoint, self._gemini
-        )
+        answer = getattr(self, f"_{entry.endpoint}")  # _chat, _embeddings or _gemini
         try:
             payload = answer(entry, _texts(entry.endpoint, entry.path, entry.body))
         except _BadRequest as exc:
@@ -444,14 +435,16 @@ class LoopbackServer:
         return 200, payload, headers
 
     def _vectors(self, texts: Sequence[str], fault: str | None) -> list[list[float]]:
+        """The vectors of ``texts`` (never none), spoilt as a vector ``fault`` says."""
         vectors = [self.vector(t) for t in texts]
+        half = self.width // 2  # HashEmbeddings' width is at least 2
         if fault == "wrong_count":
-            vectors.append(list(vectors[-1]) if vectors else self.vector("extra"))
+            vectors.append(vectors[-1])
         elif fault == "wrong_size":
-            vectors = [v[: max(1, self.width // 2)] for v in vectors]
-        elif fault == "mixed_size" and vectors:
-            vectors[-1] = vectors[-1][: max(1, self.width // 2)]
-        elif fault == "nan" and vectors:
+            vectors = [v[:half] for v in vectors]
+        elif fault == "mixed_size":
+            vectors[-1] = vectors[-1][:half]
+        elif fault == "nan":
             vectors[0] = [math.nan, *vectors[0][1:]]
         return vectors
 
@@ -466,9 +459,7 @@ class LoopbackServer:
         units = ["\n".join(texts)] if self.gemini_one_vector else texts
         return {"embeddings": [{"values": v} for v in self._vectors(units, entry.fault)]}
 
-    def _openai_embeddings(self, entry: LoggedRequest, texts: list[str]) -> dict[str, Any]:
-        from .offline import count_tokens
-
+    def _embeddings(self, entry: LoggedRequest, texts: list[str]) -> dict[str, Any]:
         entry.texts = tuple(texts)
         as_base64 = entry.body.get("encoding_format") == "base64"
         data = [
@@ -484,8 +475,6 @@ class LoopbackServer:
         }
 
     def _chat(self, entry: LoggedRequest, texts: list[str]) -> dict[str, Any]:
-        from .offline import count_tokens
-
         messages = entry.body["messages"]
         n = entry.body.get("n") or 1
         if not isinstance(n, int) or n < 1:
@@ -619,8 +608,6 @@ def _request_tokens(endpoint: str, path: str, body: Any) -> int:
     """The tokens a request takes from its tokens-per-minute bucket when admitted: its texts
     counted as its usage will be, plus a chat request's asked-for completion budget (nothing
     for a request the API would refuse)."""
-    from .offline import count_tokens
-
     try:
         tokens = sum(count_tokens(t) for t in _texts(endpoint, path, body))
     except _BadRequest:
