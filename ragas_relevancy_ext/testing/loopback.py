@@ -16,6 +16,7 @@ across event loops never retries on a stale pooled connection and request counts
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
 import json
 import math
@@ -704,10 +705,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     with server:
         print(f"serving on {server.url} (OpenAI base URL {server.openai_base_url})", flush=True)
         print("ragas-relevancy options: " + " ".join(server.cli_options()), flush=True)
-        try:
+        with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()
-        except KeyboardInterrupt:
-            pass
 
 
 if __name__ == "__main__":
