@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -46,18 +47,13 @@ def reply_key(model: str, prompt: str, output_model: type[BaseModel], occurrence
 
 
 _CACHED = Usage(cached=1)
-_WRITER: ThreadPoolExecutor
 
 
-def _new_writer() -> None:
-    """One writer for every cache (SQLite takes one writer at a time), off the event loop; made
-    again in a forked child, which has no writer thread of its parent's."""
-    global _WRITER
-    _WRITER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
-
-
-_new_writer()
-os.register_at_fork(after_in_child=_new_writer)
+@functools.cache
+def _writer(pid: int) -> ThreadPoolExecutor:
+    """One writer for every cache (SQLite takes one writer at a time), off the event loop; one
+    per process, as a forked child has no writer thread of its parent's."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-cache-writer")
 
 
 class CachedJudge(JudgeWrapper):
@@ -99,7 +95,9 @@ class CachedJudge(JudgeWrapper):
         """Store ``reply`` in the writer thread; a store that cannot be written: warn once, off."""
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(_WRITER, self.store.set, key, reply.model_dump_json())
+            await loop.run_in_executor(
+                _writer(os.getpid()), self.store.set, key, reply.model_dump_json()
+            )
         except CacheError as exc:
             if self.off is not None:  # another write failed first and said so
                 return

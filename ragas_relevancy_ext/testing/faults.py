@@ -51,40 +51,18 @@ def tag_response(index: int, response: str) -> str:
 
 
 def request_row(request: LoggedRequest, rows: Sequence[dict[str, str]]) -> int | None:
-    """The row a logged request was for, or None (see :func:`faults_by_row`)."""
-    return _row_of(request, *_row_keys(rows))
-
-
-def faults_by_row(
-    requests: Sequence[LoggedRequest], rows: Sequence[dict[str, str]]
-) -> list[set[str]]:
-    """For each row, the ``kind@endpoint`` faults its requests met (retries included): chat by
-    the prompt's response, embeddings by user_input or the :func:`tag_response` tag."""
-    keys = _row_keys(rows)
-    met: list[set[str]] = [set() for _ in rows]
-    for request in requests:
-        index = None if request.fault is None else _row_of(request, *keys)
-        if index is not None:
-            met[index].add(f"{request.fault}@{request.endpoint}")
-    return met
-
-
-def _row_keys(rows: Sequence[dict[str, str]]) -> tuple[dict[str, int], dict[str, int]]:
-    by_question = {row["user_input"]: i for i, row in enumerate(rows)}
-    by_response = {row["response"]: i for i, row in enumerate(rows)}
-    return by_question, by_response
-
-
-def _row_of(
-    request: LoggedRequest, by_question: dict[str, int], by_response: dict[str, int]
-) -> int | None:
+    """The row a logged request was for, or None: a chat request by its prompt's response, an
+    embeddings request by a text that is a row's user_input or carries its :func:`tag_response`
+    tag."""
     body = request.body if isinstance(request.body, dict) else {}
     if request.endpoint == "chat":
         users = [m for m in body.get("messages", []) if m.get("role") == "user"]
         try:
-            return by_response.get(prompt_input(users[0]["content"]).get("response"))
+            response = prompt_input(users[0]["content"]).get("response")
         except (IndexError, KeyError, ValueError):
             return None
+        return {row["response"]: i for i, row in enumerate(rows)}.get(response)
+    by_question = {row["user_input"]: i for i, row in enumerate(rows)}
     given = body.get("input")
     for text in [given] if isinstance(given, str) else list(given or []):
         tag = _ROW_TAG.search(text)
@@ -92,6 +70,18 @@ def _row_of(
         if index is not None:
             return index
     return None
+
+
+def faults_by_row(
+    requests: Sequence[LoggedRequest], rows: Sequence[dict[str, str]]
+) -> list[set[str]]:
+    """For each row, the ``kind@endpoint`` faults its requests met (retries included)."""
+    met: list[set[str]] = [set() for _ in rows]
+    for request in requests:
+        index = None if request.fault is None else request_row(request, rows)
+        if index is not None:
+            met[index].add(f"{request.fault}@{request.endpoint}")
+    return met
 
 
 def outcome_problem(faults: set[str], score: float, error: str | None) -> str | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -165,8 +166,11 @@ def _in_a_forked_child(work) -> int:
 def test_a_forked_child_writes_the_cache_with_a_writer_of_its_own():
     from ragas_relevancy_ext.store import cache
 
-    cache._WRITER.submit(int).result()  # the parent's writer thread exists: the child has none
-    assert _in_a_forked_child(lambda: cache._WRITER.submit(int, "7").result() == 7) == 0
+    def writer() -> Any:
+        return cache._writer(os.getpid())  # as CachedJudge finds the writer of its process
+
+    writer().submit(int).result()  # the parent's writer thread exists: the child has none
+    assert _in_a_forked_child(lambda: writer().submit(int, "7").result() == 7) == 0
 
 
 def test_a_forked_child_loads_the_language_model_a_parent_thread_was_loading():
