@@ -7,11 +7,9 @@ Usage:
     >>> probe_frame(result)           # one row per probe
     >>> print(report_for(result, 0))  # row 0: every probe, the score and why
 
-Stock 0.4.3 in ``evaluate`` makes one probe per row with an instructor judge, needs
-``embed_query`` (so modern embeddings fail) and keeps no probes. This subclass scores every row
-with :func:`pipeline.score_sample`, so it makes ``strictness`` probes with any judge kind, embeds
-with any embeddings kind, and leaves each row's report in the run's own traces (see
-:mod:`ragas_relevancy_ext.results`).
+Stock 0.4.3 in ``evaluate`` makes one probe per row with an instructor judge, fails on modern
+embeddings and keeps no probes; this subclass scores rows on the shared path (``strictness``
+probes, any judge and embeddings kind) and leaves each row's report in the run's traces.
 """
 
 from __future__ import annotations
@@ -62,27 +60,12 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy for ``ragas.evaluate``: ``strictness`` probes per row, reports kept.
 
     An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
-    ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects), plus:
-
-    probe_prompt: ``"diverse"`` (one call for all probes), ``"angles"`` (N one-probe calls at
-        once, each from another angle), ``"sequential"``, ``"stock"`` (stock
-        legacy's ``ResponseRelevancePrompt``, byte for byte, one call per probe) or a prompt
-        object (``PydanticPrompt`` or collections ``BasePrompt``) whose input/output models fit
-        a mode. ``question_generation`` (stock's attribute) holds the prompt object sent;
-        setting either replaces it, and ``probe_prompt`` reads back as last set (a name or the
-        prompt object; reports give the prompt's label). Like ``strictness``, read at scoring
-        time; every option is checked where it is set (ValueError naming it).
-    max_concurrency: judge and embedding calls in flight at once, an extra cap on top of
-        ``evaluate``'s ``RunConfig.max_workers``; both bound the calls across every row of a
-        run, as stock's ``max_workers`` does.
-    language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
-        sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
-        translated by the judge once per metric and language, as ``adapt_prompts`` does.
-    batch_embeddings: rows scored concurrently in one run share embedding requests (up to 64
-        texts each); False sends two per row, as stock. Never for embeddings that send a
-        request per text (``OneTextPerCall``). A question met again in a run is embedded once.
-    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` an ``evaluate``
-        run keeps to; fields left None are learned from the provider's headers and 429s.
+    ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects). ``probe_prompt``,
+    ``language``, ``batch_embeddings`` and ``rate_limits`` are as in
+    :class:`~ragas_relevancy_ext.AnswerRelevancy`, over a whole ``evaluate`` run; ``"stock"``
+    sends legacy's ``ResponseRelevancePrompt`` byte for byte, and ``question_generation``
+    (stock's attribute) holds the prompt object sent. ``max_concurrency`` caps the calls in
+    flight across every row of a run, on top of ``RunConfig.max_workers``.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -250,47 +233,30 @@ class _CurrentRun:
     """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
 
     ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place; a
-    row scored in another event loop, or with another limit or embeddings, starts a new run.
+    row scored in another event loop, or with other settings or embeddings, starts a new run.
     A copy or a pickle of the metric carries none.
     """
 
     def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.scheduler: Scheduler | None = None
-        self.embedder: RunEmbedder | None = None
-        self.batch = True
+        self.settings: tuple[t.Any, ...] = ()
         self._rows = itertools.count()
 
     def row(
         self, limit: int, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
     ) -> t.Any:
         """(the row's calls, its embeddings) for the next row of the run."""
-        loop = asyncio.get_running_loop()
-        scheduler, embedder = self.scheduler, self.embedder
-        if (
-            scheduler is None
-            or embedder is None
-            or self.loop is not loop
-            or scheduler.limit != limit
-            or embedder.embeddings is not embeddings
-            or self.batch != options.batch_embeddings
-            or scheduler.rates != (rates or RateLimits())
-        ):
-            scheduler = Scheduler(limit, rates=rates)
-            embedder = RunEmbedder(embeddings, scheduler, coalesce=options.batch_embeddings)
-            self.loop, self.scheduler, self.embedder = loop, scheduler, embedder
-            self.batch = options.batch_embeddings
-        calls = scheduler.row(next(self._rows))
-        return calls, embedder.row(calls)
-
-    def __deepcopy__(self, memo: dict[int, t.Any]) -> _CurrentRun:
-        return _CurrentRun()
+        batch = options.batch_embeddings
+        # the embedder holds the embeddings, so their id stays theirs while it is compared
+        settings = (asyncio.get_running_loop(), limit, id(embeddings), batch, rates or RateLimits())
+        if settings != self.settings:
+            self.settings = settings
+            self.scheduler = Scheduler(limit, rates=rates)
+            self.embedder = RunEmbedder(embeddings, self.scheduler, coalesce=batch)
+        calls = self.scheduler.row(next(self._rows))
+        return calls, self.embedder.row(calls)
 
     def __reduce__(self) -> tuple[type[_CurrentRun], tuple[()]]:
         return (_CurrentRun, ())
-
-    def __repr__(self) -> str:
-        return "_CurrentRun()"
 
 
 async def _trace_report(
