@@ -55,6 +55,38 @@ _CANCELLED = "scoring was cancelled before it finished (run_config.timeout?)"
 PROMPT_NAME = "response_relevance_prompt"
 
 
+class _CurrentRun:
+    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
+
+    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place with
+    the run's ``max_workers``; a row scored in another event loop, or with other settings or
+    embeddings, starts a new run. A copy or a pickle of the metric carries none.
+    """
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        self.max_workers = max_workers
+        self.settings: tuple[t.Any, ...] = ()
+        self._rows = itertools.count()
+
+    def row(self, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None) -> t.Any:
+        """(the row's calls, its embeddings) for the next row of the run: at most
+        ``max_workers`` (-1: no bound) calls in flight, capped by ``max_concurrency``."""
+        limit, batch = options.max_concurrency, options.batch_embeddings
+        if self.max_workers is not None and self.max_workers > 0:
+            limit = min(self.max_workers, limit)
+        # the embedder holds the embeddings, so their id stays theirs while it is compared
+        settings = (asyncio.get_running_loop(), limit, id(embeddings), batch, rates or RateLimits())
+        if settings != self.settings:
+            self.settings = settings
+            self.scheduler = Scheduler(limit, rates=rates)
+            self.embedder = RunEmbedder(embeddings, self.scheduler, coalesce=batch)
+        calls = self.scheduler.row(next(self._rows))
+        return calls, self.embedder.row(calls)
+
+    def __reduce__(self) -> tuple[type[_CurrentRun], tuple[int | None]]:
+        return (_CurrentRun, (self.max_workers,))
+
+
 @dataclass
 class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy for ``ragas.evaluate``: ``strictness`` probes per row, reports kept.
@@ -82,10 +114,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     _adapted: AdaptedPrompts = field(
         default_factory=AdaptedPrompts, init=False, repr=False, compare=False
     )
-    _run: _CurrentRun = field(
-        default_factory=lambda: _CurrentRun(), init=False, repr=False, compare=False
-    )
-    _max_workers: int | None = field(default=None, init=False, repr=False, compare=False)
+    _run: _CurrentRun = field(default_factory=_CurrentRun, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -105,8 +134,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         MetricWithEmbeddings.init(self, run_config)
         judge_kind(self.llm)
         embeddings_kind(self.embeddings)
-        self._max_workers = run_config.max_workers
-        self._run = _CurrentRun()  # each evaluate run gets a scheduler of its own
+        self._run = _CurrentRun(run_config.max_workers)  # a scheduler for each evaluate run
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
         """Make ``value`` (a mode's name or a prompt object) the prompt sent, as
@@ -179,9 +207,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
-        calls, embeds = self._run.row(
-            self._calls_in_flight(options), self.embeddings, options, self.rate_limits
-        )
+        calls, embeds = self._run.row(self.embeddings, options, self.rate_limits)
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")
@@ -210,13 +236,6 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         await _trace_report(callbacks, report)
         return report.score
 
-    def _calls_in_flight(self, options: ProbeOptions) -> int:
-        """``max_workers`` of the run (-1: no bound), capped by ``max_concurrency``."""
-        workers = self._max_workers
-        if workers is None or workers < 1:
-            return options.max_concurrency
-        return min(workers, options.max_concurrency)
-
     def _options(self) -> ProbeOptions:
         """Checked options from the current attributes."""
         return ProbeOptions.resolve(
@@ -227,36 +246,6 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
             language=self.language,
             batch_embeddings=self.batch_embeddings,
         )
-
-
-class _CurrentRun:
-    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
-
-    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place; a
-    row scored in another event loop, or with other settings or embeddings, starts a new run.
-    A copy or a pickle of the metric carries none.
-    """
-
-    def __init__(self) -> None:
-        self.settings: tuple[t.Any, ...] = ()
-        self._rows = itertools.count()
-
-    def row(
-        self, limit: int, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
-    ) -> t.Any:
-        """(the row's calls, its embeddings) for the next row of the run."""
-        batch = options.batch_embeddings
-        # the embedder holds the embeddings, so their id stays theirs while it is compared
-        settings = (asyncio.get_running_loop(), limit, id(embeddings), batch, rates or RateLimits())
-        if settings != self.settings:
-            self.settings = settings
-            self.scheduler = Scheduler(limit, rates=rates)
-            self.embedder = RunEmbedder(embeddings, self.scheduler, coalesce=batch)
-        calls = self.scheduler.row(next(self._rows))
-        return calls, self.embedder.row(calls)
-
-    def __reduce__(self) -> tuple[type[_CurrentRun], tuple[()]]:
-        return (_CurrentRun, ())
 
 
 async def _trace_report(
