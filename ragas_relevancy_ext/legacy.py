@@ -137,12 +137,10 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         self._run = _CurrentRun(run_config.max_workers)  # a scheduler for each evaluate run
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
-        """Make ``value`` (a mode's name or a prompt object) the prompt sent, as
-        ``question_generation``, and what ``probe_prompt`` reads back (None: nothing given).
-
-        At construction both ``question_generation`` and ``probe_prompt`` may be given only
-        when they agree (as ``dataclasses.replace`` passes them); otherwise ValueError.
-        """
+        """Make ``value`` (a mode's name or a prompt object; None: nothing given) the prompt
+        sent and what ``probe_prompt`` reads back. At construction ``question_generation`` and
+        ``probe_prompt`` may both be given only when they agree (as ``dataclasses.replace``
+        passes them)."""
         if value is None:
             return
         held = self.__dict__.get("question_generation")
@@ -199,11 +197,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         return await self._ascore(sample.to_dict(), callbacks)
 
     async def _ascore(self, row: dict[str, t.Any], callbacks: Callbacks) -> float:
-        """Score one row and leave its report in ``callbacks`` (the row's metric trace).
-
-        A row that fails still leaves a report (NaN, the failure as its reason) and then
-        raises, so ``evaluate`` gives NaN or raises as ``raise_exceptions`` asks.
-        """
+        """Score one row and leave its report in ``callbacks`` (the row's metric trace); a row
+        that fails leaves a NaN report, then raises for ``evaluate``'s ``raise_exceptions``."""
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
@@ -252,10 +247,8 @@ async def _trace_report(
     callbacks: Callbacks, report: RelevancyReport, cancelled: bool = False
 ) -> None:
     """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run.
-
-    The trace holds the report's languages: their model is awaited, loading in its own thread,
-    rather than loaded on the event loop (a cancelled sample awaits nothing more).
-    """
+    Its languages' model is awaited (loading in its own thread, not on the event loop), unless
+    the sample was cancelled."""
     if callbacks is None:
         return
     if not cancelled:
