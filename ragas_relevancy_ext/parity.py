@@ -14,13 +14,7 @@ from .scoring.judges import Judge, JudgeWrapper, Reply
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage, UsageMeter, metering
 
-__all__ = [
-    "MeteredEmbeddings",
-    "ParityResult",
-    "RecordingJudge",
-    "ReplayJudge",
-    "compare_with_stock",
-]
+__all__ = ["ParityResult", "compare_with_stock"]
 
 
 class MeteredEmbeddings(BaseRagasEmbedding):
