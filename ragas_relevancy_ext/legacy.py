@@ -153,8 +153,6 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
             )
         self.__dict__.update(question_generation=held, probe_prompt=value)
 
-    # --- RAGAS's PromptMixin, on the prompt that is sent ----------------------------------------
-
     def _get_prompts(self) -> dict[str, PydanticPrompt]:
         return {"question_generation": self.question_generation}
 
