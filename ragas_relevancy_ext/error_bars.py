@@ -15,8 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from .scoring.cosines import score_stderr as cosines_stderr
-from .scoring.report import RelevancyReport, clean_text, fmt
+from .scoring.report import clean_text, fmt
 
 __all__ = [
     "METHODS",
@@ -32,7 +31,6 @@ __all__ = [
     "paired_difference",
     "question_key",
     "rows_needed",
-    "score_stderr",
 ]
 
 METHODS = ("clt", "clustered", "bootstrap")
@@ -48,11 +46,6 @@ def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
     tail = (1.0 - level) / 2.0 * 100.0
     low, high = np.percentile(values, [tail, 100.0 - tail])
     return float(low), float(high)
-
-
-def score_stderr(report: RelevancyReport) -> float:
-    """The standard error of one sample's score from its probes' cosines."""
-    return cosines_stderr([p.cosine for p in report.probes], report.score, report.all_noncommittal)
 
 
 @dataclass(frozen=True)
@@ -157,19 +150,9 @@ def mean_interval(
         stderr = _clustered_stderr(x, groups) if groups is not None else _clt_stderr(x)
         half = NormalDist().inv_cdf(0.5 + level / 2.0) * stderr  # 1.96 at 0.95
         low, high = mean - half, mean + half
-    return ErrorBars(
-        mean=mean,
-        stderr=stderr,
-        ci_low=low,
-        ci_high=high,
-        n=n,
-        method=method,
-        between_variance=between,
-        within_variance=within,
-        nans=int(values.size - n),
-        clusters=int(groups.max() + 1) if groups is not None and n else None,
-        level=level,
-    )
+    nans = int(values.size - n)
+    count = int(groups.max() + 1) if groups is not None and n else None  # clusters
+    return ErrorBars(mean, stderr, low, high, n, method, between, within, nans, count, level)
 
 
 def _group_ids(labels: Iterable[Hashable]) -> np.ndarray:
@@ -337,29 +320,10 @@ def detectable_drop(
     return z * math.sqrt(variance) / math.sqrt(n)
 
 
-def rows_needed(
-    detect: float,
-    *,
-    between: float,
-    within: float,
-    strictness_then: int,
-    strictness: int,
-    correlation: float = 0.5,
-    alpha: float = 0.05,
-    power: float = POWER,
-) -> int:
-    """Pairs needed to find a drop of ``detect``: the inverse of :func:`detectable_drop`."""
-    one = detectable_drop(
-        1,
-        between=between,
-        within=within,
-        strictness_then=strictness_then,
-        strictness=strictness,
-        correlation=correlation,
-        alpha=alpha,
-        power=power,
-    )
-    return max(2, math.ceil((one / detect) ** 2))
+def rows_needed(detect: float, **model: float) -> int:
+    """Pairs needed to find a drop of ``detect``, ``model`` being :func:`detectable_drop`'s
+    keywords: its inverse."""
+    return max(2, math.ceil((detectable_drop(1, **model) / detect) ** 2))
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@ loaded and by HTTP status code otherwise (no SDK the user lacks is imported)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+from collections import deque
 from collections.abc import Iterator
 from enum import Enum
 
@@ -19,7 +21,6 @@ __all__ = [
     "UsageError",
     "cause_of",
     "cause_phrase",
-    "deciding_error",
     "failure_text",
     "from_embeddings",
     "is_reply_error",
@@ -102,11 +103,9 @@ def is_reply_error(exc: BaseException) -> bool:
 
     if isinstance(exc, (JudgeReplyError, ValidationError)):
         return True
-    if _named(exc, "IncompleteOutputException"):
-        return True
     if _named(exc, "InstructorRetryException"):
         return _completion_of(exc) is not None and _transport(exc) is None
-    return False
+    return _named(exc, "IncompleteOutputException")
 
 
 def cause_of(exc: BaseException) -> Cause:
@@ -139,15 +138,10 @@ def from_embeddings(exc: BaseException) -> bool:
     return False
 
 
-def deciding_error(exc: BaseException) -> BaseException:
-    """The error in ``exc``'s chain that decided its cause (the SDK's, not a wrapper's)."""
-    found = _transport(exc)
-    return found[1] if found is not None else exc
-
-
 def failure_text(exc: BaseException) -> str:
-    """``Type: message`` of the deciding error, on the lines it has."""
-    error = deciding_error(exc)
+    """``Type: message`` of the error that decided the cause (the SDK's, not a wrapper's)."""
+    found = _transport(exc)
+    error = found[1] if found is not None else exc
     return f"{type(error).__name__}: {error}"
 
 
@@ -155,35 +149,22 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
     """``exc`` and every error behind it, each once: causes, contexts, retry wrappers' errors
     and exception groups."""
     seen: set[int] = set()
-    todo = [exc]
+    todo = deque([exc])
     while todo:
-        error = todo.pop(0)
-        if error is None or id(error) in seen:
-            continue
-        seen.add(id(error))
-        yield error
-        todo.extend(_inner(error))
+        error = todo.popleft()
+        if id(error) not in seen:
+            seen.add(id(error))
+            yield error
+            todo.extend(e for e in _inner(error) if isinstance(e, BaseException))
 
 
-def _inner(error: BaseException) -> list[BaseException]:
-    inner: list[BaseException] = []
-    for attempt in getattr(error, "failed_attempts", None) or ():
-        found = getattr(attempt, "exception", None)
-        if isinstance(found, BaseException):
-            inner.append(found)
+def _inner(error: BaseException) -> list[object]:
+    inner = [getattr(a, "exception", None) for a in getattr(error, "failed_attempts", None) or ()]
     last = getattr(error, "last_attempt", None)  # tenacity's RetryError: a Future
-    if last is not None and callable(getattr(last, "exception", None)):
-        try:
-            found = last.exception()
-        except BaseException:  # a cancelled or unfinished attempt holds none
-            found = None
-        if isinstance(found, BaseException):
-            inner.append(found)
-    inner.extend(e for e in getattr(error, "exceptions", ()) if isinstance(e, BaseException))
-    for link in (error.__cause__, error.__context__):
-        if link is not None:
-            inner.append(link)
-    return inner
+    if callable(getattr(last, "exception", None)):
+        with contextlib.suppress(BaseException):  # a cancelled or unfinished attempt holds none
+            inner.append(last.exception())
+    return [*inner, *getattr(error, "exceptions", ()), error.__cause__, error.__context__]
 
 
 def _transport(exc: BaseException) -> tuple[Cause, BaseException] | None:
@@ -224,20 +205,7 @@ def _transport_cause(error: BaseException) -> Cause | None:
         return Cause.TIMEOUT
     if isinstance(error, ConnectionError) or _named(error, "gaierror"):
         return Cause.UNREACHABLE
-    return _status_cause(_status(error))
-
-
-def _status(error: BaseException) -> int | None:
-    """The HTTP status an SDK error carries (openai ``status_code``, google-genai ``code``,
-    an httpx ``response``), or None."""
-    for value in (
-        getattr(error, "status_code", None),
-        getattr(error, "code", None),
-        getattr(getattr(error, "response", None), "status_code", None),
-    ):
-        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
-            return value
-    return None
+    return _status_cause(error)
 
 
 _STATUS_CAUSES = {
@@ -249,10 +217,17 @@ _STATUS_CAUSES = {
 }
 
 
-def _status_cause(status: int | None) -> Cause | None:
-    if status is not None and status >= 500:
-        return Cause.SERVER_ERROR
-    return _STATUS_CAUSES.get(status)  # type: ignore[arg-type]
+def _status_cause(error: BaseException) -> Cause | None:
+    """The cause of the HTTP status an SDK error carries (openai ``status_code``, google-genai
+    ``code``, an httpx ``response``), or None."""
+    for value in (
+        getattr(error, "status_code", None),
+        getattr(error, "code", None),
+        getattr(getattr(error, "response", None), "status_code", None),
+    ):
+        if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
+            return Cause.SERVER_ERROR if value >= 500 else _STATUS_CAUSES.get(value)
+    return None
 
 
 def _completion_of(error: BaseException) -> object | None:

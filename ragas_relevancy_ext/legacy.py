@@ -7,11 +7,9 @@ Usage:
     >>> probe_frame(result)           # one row per probe
     >>> print(report_for(result, 0))  # row 0: every probe, the score and why
 
-Stock 0.4.3 in ``evaluate`` makes one probe per row with an instructor judge, needs
-``embed_query`` (so modern embeddings fail) and keeps no probes. This subclass scores every row
-with :func:`pipeline.score_sample`, so it makes ``strictness`` probes with any judge kind, embeds
-with any embeddings kind, and leaves each row's report in the run's own traces (see
-:mod:`ragas_relevancy_ext.results`).
+Stock 0.4.3 in ``evaluate`` makes one probe per row with an instructor judge, fails on modern
+embeddings and keeps no probes; this subclass scores rows on the shared path (``strictness``
+probes, any judge and embeddings kind) and leaves each row's report in the run's traces.
 """
 
 from __future__ import annotations
@@ -57,32 +55,49 @@ _CANCELLED = "scoring was cancelled before it finished (run_config.timeout?)"
 PROMPT_NAME = "response_relevance_prompt"
 
 
+class _CurrentRun:
+    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
+
+    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place with
+    the run's ``max_workers``; a row scored in another event loop, or with other settings or
+    embeddings, starts a new run. A copy or a pickle of the metric carries none.
+    """
+
+    def __init__(self, max_workers: int | None = None) -> None:
+        self.max_workers = max_workers
+        self.settings: tuple[t.Any, ...] = ()
+        self._rows = itertools.count()
+
+    def row(self, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None) -> t.Any:
+        """(the row's calls, its embeddings) for the next row of the run: at most
+        ``max_workers`` (-1: no bound) calls in flight, capped by ``max_concurrency``."""
+        limit, batch = options.max_concurrency, options.batch_embeddings
+        if self.max_workers is not None and self.max_workers > 0:
+            limit = min(self.max_workers, limit)
+        # the embedder holds the embeddings, so their id stays theirs while it is compared
+        settings = (asyncio.get_running_loop(), limit, id(embeddings), batch, rates or RateLimits())
+        if settings != self.settings:
+            self.settings = settings
+            self.scheduler = Scheduler(limit, rates=rates)
+            self.embedder = RunEmbedder(embeddings, self.scheduler, coalesce=batch)
+        calls = self.scheduler.row(next(self._rows))
+        return calls, self.embedder.row(calls)
+
+    def __reduce__(self) -> tuple[type[_CurrentRun], tuple[int | None]]:
+        return (_CurrentRun, (self.max_workers,))
+
+
 @dataclass
 class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy for ``ragas.evaluate``: ``strictness`` probes per row, reports kept.
 
     An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
-    ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects), plus:
-
-    probe_prompt: ``"diverse"`` (one call for all probes), ``"angles"`` (N one-probe calls at
-        once, each from another angle), ``"sequential"``, ``"stock"`` (stock
-        legacy's ``ResponseRelevancePrompt``, byte for byte, one call per probe) or a prompt
-        object (``PydanticPrompt`` or collections ``BasePrompt``) whose input/output models fit
-        a mode. ``question_generation`` (stock's attribute) holds the prompt object sent;
-        setting either replaces it, and ``probe_prompt`` reads back as last set (a name or the
-        prompt object; reports give the prompt's label). Like ``strictness``, read at scoring
-        time; every option is checked where it is set (ValueError naming it).
-    max_concurrency: judge and embedding calls in flight at once, an extra cap on top of
-        ``evaluate``'s ``RunConfig.max_workers``; both bound the calls across every row of a
-        run, as stock's ``max_workers`` does.
-    language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
-        sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
-        translated by the judge once per metric and language, as ``adapt_prompts`` does.
-    batch_embeddings: rows scored concurrently in one run share embedding requests (up to 64
-        texts each); False sends two per row, as stock. Never for embeddings that send a
-        request per text (``OneTextPerCall``). A question met again in a run is embedded once.
-    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` an ``evaluate``
-        run keeps to; fields left None are learned from the provider's headers and 429s.
+    ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects). ``probe_prompt``,
+    ``language``, ``batch_embeddings`` and ``rate_limits`` are as in
+    :class:`~ragas_relevancy_ext.AnswerRelevancy`, over a whole ``evaluate`` run; ``"stock"``
+    sends legacy's ``ResponseRelevancePrompt`` byte for byte, and ``question_generation``
+    (stock's attribute) holds the prompt object sent. ``max_concurrency`` caps the calls in
+    flight across every row of a run, on top of ``RunConfig.max_workers``.
 
     RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
     ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
@@ -99,10 +114,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     _adapted: AdaptedPrompts = field(
         default_factory=AdaptedPrompts, init=False, repr=False, compare=False
     )
-    _run: _CurrentRun = field(
-        default_factory=lambda: _CurrentRun(), init=False, repr=False, compare=False
-    )
-    _max_workers: int | None = field(default=None, init=False, repr=False, compare=False)
+    _run: _CurrentRun = field(default_factory=_CurrentRun, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -122,16 +134,13 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         MetricWithEmbeddings.init(self, run_config)
         judge_kind(self.llm)
         embeddings_kind(self.embeddings)
-        self._max_workers = run_config.max_workers
-        self._run = _CurrentRun()  # each evaluate run gets a scheduler of its own
+        self._run = _CurrentRun(run_config.max_workers)  # a scheduler for each evaluate run
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
-        """Make ``value`` (a mode's name or a prompt object) the prompt sent, as
-        ``question_generation``, and what ``probe_prompt`` reads back (None: nothing given).
-
-        At construction both ``question_generation`` and ``probe_prompt`` may be given only
-        when they agree (as ``dataclasses.replace`` passes them); otherwise ValueError.
-        """
+        """Make ``value`` (a mode's name or a prompt object; None: nothing given) the prompt
+        sent and what ``probe_prompt`` reads back. At construction ``question_generation`` and
+        ``probe_prompt`` may both be given only when they agree (as ``dataclasses.replace``
+        passes them)."""
         if value is None:
             return
         held = self.__dict__.get("question_generation")
@@ -143,8 +152,6 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
                 "give the prompt once, as probe_prompt or as question_generation"
             )
         self.__dict__.update(question_generation=held, probe_prompt=value)
-
-    # --- RAGAS's PromptMixin, on the prompt that is sent ----------------------------------------
 
     def _get_prompts(self) -> dict[str, PydanticPrompt]:
         return {"question_generation": self.question_generation}
@@ -188,17 +195,12 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         return await self._ascore(sample.to_dict(), callbacks)
 
     async def _ascore(self, row: dict[str, t.Any], callbacks: Callbacks) -> float:
-        """Score one row and leave its report in ``callbacks`` (the row's metric trace).
-
-        A row that fails still leaves a report (NaN, the failure as its reason) and then
-        raises, so ``evaluate`` gives NaN or raises as ``raise_exceptions`` asks.
-        """
+        """Score one row and leave its report in ``callbacks`` (the row's metric trace); a row
+        that fails leaves a NaN report, then raises for ``evaluate``'s ``raise_exceptions``."""
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
-        calls, embeds = self._run.row(
-            self._calls_in_flight(options), self.embeddings, options, self.rate_limits
-        )
+        calls, embeds = self._run.row(self.embeddings, options, self.rate_limits)
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")
@@ -227,13 +229,6 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         await _trace_report(callbacks, report)
         return report.score
 
-    def _calls_in_flight(self, options: ProbeOptions) -> int:
-        """``max_workers`` of the run (-1: no bound), capped by ``max_concurrency``."""
-        workers = self._max_workers
-        if workers is None or workers < 1:
-            return options.max_concurrency
-        return min(workers, options.max_concurrency)
-
     def _options(self) -> ProbeOptions:
         """Checked options from the current attributes."""
         return ProbeOptions.resolve(
@@ -246,61 +241,12 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         )
 
 
-class _CurrentRun:
-    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
-
-    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place; a
-    row scored in another event loop, or with another limit or embeddings, starts a new run.
-    A copy or a pickle of the metric carries none.
-    """
-
-    def __init__(self) -> None:
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.scheduler: Scheduler | None = None
-        self.embedder: RunEmbedder | None = None
-        self.batch = True
-        self._rows = itertools.count()
-
-    def row(
-        self, limit: int, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
-    ) -> t.Any:
-        """(the row's calls, its embeddings) for the next row of the run."""
-        loop = asyncio.get_running_loop()
-        scheduler, embedder = self.scheduler, self.embedder
-        if (
-            scheduler is None
-            or embedder is None
-            or self.loop is not loop
-            or scheduler.limit != limit
-            or embedder.embeddings is not embeddings
-            or self.batch != options.batch_embeddings
-            or scheduler.rates != (rates or RateLimits())
-        ):
-            scheduler = Scheduler(limit, rates=rates)
-            embedder = RunEmbedder(embeddings, scheduler, coalesce=options.batch_embeddings)
-            self.loop, self.scheduler, self.embedder = loop, scheduler, embedder
-            self.batch = options.batch_embeddings
-        calls = scheduler.row(next(self._rows))
-        return calls, embedder.row(calls)
-
-    def __deepcopy__(self, memo: dict[int, t.Any]) -> _CurrentRun:
-        return _CurrentRun()
-
-    def __reduce__(self) -> tuple[type[_CurrentRun], tuple[()]]:
-        return (_CurrentRun, ())
-
-    def __repr__(self) -> str:
-        return "_CurrentRun()"
-
-
 async def _trace_report(
     callbacks: Callbacks, report: RelevancyReport, cancelled: bool = False
 ) -> None:
     """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run.
-
-    The trace holds the report's languages: their model is awaited, loading in its own thread,
-    rather than loaded on the event loop (a cancelled sample awaits nothing more).
-    """
+    Its languages' model is awaited (loading in its own thread, not on the event loop), unless
+    the sample was cancelled."""
     if callbacks is None:
         return
     if not cancelled:

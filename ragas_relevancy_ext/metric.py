@@ -41,10 +41,8 @@ __all__ = ["AnswerRelevancy", "RelevancyResult"]
 
 
 class RelevancyResult(MetricResult):
-    """A ``MetricResult`` whose ``.report`` holds every probe behind ``.value``.
-
-    ``.reason`` is the report's reason, written when first read, unless another is set.
-    """
+    """A ``MetricResult`` whose ``.report`` holds every probe behind ``.value``; ``.reason`` is
+    the report's reason, written when first read, unless another is set."""
 
     def __init__(self, report: RelevancyReport):
         self.report = report
@@ -65,26 +63,21 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
     probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
         ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
     max_concurrency: requests in flight at once (judge and embeddings, each text a
-        ``OneTextPerCall`` sends counted alone), per call of ``ascore``/``abatch_score``/
-        ``ascore_each``: one scheduler per call, calls of samples started earlier first.
+        ``OneTextPerCall`` sends counted alone) per scoring call, earlier samples' calls first.
     language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
         sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
         translated by the judge once per metric and language, as ``prompt.adapt`` does.
-    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)``, the provider's
-        requests and tokens per minute a call keeps to (tokens estimated from each request's
-        text before it is sent). Not given (None or a field left None): learned from the
-        provider's ``x-ratelimit-*`` headers and 429s on clients the package builds; a 429 slows
-        every request of the call at once, honouring ``retry-after``.
-    batch_embeddings: in ``abatch_score`` (and ``ascore_each``), send the texts of concurrent
-        samples in shared embedding requests (up to 64 texts each); False sends two per sample,
-        as stock. Never for embeddings that send a request per text (``OneTextPerCall``).
-        A question met again in one ``abatch_score`` is embedded once either way.
+    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` a call keeps to
+        (tokens estimated before sending); fields left None are learned from the provider's
+        ``x-ratelimit-*`` headers and 429s, and a 429 slows the whole call (``retry-after``).
+    batch_embeddings: concurrent samples share embedding requests (up to 64 texts each);
+        False sends two per sample, as stock; never with ``OneTextPerCall``. A question met
+        again in one call is embedded once either way.
 
-    ``prompt`` (stock's attribute) holds the prompt object that is sent; setting ``prompt`` or
-    ``probe_prompt`` replaces it, and the probe mode follows the object at scoring time, so
-    ``metric.prompt = MyAnswerRelevancePrompt()`` scores in stock mode. ``probe_prompt`` reads
-    back as last set (a name or the prompt object); reports give the prompt's label. Every
-    option is checked where it is set (ValueError naming it).
+    ``prompt`` (stock's attribute) holds the prompt object sent; setting ``prompt`` or
+    ``probe_prompt`` replaces it and the probe mode follows the object, so ``metric.prompt =
+    MyAnswerRelevancePrompt()`` scores in stock mode. ``probe_prompt`` reads back as last set.
+    Every option is checked where it is set (ValueError naming it).
     """
 
     def __init__(
@@ -167,21 +160,15 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
     ) -> AsyncIterator[tuple[int, RelevancyResult]]:
         """Score many samples, yielding ``(index, result)`` as each finishes.
 
-        For writers that save every sample the moment it is done. ``inputs`` (dicts with
-        ``user_input`` and ``response``; any iterable, sync or async) is read lazily: at most
-        ``max_concurrency`` requests are in flight, for a bounded window of samples (as many,
-        plus ``2 * max_batch`` with shared embedding requests, so that those fill up: see
-        :meth:`RunEmbedder.rows_in_flight`), and calls of samples started earlier go
-        first, so samples finish roughly in input order and memory does not grow with the
-        input. A sample that fails (or is not a mapping) gets NaN and its error as reason; the
-        others go on. Once ``stop`` is set, samples that have sent no request yet are dropped
-        (neither asked nor yielded) and every sample that sent one finishes and is yielded.
-        Closing the stream early cancels everything it started before ``aclose`` returns.
-        With ``early_stop``, samples it judges hopeless (the same permanent failure, sample
-        after sample) stop the run as ``stop`` does, before another sample sends anything
-        (``stop`` is then set too), and requests go one at a time until one succeeds, so a
-        judge that refuses every request costs one call per sample until the run stops, not
-        ``max_concurrency`` at once.
+        ``inputs`` (dicts with ``user_input`` and ``response``; any iterable, sync or async) is
+        read lazily for a bounded window of samples (:meth:`RunEmbedder.rows_in_flight`), earlier
+        samples' calls first, so results come roughly in input order and memory stays flat. A
+        sample that fails (or is not a mapping) gets NaN and its error as reason. Once ``stop``
+        is set, samples that have sent nothing are dropped and the others finish and are
+        yielded; closing the stream cancels everything it started before ``aclose`` returns.
+        ``early_stop`` stops the run the same way (and sets ``stop``) once it judges the run
+        hopeless, and until a request succeeds they go one at a time, so a judge that refuses
+        everything costs one call per sample, not ``max_concurrency`` at once.
         """
         options = self.probe_options()
         run = Scheduler(
@@ -199,40 +186,28 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         async def one(index: int, row: Any) -> RelevancyResult | None:
             meter = UsageMeter()
             calls = run.row(index)
-            embeds = embedder.row(calls)
-            try:
-                user_input, response = _fields(row)
-                with tracing.row(index):  # under the span its caller gave this row, if any
-                    report = await score_sample(
-                        user_input,
-                        response,
-                        llm=self.llm,
-                        embeddings=self.embeddings,
-                        options=options,
-                        limiter=calls,
-                        adapted=self.adapted,
-                        embedder=embeds,
-                        meter=meter,
-                    )
-                return finished(RelevancyResult(report))
-            except RowNotStarted:  # stopped before it asked anything: not a result
-                return None
-            except Exception as exc:  # one bad sample never loses the others
-                user_input, response = _texts_of(row)
-                return finished(
-                    RelevancyResult(
-                        failed_report(
+            with contextlib.closing(embedder.row(calls)) as embeds:
+                try:
+                    user_input, response = _fields(row)
+                    with tracing.row(index):  # under the span its caller gave this row, if any
+                        report = await score_sample(
                             user_input,
                             response,
-                            options.strictness,
-                            options.prompt_name,
-                            exc,
-                            meter.usage,
+                            llm=self.llm,
+                            embeddings=self.embeddings,
+                            options=options,
+                            limiter=calls,
+                            adapted=self.adapted,
+                            embedder=embeds,
+                            meter=meter,
                         )
+                except RowNotStarted:  # stopped before it asked anything: not a result
+                    return None
+                except Exception as exc:  # one bad sample never loses the others
+                    report = failed_report(
+                        *_texts_of(row), options.strictness, options.prompt_name, exc, meter.usage
                     )
-                )
-            finally:
-                embeds.close()
+                return finished(RelevancyResult(report))
 
         window = embedder.rows_in_flight(options.max_concurrency)
         async with run, contextlib.aclosing(bounded_map(inputs, one, window, run)) as each:
@@ -249,11 +224,8 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         self, inputs: list[dict[str, Any]]
     ) -> list[RelevancyResult]:
         """Score many samples concurrently, in input order; failed samples get NaN and a reason."""
-        inputs = list(inputs)
-        results: list[RelevancyResult | None] = [None] * len(inputs)
-        async for index, result in self.ascore_each(inputs):
-            results[index] = result
-        return results  # type: ignore[return-value]
+        done = {index: result async for index, result in self.ascore_each(inputs)}
+        return [done[index] for index in range(len(done))]
 
     def batch_score(self, inputs: list[dict[str, Any]]) -> list[RelevancyResult]:  # type: ignore[override]
         """Synchronous :meth:`abatch_score`."""

@@ -14,13 +14,7 @@ from .scoring.judges import Judge, JudgeWrapper, Reply
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage, UsageMeter, metering
 
-__all__ = [
-    "MeteredEmbeddings",
-    "ParityResult",
-    "RecordingJudge",
-    "ReplayJudge",
-    "compare_with_stock",
-]
+__all__ = ["ParityResult", "compare_with_stock"]
 
 
 class MeteredEmbeddings(BaseRagasEmbedding):
@@ -117,7 +111,7 @@ async def compare_with_stock(
     with ``cost_mode`` ours again in that mode; a failing judge's error is raised as it is."""
     from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
 
-    from .metric import AnswerRelevancy
+    from .metric import AnswerRelevancy, RelevancyResult
 
     recorder = RecordingJudge(judge)
     stock_score: float | None = None
@@ -137,17 +131,15 @@ async def compare_with_stock(
             raise judge_failures[0] from None
         stock_error = f"{type(exc).__name__}: {exc}"
 
-    replay = ReplayJudge(recorder.replies)
-    ours = AnswerRelevancy(
-        llm=replay, embeddings=embeddings, strictness=strictness, probe_prompt="stock"
-    )
-    result = await ours.ascore(user_input, response)
-    cost_report = None
-    if cost_mode is not None:
-        ours = AnswerRelevancy(
-            llm=judge, embeddings=embeddings, strictness=strictness, probe_prompt=cost_mode
+    async def ours(llm: Judge, mode: str) -> RelevancyResult:
+        metric = AnswerRelevancy(
+            llm=llm, embeddings=embeddings, strictness=strictness, probe_prompt=mode
         )
-        cost_report = (await ours.ascore(user_input, response)).report
+        return await metric.ascore(user_input, response)
+
+    replay = ReplayJudge(recorder.replies)
+    result = await ours(replay, "stock")
+    cost_report = (await ours(judge, cost_mode)).report if cost_mode is not None else None
     return ParityResult(
         stock_score=stock_score,
         ours_score=float(result.value),

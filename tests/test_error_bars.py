@@ -19,7 +19,6 @@ from ragas_relevancy_ext.error_bars import (
     question_key,
     rows_needed,
     run_error_bars,
-    score_stderr,
 )
 from ragas_relevancy_ext.results import REPORT_TRACE
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
@@ -41,20 +40,20 @@ def report(cosines, noncommittal=None, score=None) -> RelevancyReport:
 
 def test_a_samples_stderr_is_its_probes_sd_over_root_n():
     cosines = [0.9, 0.7, 0.8, 0.6]
-    assert score_stderr(report(cosines)) == pytest.approx(statistics.stdev(cosines) / 2.0)
+    assert report(cosines).score_stderr == pytest.approx(statistics.stdev(cosines) / 2.0)
 
 
 def test_one_probe_all_noncommittal_or_nan_give_no_stderr():
-    assert math.isnan(score_stderr(report([0.8])))
-    assert math.isnan(score_stderr(report([0.8, 0.6], [1, 1])))  # 0 by the rule, not a mean
-    assert math.isnan(score_stderr(report([0.8, math.nan])))
-    assert math.isnan(score_stderr(report([], score=math.nan)))
+    assert math.isnan(report([0.8]).score_stderr)
+    assert math.isnan(report([0.8, 0.6], [1, 1]).score_stderr)  # 0 by the rule, not a mean
+    assert math.isnan(report([0.8, math.nan]).score_stderr)
+    assert math.isnan(report([], score=math.nan).score_stderr)
 
 
 def test_some_noncommittal_probes_count_like_the_rest():
     cosines = [0.9, 0.5, 0.7]
     expected = statistics.stdev(cosines) / math.sqrt(3)
-    assert score_stderr(report(cosines, [1, 0, 0])) == pytest.approx(expected)
+    assert report(cosines, [1, 0, 0]).score_stderr == pytest.approx(expected)
 
 
 def test_the_report_carries_its_stderr_and_older_reports_still_load():
