@@ -114,26 +114,21 @@ EMBEDDINGS: dict[str, Provider] = {}
 Builder = Callable[[Request], Built]
 
 
-def _register(
-    table: dict[str, Provider],
-    name: str,
-    *,
-    needs_model: bool = False,
-    one_text_per_call: bool = False,
-    describe: Callable[[Request], str] | None = None,
-    key: str | None = None,
-) -> Callable[[Builder], Builder]:
-    """Add a builder to ``table`` under ``name``; ``key``: the provider whose API key it needs."""
+def _registry(table: dict[str, Provider]) -> Callable[..., Callable[[Builder], Builder]]:
+    """A decorator factory adding a builder to ``table``: ``@judge("NAME", needs_model=...,
+    key=PROVIDER)`` (``key``: the provider whose API key it needs)."""
 
-    def add(build: Builder) -> Builder:
-        table[name] = Provider(name, build, needs_model, one_text_per_call, describe, key)
-        return build
+    def register(name: str, **options: Any) -> Callable[[Builder], Builder]:
+        def add(build: Builder) -> Builder:
+            table[name] = Provider(name, build, **options)
+            return build
 
-    return add
+        return add
+
+    return register
 
 
-judge = functools.partial(_register, JUDGES)
-embeddings = functools.partial(_register, EMBEDDINGS)
+judge, embeddings = _registry(JUDGES), _registry(EMBEDDINGS)
 
 
 def choices(table: Mapping[str, Provider]) -> str:
@@ -224,49 +219,25 @@ def embeddings_label(provider: Provider, request: Request, one_text_per_call: bo
     return label
 
 
-def _build(
-    kind: Literal["judge", "embeddings"], text: str, **settings: Any
-) -> tuple[Provider, Built]:
-    provider, request = provider_request(kind, text, **settings)
+def _build(provider: Provider, request: Request) -> Built:
     built = provider.build(request)
     built.label = redact(built.label or provider.label(request))
-    return provider, built
+    return built
 
 
-def build_judge(
-    text: str,
-    *,
-    base_url: str | None = None,
-    max_retries: int = 2,
-    timeout: float | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Built:
-    """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
-    return _build(
-        "judge", text, base_url=base_url, max_retries=max_retries, timeout=timeout, environ=environ
-    )[1]
+def build_judge(text: str, **connection: Any) -> Built:
+    """The judge ``text`` names, ready for the metric; ``connection``: ``base_url``,
+    ``max_retries``, ``timeout`` (seconds per request) and ``environ``."""
+    return _build(*provider_request("judge", text, **connection))
 
 
 def build_embeddings(
-    text: str,
-    *,
-    base_url: str | None = None,
-    one_text_per_call: bool = False,
-    concurrency: int = 8,
-    max_retries: int = 2,
-    timeout: float | None = None,
-    environ: Mapping[str, str] | None = None,
+    text: str, *, one_text_per_call: bool = False, concurrency: int = 8, **connection: Any
 ) -> Built:
     """The embeddings ``text`` names, optionally sending one text per provider call;
     ``max_retries`` applies to ``openai:`` embeddings, ``timeout`` (seconds) to ``gemini:`` too."""
-    provider, built = _build(
-        "embeddings",
-        text,
-        base_url=base_url,
-        max_retries=max_retries,
-        timeout=timeout,
-        environ=environ,
-    )
+    provider, request = provider_request("embeddings", text, **connection)
+    built = _build(provider, request)
     if one_text_per_call and not provider.one_text_per_call:
         from ..adapters import OneTextPerCall
 

@@ -16,13 +16,12 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
-
-import typer
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from ..scoring.report import SKIPPED, RelevancyReport, as_text, clip, fmt
 from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
+from .options import option
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line, take_lock
 from .setup import Scorer, Settings, check_settings, prepare
@@ -45,25 +44,21 @@ RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
 EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
 EngineChoice.__doc__ = "Where rows are scored."
 
-EngineOpt = Annotated[
+EngineOpt = option(
     EngineChoice,
-    typer.Option(
-        help="local: in this process. ray: on Ray Data actors, for big files or folders of "
-        ".jsonl, .csv or .parquet; writes --out and prints a summary, not every row "
-        f"({RAY_EXTRA}).",
-    ),
-]
-RayAddressOpt = Annotated[
-    str | None,
-    typer.Option(metavar="ADDR", help="Ray cluster to join (default: start Ray on this machine)."),
-]
-ActorsOpt = Annotated[
+    None,
+    "local: in this process. ray: on Ray Data actors, for big files or folders of .jsonl, .csv "
+    f"or .parquet; writes --out and prints a summary, not every row ({RAY_EXTRA}).",
+)
+RayAddressOpt = option(
+    str | None, "ADDR", "Ray cluster to join (default: start Ray on this machine)."
+)
+ActorsOpt = option(
     int | None,
-    typer.Option(
-        min=1,
-        help="Ray actors scoring at once (default 2); each keeps --concurrency calls in flight.",
-    ),
-]
+    None,
+    "Ray actors scoring at once (default 2); each keeps --concurrency calls in flight.",
+    min=1,
+)
 
 # Input kinds Ray reads, by file suffix.
 INPUT_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}

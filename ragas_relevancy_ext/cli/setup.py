@@ -10,7 +10,7 @@ import json
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,12 +37,10 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SETTINGS",
     "CheckedSettings",
-    "Scored",
     "Settings",
     "Scorer",
     "check_settings",
     "prepare",
-    "score_rows",
     "stream_rows",
 ]
 
@@ -87,10 +85,11 @@ class CheckedSettings:
     embeddings_url: str | None
 
     @property
-    def score_settings(self) -> dict[str, Any]:
-        """The settings that change a score (a resumed row must have been scored with these)."""
+    def settings_tag(self) -> str:
+        """A short hash of the settings that change a score (part of each row's key, see
+        ``row_key``): a resumed row must have been scored with these."""
         s = self.settings
-        return {
+        scored_with = {
             "judge": s.judge.strip().lower(),
             "base_url": show_url(s.base_url) if s.base_url else None,
             "embeddings": self.embeddings_spec,
@@ -99,11 +98,7 @@ class CheckedSettings:
             "probe_prompt": s.probe_prompt,
             "language": s.language,
         }
-
-    @property
-    def settings_tag(self) -> str:
-        """A short hash of :attr:`score_settings` (part of each row's key, see ``row_key``)."""
-        text = json.dumps(self.score_settings, sort_keys=True)
+        text = json.dumps(scored_with, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
@@ -175,33 +170,32 @@ class Scorer:
             f"{self.cached.misses} judge calls{off}"
         )
 
-    def metric(self, probe_prompt: str | None = None) -> Any:
-        """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
-        from ..metric import AnswerRelevancy
-
-        return AnswerRelevancy(
-            llm=self.judge_for_runs(),
-            embeddings=self.embeddings.value,
-            strictness=self.settings.strictness,
-            probe_prompt=probe_prompt or self.settings.probe_prompt,
-            max_concurrency=self.settings.concurrency,
-            language=self.settings.language,
-            batch_embeddings=self.settings.batch_embeddings,
-            rate_limits=self.rate_limits(),
-        )
-
-    def rate_limits(self, parts: int = 1) -> Any:
-        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``, each of
-        ``parts`` runs (Ray actors) taking its share."""
-        from ..run.scheduler import RateLimits
-
-        s = self.settings
-        limits = RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm)
-        return limits.share(parts) if parts > 1 else limits
-
     def judge_for_runs(self) -> Any:
         """The judge the commands should ask: the cached one when the cache is on."""
         return self.cached if self.cached is not None else self.judge.value
+
+    def rate_limits(self) -> Any:
+        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
+        from ..run.scheduler import RateLimits
+
+        s = self.settings
+        return RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm)
+
+    def metric(self) -> Any:
+        """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
+        from ..metric import AnswerRelevancy
+
+        s = self.settings
+        return AnswerRelevancy(
+            llm=self.judge_for_runs(),
+            embeddings=self.embeddings.value,
+            strictness=s.strictness,
+            probe_prompt=s.probe_prompt,
+            max_concurrency=s.concurrency,
+            language=s.language,
+            batch_embeddings=s.batch_embeddings,
+            rate_limits=self.rate_limits(),
+        )
 
 
 LOCAL_MODEL_MODULE = "sentence_transformers"
@@ -267,43 +261,20 @@ def _import_local_model() -> None:
         importlib.import_module(LOCAL_MODEL_MODULE)
 
 
-@dataclass
-class Scored:
-    """One row and its report."""
-
-    row: Row
-    report: RelevancyReport
-
-
-async def score_rows(
-    metric: Any,
-    rows: Iterable[Row],
-    on_done: Callable[[Scored], None] | None = None,
-) -> list[Scored]:
-    """Score ``rows`` (read lazily, a bounded window at a time); ``on_done`` sees each as it
-    finishes. Returns every row's result in row order."""
-    done: list[Scored] = []
-    async for scored in stream_rows(metric, rows):
-        if on_done is not None:
-            on_done(scored)
-        done.append(scored)
-    return sorted(done, key=lambda s: s.row.number)
-
-
 async def stream_rows(
     metric: Any,
     rows: Iterable[Row],
     stop: asyncio.Event | None = None,
     early_stop: EarlyStop | None = None,
-) -> Any:
-    """Each row's :class:`Scored` as it finishes; once ``stop`` is set (or ``early_stop`` gives
+) -> AsyncIterator[tuple[Row, RelevancyReport]]:
+    """Each row with its report as it finishes; once ``stop`` is set (or ``early_stop`` gives
     up), rows that have asked nothing yet are not started."""
     in_flight: dict[int, Row] = {}
 
-    def inputs() -> Any:
+    def inputs() -> Iterator[dict[str, str]]:
         for index, row in enumerate(rows):
             in_flight[index] = row
             yield {"user_input": row.user_input, "response": row.response}
 
     async for index, result in metric.ascore_each(inputs(), stop=stop, early_stop=early_stop):
-        yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter
+        yield in_flight.pop(index), result.report  # keys masked where errors enter
