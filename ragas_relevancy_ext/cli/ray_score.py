@@ -79,23 +79,16 @@ class SettingsMetric:
 
 def run_ray_score(
     file: Path,
-    map_specs: list[str] | None,
+    mapping: dict[str, str],
     settings: Settings,
     *,
-    engine: Any,
     address: str | None,
     actors: int | None,
-    out: Path | None,
-    outputs: dict[str, Path] | None = None,
+    out: Path,
     progress: bool = True,
     prices: Prices | None = None,
 ) -> int:
     """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`."""
-    _check_options(engine, address, actors, out, outputs)
-    assert out is not None
-    from .datafile import parse_map
-
-    mapping = parse_map(map_specs or [])
     tag = check_settings(settings).settings_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
@@ -208,27 +201,6 @@ def per_actor(settings: Settings, actors: int) -> Settings:
         if getattr(settings, name) is not None
     }
     return replace(settings, **shares)
-
-
-def _check_options(
-    engine: Any,
-    address: str | None,
-    actors: int | None,
-    out: Path | None,
-    outputs: dict[str, Path] | None,
-) -> None:
-    if getattr(engine, "value", engine) != "ray":
-        given = [
-            name for name, value in (("--ray-address", address), ("--actors", actors)) if value
-        ]
-        raise UsageError(f"{' and '.join(given)} go(es) with --engine ray")
-    if out is None:
-        raise UsageError(
-            "--engine ray writes to --out: a .jsonl file or a folder for Parquet parts"
-        )
-    if outputs:
-        names = ", ".join(f"--{name}" for name in outputs)
-        raise UsageError(f"{names} is not available with --engine ray; read --out instead")
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:

@@ -100,18 +100,19 @@ def score(
             raise UsageError("--table needs --engine local (show prints a saved report's table)")
         if cluster or interval is not Interval.clt:
             raise UsageError("--cluster and --interval need --engine local (or show the report)")
-        return run_ray_score(
-            file,
-            map_,
-            settings,
-            engine=engine,
-            address=ray_address,
-            actors=actors,
-            out=out,
-            outputs=outputs,
-            progress=progress,
-            prices=prices,
-        )
+        if engine is EngineChoice.local:
+            given = [n for n, v in (("--ray-address", ray_address), ("--actors", actors)) if v]
+            raise UsageError(f"{' and '.join(given)} go(es) with --engine ray")
+        if out is None:
+            raise UsageError(
+                "--engine ray writes to --out: a .jsonl file or a folder for Parquet parts"
+            )
+        if outputs:
+            names = ", ".join(f"--{name}" for name in outputs)
+            raise UsageError(f"{names} is not available with --engine ray; read --out instead")
+        mapping = parse_map(map_ or [])
+        ray = {"address": ray_address, "actors": actors, "out": out, "progress": progress}
+        return run_ray_score(file, mapping, settings, **ray, prices=prices)
     source = Source(file, parse_map(map_ or []))
     checked = check_settings(settings)  # bad specs and missing keys: before anything else
     # each output its own file, and only ever one of ours replaced: before anything is read
