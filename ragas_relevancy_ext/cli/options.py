@@ -221,8 +221,9 @@ assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one opt
 
 def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]:
     """Give a command every settings option (less the ``fixed`` ones) in place of its
-    ``settings`` parameter, one ``--NAME PATH`` per :data:`.output.FORMATS` entry in place of
-    ``outputs`` (it receives ``{name: path}``) and :data:`PRICE_OPTIONS` in place of ``prices``."""
+    ``settings`` parameter, run under one span (:func:`traced_command`); one ``--NAME PATH``
+    per :data:`.output.FORMATS` entry in place of ``outputs`` (it receives ``{name: path}``)
+    and :data:`PRICE_OPTIONS` in place of ``prices``."""
     fixed = dict(fixed or {})
     groups = {
         "settings": {n: (a, _DEFAULTS[n]) for n, a in SETTING_OPTIONS.items() if n not in fixed},
@@ -244,20 +245,14 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
-            settings = None
-            if "settings" in signature.parameters:
-                values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
-                kwargs["settings"] = settings = _settings({**values, **fixed})
+            values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
             if "outputs" in signature.parameters:
-                given = {name: kwargs.pop(name, None) for name in FORMATS}
+                given = {name: kwargs.pop(name) for name in FORMATS}
                 kwargs["outputs"] = {name: path for name, path in given.items() if path}
             if "prices" in signature.parameters:  # in, out, embeddings: Prices' order
-                kwargs["prices"] = Prices(*(kwargs.pop(name, None) for name in PRICE_OPTIONS))
-            if settings is None:
-                return command(**kwargs)
-            with traced_command(command.__name__, settings) as settings:
-                kwargs["settings"] = settings
-                return command(**kwargs)
+                kwargs["prices"] = Prices(*(kwargs.pop(name) for name in PRICE_OPTIONS))
+            with traced_command(command.__name__, _settings({**values, **fixed})) as settings:
+                return command(**kwargs, settings=settings)
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}

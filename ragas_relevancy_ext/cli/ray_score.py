@@ -18,13 +18,13 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
-from ..scoring.report import SKIPPED, RelevancyReport, as_text, clip, fmt
+from ..scoring.report import SKIPPED, as_text, clip, fmt
 from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
 from .options import option
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line, take_lock
-from .setup import Scorer, Settings, check_settings, prepare
+from .setup import Scorer, Settings, check_settings, prepare, unscored
 
 if TYPE_CHECKING:
     from .stats import CostSummary
@@ -342,16 +342,8 @@ def _report(row: dict[str, Any], scorer: Scorer) -> dict[str, Any]:
     """The row's report as a dict: the actor's, or one saying why the row has none."""
     if row["report"] is not None:
         return json.loads(row["report"])
-    return RelevancyReport(
-        user_input=as_text(row["user_input"]),
-        response=as_text(row["response"]),
-        score=math.nan,
-        strictness=scorer.settings.strictness,
-        probe_prompt=scorer.settings.probe_prompt,
-        all_noncommittal=False,
-        error=row["error"],
-        reason=row["reason"],
-    ).to_dict()
+    texts = as_text(row["user_input"]), as_text(row["response"])
+    return unscored(scorer.settings, *texts, row["error"], reason=row["reason"]).to_dict()
 
 
 def set_aside(error: str | None) -> str | None:

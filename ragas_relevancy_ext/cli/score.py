@@ -53,7 +53,14 @@ from .output.console import (
 )
 from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, EngineChoice, EngineOpt, RayAddressOpt, run_ray_score
-from .setup import DEFAULT_SETTINGS, Settings, check_settings, prepare, stream_rows
+from .setup import (
+    DEFAULT_SETTINGS,
+    Settings,
+    check_settings,
+    prepare,
+    stream_rows,
+    unscored,
+)
 
 __all__ = [
     "INTERRUPTED",
@@ -270,15 +277,7 @@ class _Run:
             if isinstance(entry, BadRow):
                 if status is None:
                     error = f"{SKIPPED}{entry.problem} ({entry.where})"
-                    report = RelevancyReport(
-                        user_input=entry.user_input,
-                        response=entry.response,
-                        score=float("nan"),
-                        strictness=self.settings.strictness,
-                        probe_prompt=self.settings.probe_prompt,
-                        all_noncommittal=False,
-                        error=error,
-                    )
+                    report = unscored(self.settings, entry.user_input, entry.response, error)
                     self.report.write(key, self._line(entry, key, report, skipped=entry.problem))
                 continue
             count = keys.get(key, 1)

@@ -8,6 +8,7 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import sys
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator
@@ -42,6 +43,7 @@ __all__ = [
     "check_settings",
     "prepare",
     "stream_rows",
+    "unscored",
 ]
 
 
@@ -138,6 +140,16 @@ def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
     if settings.embeddings.partition(":")[0].strip().lower() == judge_provider:
         return settings.base_url
     return None
+
+
+def unscored(
+    settings: Settings, user_input: str, response: str, error: str, **fields: Any
+) -> RelevancyReport:
+    """The NaN report of a row not scored (set aside, or failed on a Ray actor)."""
+    s = settings
+    return RelevancyReport(
+        user_input, response, math.nan, s.strictness, s.probe_prompt, False, error=error, **fields
+    )
 
 
 @dataclass
