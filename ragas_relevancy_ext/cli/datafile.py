@@ -97,7 +97,6 @@ class Scan:
 class DataFile(Scan):
     """The rows of one file, all in memory: the usable ones and every one set aside."""
 
-    kind: str = ""
     rows: list[Row] = field(default_factory=list)
 
 
@@ -129,7 +128,7 @@ def read_file(
     source = Source(path, parse_map(map_specs or []), numeric)
     scan = source.scan(keep_bad=sys.maxsize)
     rows = [e for e in source.entries() if isinstance(e, Row)]
-    return DataFile(**vars(scan), kind=source.kind, rows=rows)
+    return DataFile(**vars(scan), rows=rows)
 
 
 class Source:

@@ -194,13 +194,11 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
 
 def per_actor(settings: Settings, actors: int) -> Settings:
     """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    names = ("rpm", "tpm", "embedding_rpm", "embedding_tpm")
-    shares = {
-        name: max(1, getattr(settings, name) // actors)
-        for name in names
-        if getattr(settings, name) is not None
-    }
-    return replace(settings, **shares)
+    from ..run.scheduler import RateLimits
+
+    s = settings
+    limits = RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm).share(actors)
+    return replace(settings, **vars(limits))
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
@@ -221,11 +219,10 @@ def count_rows(path: Path, limit: int) -> int:
     ``limit`` (Parquet from its footers)."""
     import csv
 
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     rows = 0
-    for file in files:
+    for file in _data_files(path):
         kind = INPUT_KINDS.get(file.suffix.lower())
-        if rows >= limit or file.name.startswith((".", "_")) or kind is None:
+        if rows >= limit or kind is None:
             continue
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -242,16 +239,19 @@ def count_rows(path: Path, limit: int) -> int:
     return rows
 
 
+def _data_files(path: Path) -> list[Path]:
+    """``path``, or the files in the folder ``path`` and below, that Ray reads: neither hidden
+    nor ``_``-prefixed."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [p for p in files if p.name[0] not in "._"]
+
+
 def read_input(path: Path) -> Any:
     """A Ray dataset over ``path`` (a file, or a folder of files of one kind)."""
     import ray.data
 
     if path.is_dir():
-        kinds = {
-            INPUT_KINDS.get(p.suffix.lower())
-            for p in path.rglob("*")
-            if p.is_file() and not p.name.startswith((".", "_"))
-        }
+        kinds = {INPUT_KINDS.get(p.suffix.lower()) for p in _data_files(path)}
         if len(kinds) != 1 or None in kinds:
             raise UsageError(
                 f"{path}: a folder to read must hold files of one kind: .jsonl, .csv or .parquet"
