@@ -93,7 +93,7 @@ class Provider:
     ``one_text_per_call``: its embeddings already send one text per call."""
 
     name: str
-    build: Callable[[Request], Built]
+    build: Callable[[Request], Any]
     needs_model: bool = False
     one_text_per_call: bool = False
     describe: Callable[[Request], str] | None = None
@@ -111,7 +111,9 @@ class Provider:
 
 JUDGES: dict[str, Provider] = {}
 EMBEDDINGS: dict[str, Provider] = {}
-Builder = Callable[[Request], Built]
+# A builder gives the judge or embeddings object, or a Built when its label or spec differ
+# from the provider's (auto's fallback to hash).
+Builder = Callable[[Request], Any]
 
 
 def _registry(table: dict[str, Provider]) -> Callable[..., Callable[[Builder], Builder]]:
@@ -220,7 +222,8 @@ def embeddings_label(provider: Provider, request: Request, one_text_per_call: bo
 
 
 def _build(provider: Provider, request: Request) -> Built:
-    built = provider.build(request)
+    made = provider.build(request)
+    built = made if isinstance(made, Built) else Built(made, "", request.spec)
     built.label = redact(built.label or provider.label(request))
     return built
 
@@ -284,19 +287,18 @@ def local_extra_installed() -> bool:
 
 
 @judge("offline", describe=lambda r: "offline (PretendJudge: no LLM, no network)")
-def _offline_judge(request: Request) -> Built:
+def _offline_judge(request: Request) -> Any:
     from ..testing.offline import PretendJudge
 
-    return Built(PretendJudge(keep=100), "", request.spec)  # a long run keeps few prompts
+    return PretendJudge(keep=100)  # a long run keeps few prompts
 
 
 @judge("gemini", needs_model=True, key="gemini")  # decorators apply bottom first: openai first
 @judge("openai", needs_model=True, key="openai")
-def _llm_judge(request: Request) -> Built:
+def _llm_judge(request: Request) -> Any:
     from ragas.llms import llm_factory
 
-    value = llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
-    return Built(value, "", request.spec)
+    return llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
 
 
 def _auto_choice(request: Request) -> str:
@@ -307,32 +309,27 @@ def _auto_choice(request: Request) -> str:
 
 
 @embeddings("auto", describe=_auto_choice)
-def _auto_embeddings(request: Request) -> Built:
+def _auto_embeddings(request: Request) -> Any:
     """local when the [local] extra is installed (and loads), else hash; the label says which."""
-    plain = Request(Spec("hash"), None, request.environ)
     if not local_extra_installed():
-        return _hash_embeddings(plain)
+        return Built(_hash_embeddings(request), "", Spec("hash"))
     try:
-        built = _local_embeddings(Request(Spec("local"), None, request.environ))
+        return _local_embeddings(request)
     except Exception as exc:  # the extra is there but the model did not load: say why
-        built = _hash_embeddings(plain)
-        built.label = (
-            f"{HASH_LABEL}; chosen by --embeddings auto: local failed "
-            f"({type(exc).__name__}: {str(exc)[:80]})"
-        )
-        return built
-    return Built(built.value, "", request.spec)
+        why = f"local failed ({type(exc).__name__}: {str(exc)[:80]})"
+        label = f"{HASH_LABEL}; chosen by --embeddings auto: {why}"
+        return Built(_hash_embeddings(request), label, Spec("hash"))
 
 
 @embeddings("hash", describe=lambda r: HASH_LABEL)
-def _hash_embeddings(request: Request) -> Built:
+def _hash_embeddings(request: Request) -> Any:
     from ..testing.offline import HashEmbeddings
 
-    return Built(HashEmbeddings(), "", request.spec)
+    return HashEmbeddings()
 
 
 @embeddings("local", describe=lambda r: LOCAL_LABEL)
-def _local_embeddings(request: Request) -> Built:
+def _local_embeddings(request: Request) -> Any:
     if not local_extra_installed():
         raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
     from ..adapters import local_embeddings
@@ -341,15 +338,14 @@ def _local_embeddings(request: Request) -> Built:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()
-    return Built(local_embeddings(), "", request.spec)
+    return local_embeddings()
 
 
 @embeddings("openai", needs_model=True, key="openai")
-def _openai_embeddings(request: Request) -> Built:
+def _openai_embeddings(request: Request) -> Any:
     from ragas.embeddings import OpenAIEmbeddings
 
-    value = OpenAIEmbeddings(client=_openai_client(request), model=request.spec.model)
-    return Built(value, "", request.spec)
+    return OpenAIEmbeddings(client=_openai_client(request), model=request.spec.model)
 
 
 @embeddings(
@@ -359,7 +355,7 @@ def _openai_embeddings(request: Request) -> Built:
     key="gemini",
     describe=lambda r: _label(r) + ", one text per call",
 )
-def _gemini_embeddings(request: Request) -> Built:
+def _gemini_embeddings(request: Request) -> Any:
     key = api_key("gemini", request.base_url, request.environ)
     from google import genai
     from google.genai import types
@@ -373,4 +369,4 @@ def _gemini_embeddings(request: Request) -> Built:
         settings["timeout"] = max(1, round(request.timeout * 1000))
     options = types.HttpOptions(**settings) if settings else None
     client = genai.Client(api_key=key, http_options=options)
-    return Built(gemini_embeddings(request.spec.model, client=client), "", request.spec)
+    return gemini_embeddings(request.spec.model, client=client)
