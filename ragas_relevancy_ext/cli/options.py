@@ -318,14 +318,11 @@ def model_threads_for_this_process(environ: MutableMapping[str, str] | None = No
 
 
 def _settings(values: dict[str, Any]) -> Settings:
-    analytics_for_this_process(bool(values.get("analytics", False)))
+    analytics_for_this_process(values["analytics"])
     model_threads_for_this_process()
-    if "language" in values:
-        try:
-            values["language"] = check_language(values["language"])
-        except ValueError as exc:
-            raise UsageError(f"--language: {exc}") from None
-    prompt = values.get("probe_prompt")
-    if prompt is not None:
-        values["probe_prompt"] = getattr(prompt, "value", prompt)
+    try:
+        values["language"] = check_language(values["language"])
+    except ValueError as exc:
+        raise UsageError(f"--language: {exc}") from None
+    values["probe_prompt"] = getattr(values["probe_prompt"], "value", values["probe_prompt"])
     return Settings(**values)

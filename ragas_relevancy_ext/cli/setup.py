@@ -71,6 +71,10 @@ class Settings:
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
+    def connection(self, base_url: str | None) -> dict[str, Any]:
+        """What a judge or embeddings client at ``base_url`` is built with."""
+        return {"base_url": base_url, "max_retries": self.max_retries, "timeout": self.timeout}
+
 
 DEFAULT_SETTINGS = Settings()
 
@@ -107,15 +111,12 @@ class CheckedSettings:
 def check_settings(settings: Settings) -> CheckedSettings:
     """Check the judge and embeddings specs and their keys without importing any SDK, RAGAS or
     numpy: ProviderError (a bad spec) or MissingKeyError (naming the variable)."""
-    judge, judge_req = provider_request(
-        "judge",
-        settings.judge,
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
-    )
+    connection = settings.connection
+    judge, judge_req = provider_request("judge", settings.judge, **connection(settings.base_url))
     url = _embeddings_url(settings, judge_req.spec.provider)
-    embeddings, embeddings_req = provider_request("embeddings", settings.embeddings, base_url=url)
+    embeddings, embeddings_req = provider_request(
+        "embeddings", settings.embeddings, **connection(url)
+    )
     judge.check_key(judge_req)
     embeddings.check_key(embeddings_req)
     spec = str(embeddings_req.spec)
@@ -238,23 +239,16 @@ def prepare(
         local.start()
         say("loading RAGAS and the local model (sentence-transformers)…")
     try:
-        judge = build_judge(
-            settings.judge,
-            base_url=settings.base_url,
-            max_retries=settings.max_retries,
-            timeout=settings.timeout,
-        )
+        judge = build_judge(settings.judge, **settings.connection(settings.base_url))
     finally:  # never return, even with an error, while the import thread changes sys.modules
         if local is not None:
             say("loading the local model (sentence-transformers)…")
             local.join()
     embeddings = build_embeddings(
         settings.embeddings,
-        base_url=_embeddings_url(settings, judge.spec.provider),
         one_text_per_call=settings.one_text_per_call,
         concurrency=settings.concurrency,
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
+        **settings.connection(_embeddings_url(settings, judge.spec.provider)),
     )
     scorer = Scorer(settings, judge, embeddings)
     if settings.cache is not None:
