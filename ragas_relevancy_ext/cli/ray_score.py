@@ -182,7 +182,7 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     from .output.console import used_fields
 
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
-    given = scorer.rate_limits()
+    given = scorer.settings.rate_limits()
     if str(given) != "learned":
         engine += f"; each actor keeps to {given.share(actors)} ({given} / {actors})"
     return used_fields(
@@ -194,11 +194,7 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
 
 def per_actor(settings: Settings, actors: int) -> Settings:
     """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    from ..run.scheduler import RateLimits
-
-    s = settings
-    limits = RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm).share(actors)
-    return replace(settings, **vars(limits))
+    return replace(settings, **vars(settings.rate_limits().share(actors)))
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:

@@ -71,6 +71,12 @@ class Settings:
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
+    def rate_limits(self) -> Any:
+        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
+        from ..run.scheduler import RateLimits
+
+        return RateLimits(self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
+
     def connection(self, base_url: str | None) -> dict[str, Any]:
         """What a judge or embeddings client at ``base_url`` is built with."""
         return {"base_url": base_url, "max_retries": self.max_retries, "timeout": self.timeout}
@@ -187,13 +193,6 @@ class Scorer:
         """The judge the commands should ask: the cached one when the cache is on."""
         return self.cached if self.cached is not None else self.judge.value
 
-    def rate_limits(self) -> Any:
-        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
-        from ..run.scheduler import RateLimits
-
-        s = self.settings
-        return RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm)
-
     def metric(self) -> Any:
         """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
         from ..metric import AnswerRelevancy
@@ -207,7 +206,7 @@ class Scorer:
             max_concurrency=s.concurrency,
             language=s.language,
             batch_embeddings=s.batch_embeddings,
-            rate_limits=self.rate_limits(),
+            rate_limits=s.rate_limits(),
         )
 
 
