@@ -9,12 +9,12 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
-from .datafile import DataFile, read_file
+from .datafile import Row, read_file
 from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
@@ -27,9 +27,9 @@ from .output.console import (
     print_spread,
     run_fields,
 )
-from .setup import DEFAULT_SETTINGS, Settings, prepare, score_rows
+from .setup import DEFAULT_SETTINGS, Settings, prepare, stream_rows
 
-__all__ = ["calibrate", "default_good_from", "print_threshold", "run_calibrate"]
+__all__ = ["calibrate", "default_good_from", "print_threshold"]
 
 FEW_PAIRS = 20
 
@@ -69,30 +69,9 @@ def calibrate(
     Pearson and Spearman correlation with 95% bootstrap intervals; the score that best
     separates good from bad ratings (Youden's J), with its interval. Exit codes as score's.
     """
-    return run_calibrate(
-        read_file(file, map_, numeric=ratings),
-        settings,
-        ratings=ratings,
-        repeats=repeats,
-        resamples=resamples,
-        seed=seed,
-        good_from=good_from,
-    )
-
-
-def run_calibrate(
-    data: DataFile,
-    settings: Settings,
-    *,
-    ratings: str,
-    repeats: int = 1,
-    resamples: int = 2000,
-    seed: int = 20240611,
-    good_from: float | None = None,
-) -> int:
-    """Score, correlate with ``ratings`` and print; the exit code as :func:`.errors.exit_code`."""
     from .stats import agreement, repeat_spread
 
+    data = read_file(file, map_, numeric=ratings)
     console = make_console()
     extra = {"ratings": f"column {ratings!r}"}
     if repeats > 1:  # repeats measure the judge's own spread: never from the cache
@@ -102,10 +81,7 @@ def run_calibrate(
     scorer = prepare(settings)
     print_header(console, run_fields(data, scorer, **extra))
 
-    runs = []
-    for _ in range(repeats):
-        scored = asyncio.run(score_rows(scorer.metric(), data.rows))
-        runs.append([s.report.score for s in scored])
+    runs = [asyncio.run(_scores(scorer.metric(), data.rows)) for _ in range(repeats)]
     spread = repeat_spread([list(values) for values in zip(*runs, strict=True)])
     scores = spread.means if repeats > 1 else runs[0]
     human = [float(row.extra[ratings]) for row in data.rows]
@@ -123,6 +99,12 @@ def run_calibrate(
         console.print(scorer.cache_line())
     print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
     return exit_code(result.n, len(data.rows) + len(data.bad))
+
+
+async def _scores(metric: Any, rows: Sequence[Row]) -> list[float]:
+    """Each row's score, in row order (they finish in any order)."""
+    scores = {row.number: report.score async for row, report in stream_rows(metric, rows)}
+    return [scores[row.number] for row in rows]
 
 
 def default_good_from(ratings: Sequence[float]) -> float | None:

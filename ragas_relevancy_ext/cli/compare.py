@@ -19,7 +19,7 @@ from rich.text import Text
 from ..scoring.redaction import redact
 from ..scoring.report import clip, fmt, neutralise_controls
 from ..scoring.usage import Prices, Usage
-from .datafile import DataFile, Row, read_file
+from .datafile import Row, read_file
 from .errors import EXIT_FAILED, exit_code
 from .options import FileArg, MapOpt, ProbePrompt, with_settings
 from .output.console import (
@@ -34,7 +34,7 @@ from .output.console import (
 )
 from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
-__all__ = ["Comparison", "compare", "compare_rows", "compare_table", "cost_table", "run_compare"]
+__all__ = ["Comparison", "compare", "compare_rows", "compare_table", "cost_table"]
 
 DEFAULT_OURS = ProbePrompt("diverse")  # type: ignore[call-arg]  # the default probe mode
 
@@ -67,9 +67,30 @@ def compare(
     against ours in --ours mode, row by row and in total. Exits 1 when any score differs by
     more than --tol or the prompts differ; otherwise as score does.
     """
-    return run_compare(
-        read_file(file, map_), settings, tol=tol, ours=getattr(ours, "value", ours), prices=prices
-    )
+    mode = ours.value
+    data = read_file(file, map_)
+    console = make_console()
+    scorer = prepare(settings)
+    print_header(console, run_fields(data, scorer, tolerance=f"{tol:g}"))
+    results = asyncio.run(compare_rows(scorer, data.rows, mode))
+    console.print(compare_table(results, mode))
+    failing = [c for c in results if c.differs(tol)]
+    stock_failed = [c for c in results if c.stock is None and c.error is None]
+    judge_failed = [c for c in results if c.error is not None]
+    gaps = [abs(c.stock - c.ours) for c in results if c.stock is not None and c.error is None]
+    largest = max((g for g in gaps if math.isfinite(g)), default=0.0)
+    line = f"{len(results)} row(s): largest |difference| {largest:.2e}, {len(failing)} beyond "
+    line += f"tolerance {tol:g}, stock failed on {len(stock_failed)}"
+    line += f", the judge failed on {len(judge_failed)}" if judge_failed else ""
+    print_lines(console, line, style="red" if failing else "green")
+    _print_cost(console, results, mode, settings.strictness, prices or Prices())
+    if scorer.cache_line():
+        console.print(scorer.cache_line())
+    print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
+    if failing:
+        return EXIT_FAILED
+    scored = sum(1 for c in results if c.error is None and math.isfinite(c.ours))
+    return exit_code(scored, len(data.rows) + len(data.bad))
 
 
 @dataclass
@@ -96,11 +117,9 @@ class Comparison:
         return not (gap <= tol) and not (math.isnan(self.stock) and math.isnan(self.ours))
 
 
-async def compare_rows(
-    scorer: Scorer, rows: list[Row], cost_mode: str | None = None
-) -> list[Comparison]:
-    """Run :func:`compare_with_stock` on each row, a few rows at a time; with ``cost_mode``,
-    also ours in that mode, for its usage."""
+async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[Comparison]:
+    """Run :func:`compare_with_stock` on each row, a few rows at a time, and ours in
+    ``cost_mode``, for its score and usage."""
     from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
 
@@ -132,42 +151,6 @@ async def compare_rows(
     return list(await asyncio.gather(*(one(row) for row in rows)))
 
 
-def run_compare(
-    data: DataFile,
-    settings: Settings,
-    *,
-    tol: float,
-    ours: str | None = "diverse",
-    prices: Prices | None = None,
-) -> int:
-    """Compare every row and print the tables; exit code 1 when any row breaks parity, else as
-    :func:`.errors.exit_code` says. ``ours``: the probe mode set against stock's cost (None:
-    no cost table)."""
-    console = make_console()
-    scorer = prepare(settings)
-    print_header(console, run_fields(data, scorer, tolerance=f"{tol:g}"))
-    results = asyncio.run(compare_rows(scorer, data.rows, ours))
-    console.print(compare_table(results, ours))
-    failing = [c for c in results if c.differs(tol)]
-    stock_failed = [c for c in results if c.stock is None and c.error is None]
-    judge_failed = [c for c in results if c.error is not None]
-    gaps = [abs(c.stock - c.ours) for c in results if c.stock is not None and c.error is None]
-    largest = max((g for g in gaps if math.isfinite(g)), default=0.0)
-    line = f"{len(results)} row(s): largest |difference| {largest:.2e}, {len(failing)} beyond "
-    line += f"tolerance {tol:g}, stock failed on {len(stock_failed)}"
-    line += f", the judge failed on {len(judge_failed)}" if judge_failed else ""
-    print_lines(console, line, style="red" if failing else "green")
-    if ours is not None:
-        _print_cost(console, results, ours, settings.strictness, prices or Prices())
-    if scorer.cache_line():
-        console.print(scorer.cache_line())
-    print_bad_rows(make_console(stderr=True), data.describe_bad(limit=20), len(data.bad))
-    if failing:
-        return EXIT_FAILED
-    scored = sum(1 for c in results if c.error is None and math.isfinite(c.ours))
-    return exit_code(scored, len(data.rows) + len(data.bad))
-
-
 def _print_cost(
     console: Console, results: list[Comparison], mode: str, strictness: int, prices: Prices
 ) -> None:
@@ -182,14 +165,14 @@ def _print_cost(
         print_cost(console, summarise_cost(usages, prices), prefix=f"{name} ")
 
 
-def compare_table(results: Sequence[Comparison], mode: str | None = None) -> Table:
+def compare_table(results: Sequence[Comparison], mode: str) -> Table:
     """The rows side by side: stock, ours in stock mode, their gap and whether the prompts were
-    the same (the parity check), then the score ours gives in ``mode`` (None: no column)."""
+    the same (the parity check), then the score ours gives in ``mode``."""
     table = simple_table(
         *right("row", style="dim"),
         *right("stock", "ours in\nstock mode", "|stock\n- ours|"),
         Column("same\nprompts", justify="center"),
-        *right(*([] if mode is None else [f"ours in\n{mode}"])),
+        *right(f"ours in\n{mode}"),
         "question",
     )
     for c in results:
@@ -201,9 +184,8 @@ def compare_table(results: Sequence[Comparison], mode: str | None = None) -> Tab
             fmt(c.ours),
             "-" if gap is None else Text(f"{gap:.2e}", style="green" if gap <= 1e-9 else "red"),
             "yes" if c.same_prompts else Text("no", style="red"),
+            "-" if c.mode_score is None else fmt(c.mode_score),
         ]
-        if mode is not None:
-            cells.append("-" if c.mode_score is None else fmt(c.mode_score))
         suffix = f"  (stock: {neutralise_controls(error, True)})" if error else ""
         table.add_row(*cells, Text(clip(c.row.user_input, 60) + suffix))
     return table

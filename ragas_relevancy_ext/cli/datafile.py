@@ -76,17 +76,18 @@ Entry = Row | BadRow
 
 @dataclass
 class Scan:
-    """What one pass over a file found: how many rows are usable and bad, and warnings."""
+    """What one pass over a file found: how many rows are usable and bad, the first bad ones
+    (all of them for :func:`read_file`), and warnings."""
 
     path: Path
     row_count: int = 0
     bad_count: int = 0
     warnings: list[str] = field(default_factory=list)
-    first_bad: list[BadRow] = field(default_factory=list)
+    bad: list[BadRow] = field(default_factory=list)
 
     def describe_bad(self, limit: int = 10) -> list[str]:
         """``row 3, line 4: no response`` per bad row (at most ``limit``, then a count)."""
-        lines = [f"{b.where}: {b.problem}" for b in self.first_bad[:limit]]
+        lines = [f"{b.where}: {b.problem}" for b in self.bad[:limit]]
         if self.bad_count > limit:
             lines.append(f"... and {self.bad_count - limit} more bad row(s)")
         return lines
@@ -96,12 +97,7 @@ class Scan:
 class DataFile(Scan):
     """The rows of one file, all in memory: the usable ones and every one set aside."""
 
-    kind: str = ""
     rows: list[Row] = field(default_factory=list)
-
-    @property
-    def bad(self) -> list[BadRow]:
-        return self.first_bad
 
 
 def parse_map(specs: Iterable[str]) -> dict[str, str]:
@@ -132,7 +128,7 @@ def read_file(
     source = Source(path, parse_map(map_specs or []), numeric)
     scan = source.scan(keep_bad=sys.maxsize)
     rows = [e for e in source.entries() if isinstance(e, Row)]
-    return DataFile(**vars(scan), kind=source.kind, rows=rows)
+    return DataFile(**vars(scan), rows=rows)
 
 
 class Source:
@@ -174,8 +170,8 @@ class Source:
                 scan.row_count += 1
             else:
                 scan.bad_count += 1
-                if len(scan.first_bad) < keep_bad:
-                    scan.first_bad.append(entry)
+                if len(scan.bad) < keep_bad:
+                    scan.bad.append(entry)
         if not scan.row_count + scan.bad_count:
             raise DataFileError(f"{self.path}: no rows")
         self._check_columns(columns)

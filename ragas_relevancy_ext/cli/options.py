@@ -58,6 +58,13 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+
+def option(kind: Any, metavar: str | None, help: str, *names: str, **options: Any) -> Any:
+    """``Annotated[kind, typer.Option(*names, metavar=..., help=...)]``: an option as the
+    commands declare theirs."""
+    return Annotated[kind, typer.Option(*names, metavar=metavar, help=help, **options)]
+
+
 # How probe questions are asked for: one choice per registered probe mode.
 ProbePrompt = Enum("ProbePrompt", {name: name for name in MODES}, type=str)  # type: ignore[misc]
 ProbePrompt.__doc__ = "How probe questions are asked for."
@@ -66,27 +73,24 @@ FileArg = Annotated[
     Path,
     typer.Argument(metavar="FILE", help="JSONL, CSV or JSON rows with user_input and response."),
 ]
-MapOpt = Annotated[
+MapOpt = option(
     list[str] | None,
-    typer.Option(
-        "--map",
-        "-m",
-        metavar="COLUMN=FIELD",
-        help="Read a column as user_input or response, e.g. --map question=user_input.",
-    ),
-]
+    "COLUMN=FIELD",
+    "Read a column as user_input or response, e.g. --map question=user_input.",
+    "--map",
+    "-m",
+)
 
 # Runs of more rows print the summary, not the per-row table, unless --table asks for it.
 TABLE_ROWS = 1000
-TableOpt = Annotated[
+TableOpt = option(
     bool | None,
-    typer.Option(
-        "--table/--no-table",
-        help=f"Print the per-row table (--no-table: the summary only). Default: score prints it "
-        f"up to {TABLE_ROWS:,} rows, show always.",
-        show_default=False,
-    ),
-]
+    None,
+    f"Print the per-row table (--no-table: the summary only). Default: score prints it up to "
+    f"{TABLE_ROWS:,} rows, show always.",
+    "--table/--no-table",
+    show_default=False,
+)
 
 
 class Interval(str, Enum):
@@ -96,109 +100,78 @@ class Interval(str, Enum):
     bootstrap = "bootstrap"
 
 
-ClusterOpt = Annotated[
+ClusterOpt = option(
     str | None,
-    typer.Option(
-        metavar="COLUMN",
-        help="Rows sharing a value of this input column (e.g. a document id) count as one draw "
-        "in the interval of the mean (clustered standard error).",
-    ),
-]
-IntervalOpt = Annotated[
+    "COLUMN",
+    "Rows sharing a value of this input column (e.g. a document id) count as one draw in the "
+    "interval of the mean (clustered standard error).",
+)
+IntervalOpt = option(
     Interval,
-    typer.Option(
-        help="Interval of the mean: clt (normal, default) or bootstrap (seeded; by cluster "
-        "with --cluster)."
-    ),
-]
+    None,
+    "Interval of the mean: clt (normal, default) or bootstrap (seeded; by cluster with --cluster).",
+)
+
+
+_RATE = (
+    "{} per minute the run keeps to (the provider's limit; tokens estimated from each "
+    "request's text). Not given: learned from the provider's x-ratelimit headers and 429s."
+)
 
 # One option per Settings field, in the order --help shows them.
 SETTING_OPTIONS: dict[str, Any] = {
-    "judge": Annotated[
-        str,
-        typer.Option(metavar="SPEC", help=f"{choices(JUDGES)} (keys from the environment)."),
-    ],
-    "base_url": Annotated[
+    "judge": option(str, "SPEC", f"{choices(JUDGES)} (keys from the environment)."),
+    "base_url": option(
         str | None,
-        typer.Option(
-            metavar="URL",
-            help="Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama).",
-        ),
-    ],
-    "max_retries": Annotated[
-        int,
-        typer.Option(
-            min=0, metavar="N", help="Judge (and openai embeddings) client retries per call."
-        ),
-    ],
-    "timeout": Annotated[
+        "URL",
+        "Judge server URL, for any OpenAI-compatible server (Groq, vLLM, Ollama).",
+    ),
+    "max_retries": option(
+        int, "N", "Judge (and openai embeddings) client retries per call.", min=0
+    ),
+    "timeout": option(
         float | None,
-        typer.Option(
-            min=0.001,
-            metavar="SECONDS",
-            help="Give up on a judge or openai/gemini embeddings request after this long "
-            "(then retry).",
-        ),
-    ],
-    "embeddings": Annotated[
+        "SECONDS",
+        "Give up on a judge or openai/gemini embeddings request after this long (then retry).",
+        min=0.001,
+    ),
+    "embeddings": option(
         str,
-        typer.Option(
-            metavar="SPEC",
-            help=f"{choices(EMBEDDINGS)}. auto: local when the 'local' extra is installed, "
-            "else hash. local runs on the cores less one (OMP_NUM_THREADS, when set, decides).",
-        ),
-    ],
-    "embeddings_base_url": Annotated[
-        str | None,
-        typer.Option(
-            metavar="URL",
-            help="Embeddings server URL (default: --base-url when the provider matches).",
-        ),
-    ],
-    "one_text_per_call": Annotated[
+        "SPEC",
+        f"{choices(EMBEDDINGS)}. auto: local when the 'local' extra is installed, else hash. "
+        "local runs on the cores less one (OMP_NUM_THREADS, when set, decides).",
+    ),
+    "embeddings_base_url": option(
+        str | None, "URL", "Embeddings server URL (default: --base-url when the provider matches)."
+    ),
+    "one_text_per_call": option(
         bool,
-        typer.Option(
-            "--one-text-per-call",
-            help="Send one text per embeddings call (providers that merge a list).",
-        ),
-    ],
-    "batch_embeddings": Annotated[
+        None,
+        "Send one text per embeddings call (providers that merge a list).",
+        "--one-text-per-call",
+    ),
+    "batch_embeddings": option(
         bool,
-        typer.Option(
-            help="Send the texts of concurrent samples in shared embedding requests (up to 64 "
-            "texts); off: two requests per sample. Never with --one-text-per-call.",
-        ),
-    ],
-    "strictness": Annotated[int, typer.Option(min=1, metavar="N", help="Probes per sample.")],
-    "probe_prompt": Annotated[
+        None,
+        "Send the texts of concurrent samples in shared embedding requests (up to 64 texts); "
+        "off: two requests per sample. Never with --one-text-per-call.",
+    ),
+    "strictness": option(int, "N", "Probes per sample.", min=1),
+    "probe_prompt": option(
         ProbePrompt,
-        typer.Option(
-            metavar="MODE",
-            help="How probes are asked for: "
-            + "; ".join(f"{mode.name}: {mode.help}" for mode in MODES.values())
-            + ".",
-        ),
-    ],
-    "concurrency": Annotated[
+        "MODE",
+        "How probes are asked for: "
+        + "; ".join(f"{mode.name}: {mode.help}" for mode in MODES.values())
+        + ".",
+    ),
+    "concurrency": option(
         int,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Judge and embedding calls in flight (the same default as the API's "
-            "max_concurrency).",
-        ),
-    ],
+        "N",
+        "Judge and embedding calls in flight (the same default as the API's max_concurrency).",
+        min=1,
+    ),
     **{
-        name: Annotated[
-            int | None,
-            typer.Option(
-                min=1,
-                metavar="N",
-                help=f"{what} per minute the run keeps to (the provider's limit; tokens "
-                "estimated from each request's text). Not given: learned from the provider's "
-                "x-ratelimit headers and 429s.",
-            ),
-        ]
+        name: option(int | None, "N", _RATE.format(what), min=1)
         for name, what in (
             ("rpm", "Judge requests"),
             ("tpm", "Judge tokens"),
@@ -206,47 +179,35 @@ SETTING_OPTIONS: dict[str, Any] = {
             ("embedding_tpm", "Embedding tokens"),
         )
     },
-    "language": Annotated[
+    "language": option(
         str,
-        typer.Option(
-            metavar="auto|NAME",
-            help="Language of the probes. auto: diverse and sequential ask for the response's "
-            "language (stock's prompt is sent as is); a name (japanese) translates the prompt's "
-            "examples once with the judge, as RAGAS's adapt does.",
-        ),
-    ],
-    "cache": Annotated[
-        Path | None,
-        typer.Option(metavar="DIR", help="Keep judge replies in DIR; a re-run reuses them."),
-    ],
-    "analytics": Annotated[
+        "auto|NAME",
+        "Language of the probes. auto: diverse and sequential ask for the response's language "
+        "(stock's prompt is sent as is); a name (japanese) translates the prompt's examples "
+        "once with the judge, as RAGAS's adapt does.",
+    ),
+    "cache": option(Path | None, "DIR", "Keep judge replies in DIR; a re-run reuses them."),
+    "analytics": option(
         bool,
-        typer.Option(
-            "--analytics",
-            help="Let RAGAS send its usage analytics (a request per judge call). Off by default: "
-            f"the command sets {DO_NOT_TRACK}=true for itself; with --analytics the "
-            "environment decides.",
-        ),
-    ],
-    "otel": Annotated[
+        None,
+        "Let RAGAS send its usage analytics (a request per judge call). Off by default: the "
+        f"command sets {DO_NOT_TRACK}=true for itself; with --analytics the environment decides.",
+        "--analytics",
+    ),
+    "otel": option(
         str | None,
-        typer.Option(
-            metavar="URL",
-            help="Send traces (OpenTelemetry, OTLP over HTTP) to URL, e.g. http://localhost:4318 "
-            "(/v1/traces is added): a span per sample, judge call and embeddings request "
-            "(texts only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). "
-            "Default: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when "
-            "set. Needs the [otel] extra.",
-        ),
-    ],
+        "URL",
+        "Send traces (OpenTelemetry, OTLP over HTTP) to URL, e.g. http://localhost:4318 "
+        "(/v1/traces is added): a span per sample, judge call and embeddings request (texts "
+        "only with OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true). Default: "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT when set. Needs the "
+        "[otel] extra.",
+    ),
 }
 
 # What tokens cost, for a command that takes a ``prices`` parameter; no built-in price table.
 PRICE_OPTIONS: dict[str, Any] = {
-    name: Annotated[
-        float | None,
-        typer.Option(min=0.0, metavar="USD", help=f"{tokens}: USD per million, for the cost."),
-    ]
+    name: option(float | None, "USD", f"{tokens}: USD per million, for the cost.", min=0.0)
     for name, tokens in (
         ("price_in", "Judge prompt tokens"),
         ("price_out", "Judge completion tokens"),
@@ -260,15 +221,13 @@ assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one opt
 
 def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]:
     """Give a command every settings option (less the ``fixed`` ones) in place of its
-    ``settings`` parameter, one ``--NAME PATH`` per :data:`.output.FORMATS` entry in place of
-    ``outputs`` (it receives ``{name: path}``) and :data:`PRICE_OPTIONS` in place of ``prices``."""
+    ``settings`` parameter, run under one span (:func:`traced_command`); one ``--NAME PATH``
+    per :data:`.output.FORMATS` entry in place of ``outputs`` (it receives ``{name: path}``)
+    and :data:`PRICE_OPTIONS` in place of ``prices``."""
     fixed = dict(fixed or {})
     groups = {
         "settings": {n: (a, _DEFAULTS[n]) for n, a in SETTING_OPTIONS.items() if n not in fixed},
-        "outputs": {
-            n: (Annotated[Path | None, typer.Option(metavar="PATH", help=fmt.help)], None)
-            for n, fmt in FORMATS.items()
-        },
+        "outputs": {n: (option(Path | None, "PATH", fmt.help), None) for n, fmt in FORMATS.items()},
         "prices": {n: (a, None) for n, a in PRICE_OPTIONS.items()},
     }
 
@@ -286,20 +245,14 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
         @functools.wraps(command)
         def wrapper(**kwargs: Any) -> Any:
-            settings = None
-            if "settings" in signature.parameters:
-                values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
-                kwargs["settings"] = settings = _settings({**values, **fixed})
+            values = {name: kwargs.pop(name) for name in SETTING_OPTIONS if name in kwargs}
             if "outputs" in signature.parameters:
-                given = {name: kwargs.pop(name, None) for name in FORMATS}
+                given = {name: kwargs.pop(name) for name in FORMATS}
                 kwargs["outputs"] = {name: path for name, path in given.items() if path}
             if "prices" in signature.parameters:  # in, out, embeddings: Prices' order
-                kwargs["prices"] = Prices(*(kwargs.pop(name, None) for name in PRICE_OPTIONS))
-            if settings is None:
-                return command(**kwargs)
-            with traced_command(command.__name__, settings) as settings:
-                kwargs["settings"] = settings
-                return command(**kwargs)
+                kwargs["prices"] = Prices(*(kwargs.pop(name) for name in PRICE_OPTIONS))
+            with traced_command(command.__name__, _settings({**values, **fixed})) as settings:
+                return command(**kwargs, settings=settings)
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
@@ -365,14 +318,11 @@ def model_threads_for_this_process(environ: MutableMapping[str, str] | None = No
 
 
 def _settings(values: dict[str, Any]) -> Settings:
-    analytics_for_this_process(bool(values.get("analytics", False)))
+    analytics_for_this_process(values["analytics"])
     model_threads_for_this_process()
-    if "language" in values:
-        try:
-            values["language"] = check_language(values["language"])
-        except ValueError as exc:
-            raise UsageError(f"--language: {exc}") from None
-    prompt = values.get("probe_prompt")
-    if prompt is not None:
-        values["probe_prompt"] = getattr(prompt, "value", prompt)
+    try:
+        values["language"] = check_language(values["language"])
+    except ValueError as exc:
+        raise UsageError(f"--language: {exc}") from None
+    values["probe_prompt"] = getattr(values["probe_prompt"], "value", values["probe_prompt"])
     return Settings(**values)

@@ -93,7 +93,7 @@ class Provider:
     ``one_text_per_call``: its embeddings already send one text per call."""
 
     name: str
-    build: Callable[[Request], Built]
+    build: Callable[[Request], Any]
     needs_model: bool = False
     one_text_per_call: bool = False
     describe: Callable[[Request], str] | None = None
@@ -111,29 +111,26 @@ class Provider:
 
 JUDGES: dict[str, Provider] = {}
 EMBEDDINGS: dict[str, Provider] = {}
-Builder = Callable[[Request], Built]
+# A builder gives the judge or embeddings object, or a Built when its label or spec differ
+# from the provider's (auto's fallback to hash).
+Builder = Callable[[Request], Any]
 
 
-def _register(
-    table: dict[str, Provider],
-    name: str,
-    *,
-    needs_model: bool = False,
-    one_text_per_call: bool = False,
-    describe: Callable[[Request], str] | None = None,
-    key: str | None = None,
-) -> Callable[[Builder], Builder]:
-    """Add a builder to ``table`` under ``name``; ``key``: the provider whose API key it needs."""
+def _registry(table: dict[str, Provider]) -> Callable[..., Callable[[Builder], Builder]]:
+    """A decorator factory adding a builder to ``table``: ``@judge("NAME", needs_model=...,
+    key=PROVIDER)`` (``key``: the provider whose API key it needs)."""
 
-    def add(build: Builder) -> Builder:
-        table[name] = Provider(name, build, needs_model, one_text_per_call, describe, key)
-        return build
+    def register(name: str, **options: Any) -> Callable[[Builder], Builder]:
+        def add(build: Builder) -> Builder:
+            table[name] = Provider(name, build, **options)
+            return build
 
-    return add
+        return add
+
+    return register
 
 
-judge = functools.partial(_register, JUDGES)
-embeddings = functools.partial(_register, EMBEDDINGS)
+judge, embeddings = _registry(JUDGES), _registry(EMBEDDINGS)
 
 
 def choices(table: Mapping[str, Provider]) -> str:
@@ -224,49 +221,26 @@ def embeddings_label(provider: Provider, request: Request, one_text_per_call: bo
     return label
 
 
-def _build(
-    kind: Literal["judge", "embeddings"], text: str, **settings: Any
-) -> tuple[Provider, Built]:
-    provider, request = provider_request(kind, text, **settings)
-    built = provider.build(request)
+def _build(provider: Provider, request: Request) -> Built:
+    made = provider.build(request)
+    built = made if isinstance(made, Built) else Built(made, "", request.spec)
     built.label = redact(built.label or provider.label(request))
-    return provider, built
+    return built
 
 
-def build_judge(
-    text: str,
-    *,
-    base_url: str | None = None,
-    max_retries: int = 2,
-    timeout: float | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> Built:
-    """The judge ``text`` names, ready for the metric; ``timeout`` in seconds per request."""
-    return _build(
-        "judge", text, base_url=base_url, max_retries=max_retries, timeout=timeout, environ=environ
-    )[1]
+def build_judge(text: str, **connection: Any) -> Built:
+    """The judge ``text`` names, ready for the metric; ``connection``: ``base_url``,
+    ``max_retries``, ``timeout`` (seconds per request) and ``environ``."""
+    return _build(*provider_request("judge", text, **connection))
 
 
 def build_embeddings(
-    text: str,
-    *,
-    base_url: str | None = None,
-    one_text_per_call: bool = False,
-    concurrency: int = 8,
-    max_retries: int = 2,
-    timeout: float | None = None,
-    environ: Mapping[str, str] | None = None,
+    text: str, *, one_text_per_call: bool = False, concurrency: int = 8, **connection: Any
 ) -> Built:
     """The embeddings ``text`` names, optionally sending one text per provider call;
     ``max_retries`` applies to ``openai:`` embeddings, ``timeout`` (seconds) to ``gemini:`` too."""
-    provider, built = _build(
-        "embeddings",
-        text,
-        base_url=base_url,
-        max_retries=max_retries,
-        timeout=timeout,
-        environ=environ,
-    )
+    provider, request = provider_request("embeddings", text, **connection)
+    built = _build(provider, request)
     if one_text_per_call and not provider.one_text_per_call:
         from ..adapters import OneTextPerCall
 
@@ -313,19 +287,18 @@ def local_extra_installed() -> bool:
 
 
 @judge("offline", describe=lambda r: "offline (PretendJudge: no LLM, no network)")
-def _offline_judge(request: Request) -> Built:
+def _offline_judge(request: Request) -> Any:
     from ..testing.offline import PretendJudge
 
-    return Built(PretendJudge(keep=100), "", request.spec)  # a long run keeps few prompts
+    return PretendJudge(keep=100)  # a long run keeps few prompts
 
 
 @judge("gemini", needs_model=True, key="gemini")  # decorators apply bottom first: openai first
 @judge("openai", needs_model=True, key="openai")
-def _llm_judge(request: Request) -> Built:
+def _llm_judge(request: Request) -> Any:
     from ragas.llms import llm_factory
 
-    value = llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
-    return Built(value, "", request.spec)
+    return llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
 
 
 def _auto_choice(request: Request) -> str:
@@ -336,32 +309,27 @@ def _auto_choice(request: Request) -> str:
 
 
 @embeddings("auto", describe=_auto_choice)
-def _auto_embeddings(request: Request) -> Built:
+def _auto_embeddings(request: Request) -> Any:
     """local when the [local] extra is installed (and loads), else hash; the label says which."""
-    plain = Request(Spec("hash"), None, request.environ)
     if not local_extra_installed():
-        return _hash_embeddings(plain)
+        return Built(_hash_embeddings(request), "", Spec("hash"))
     try:
-        built = _local_embeddings(Request(Spec("local"), None, request.environ))
+        return _local_embeddings(request)
     except Exception as exc:  # the extra is there but the model did not load: say why
-        built = _hash_embeddings(plain)
-        built.label = (
-            f"{HASH_LABEL}; chosen by --embeddings auto: local failed "
-            f"({type(exc).__name__}: {str(exc)[:80]})"
-        )
-        return built
-    return Built(built.value, "", request.spec)
+        why = f"local failed ({type(exc).__name__}: {str(exc)[:80]})"
+        label = f"{HASH_LABEL}; chosen by --embeddings auto: {why}"
+        return Built(_hash_embeddings(request), label, Spec("hash"))
 
 
 @embeddings("hash", describe=lambda r: HASH_LABEL)
-def _hash_embeddings(request: Request) -> Built:
+def _hash_embeddings(request: Request) -> Any:
     from ..testing.offline import HashEmbeddings
 
-    return Built(HashEmbeddings(), "", request.spec)
+    return HashEmbeddings()
 
 
 @embeddings("local", describe=lambda r: LOCAL_LABEL)
-def _local_embeddings(request: Request) -> Built:
+def _local_embeddings(request: Request) -> Any:
     if not local_extra_installed():
         raise ProviderError(f"--embeddings local needs the [local] extra: {LOCAL_EXTRA}")
     from ..adapters import local_embeddings
@@ -370,15 +338,14 @@ def _local_embeddings(request: Request) -> Built:
         from huggingface_hub.utils import disable_progress_bars
 
         disable_progress_bars()
-    return Built(local_embeddings(), "", request.spec)
+    return local_embeddings()
 
 
 @embeddings("openai", needs_model=True, key="openai")
-def _openai_embeddings(request: Request) -> Built:
+def _openai_embeddings(request: Request) -> Any:
     from ragas.embeddings import OpenAIEmbeddings
 
-    value = OpenAIEmbeddings(client=_openai_client(request), model=request.spec.model)
-    return Built(value, "", request.spec)
+    return OpenAIEmbeddings(client=_openai_client(request), model=request.spec.model)
 
 
 @embeddings(
@@ -388,7 +355,7 @@ def _openai_embeddings(request: Request) -> Built:
     key="gemini",
     describe=lambda r: _label(r) + ", one text per call",
 )
-def _gemini_embeddings(request: Request) -> Built:
+def _gemini_embeddings(request: Request) -> Any:
     key = api_key("gemini", request.base_url, request.environ)
     from google import genai
     from google.genai import types
@@ -402,4 +369,4 @@ def _gemini_embeddings(request: Request) -> Built:
         settings["timeout"] = max(1, round(request.timeout * 1000))
     options = types.HttpOptions(**settings) if settings else None
     client = genai.Client(api_key=key, http_options=options)
-    return Built(gemini_embeddings(request.spec.model, client=client), "", request.spec)
+    return gemini_embeddings(request.spec.model, client=client)

@@ -16,16 +16,15 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from itertools import islice
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import typer
-
-from ..scoring.report import SKIPPED, RelevancyReport, as_text, clip, fmt
+from ..scoring.report import SKIPPED, as_text, clip, fmt
 from ..scoring.usage import Prices, Usage
 from .errors import UsageError, exit_code
+from .options import option
 from .output.files import PidLock, same_file, through_link
 from .output.jsonl import FORMAT, ReportFile, is_report_record, report_line, take_lock
-from .setup import Scorer, Settings, check_settings, prepare
+from .setup import Scorer, Settings, check_settings, prepare, unscored
 
 if TYPE_CHECKING:
     from .stats import CostSummary
@@ -45,25 +44,21 @@ RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
 EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
 EngineChoice.__doc__ = "Where rows are scored."
 
-EngineOpt = Annotated[
+EngineOpt = option(
     EngineChoice,
-    typer.Option(
-        help="local: in this process. ray: on Ray Data actors, for big files or folders of "
-        ".jsonl, .csv or .parquet; writes --out and prints a summary, not every row "
-        f"({RAY_EXTRA}).",
-    ),
-]
-RayAddressOpt = Annotated[
-    str | None,
-    typer.Option(metavar="ADDR", help="Ray cluster to join (default: start Ray on this machine)."),
-]
-ActorsOpt = Annotated[
+    None,
+    "local: in this process. ray: on Ray Data actors, for big files or folders of .jsonl, .csv "
+    f"or .parquet; writes --out and prints a summary, not every row ({RAY_EXTRA}).",
+)
+RayAddressOpt = option(
+    str | None, "ADDR", "Ray cluster to join (default: start Ray on this machine)."
+)
+ActorsOpt = option(
     int | None,
-    typer.Option(
-        min=1,
-        help="Ray actors scoring at once (default 2); each keeps --concurrency calls in flight.",
-    ),
-]
+    None,
+    "Ray actors scoring at once (default 2); each keeps --concurrency calls in flight.",
+    min=1,
+)
 
 # Input kinds Ray reads, by file suffix.
 INPUT_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
@@ -84,23 +79,16 @@ class SettingsMetric:
 
 def run_ray_score(
     file: Path,
-    map_specs: list[str] | None,
+    mapping: dict[str, str],
     settings: Settings,
     *,
-    engine: Any,
     address: str | None,
     actors: int | None,
-    out: Path | None,
-    outputs: dict[str, Path] | None = None,
+    out: Path,
     progress: bool = True,
     prices: Prices | None = None,
 ) -> int:
     """Score ``file`` on Ray actors into ``out``; the exit code as :func:`.errors.exit_code`."""
-    _check_options(engine, address, actors, out, outputs)
-    assert out is not None
-    from .datafile import parse_map
-
-    mapping = parse_map(map_specs or [])
     tag = check_settings(settings).settings_tag  # a bad judge spec or a missing key fails here
     sink = open_output(out, file)  # refuses an output this tool did not write, untouched
     try:
@@ -194,7 +182,7 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     from .output.console import used_fields
 
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
-    given = scorer.rate_limits()
+    given = scorer.settings.rate_limits()
     if str(given) != "learned":
         engine += f"; each actor keeps to {given.share(actors)} ({given} / {actors})"
     return used_fields(
@@ -206,34 +194,7 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
 
 def per_actor(settings: Settings, actors: int) -> Settings:
     """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    names = ("rpm", "tpm", "embedding_rpm", "embedding_tpm")
-    shares = {
-        name: max(1, getattr(settings, name) // actors)
-        for name in names
-        if getattr(settings, name) is not None
-    }
-    return replace(settings, **shares)
-
-
-def _check_options(
-    engine: Any,
-    address: str | None,
-    actors: int | None,
-    out: Path | None,
-    outputs: dict[str, Path] | None,
-) -> None:
-    if getattr(engine, "value", engine) != "ray":
-        given = [
-            name for name, value in (("--ray-address", address), ("--actors", actors)) if value
-        ]
-        raise UsageError(f"{' and '.join(given)} go(es) with --engine ray")
-    if out is None:
-        raise UsageError(
-            "--engine ray writes to --out: a .jsonl file or a folder for Parquet parts"
-        )
-    if outputs:
-        names = ", ".join(f"--{name}" for name in outputs)
-        raise UsageError(f"{names} is not available with --engine ray; read --out instead")
+    return replace(settings, **vars(settings.rate_limits().share(actors)))
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
@@ -254,11 +215,10 @@ def count_rows(path: Path, limit: int) -> int:
     ``limit`` (Parquet from its footers)."""
     import csv
 
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     rows = 0
-    for file in files:
+    for file in _data_files(path):
         kind = INPUT_KINDS.get(file.suffix.lower())
-        if rows >= limit or file.name.startswith((".", "_")) or kind is None:
+        if rows >= limit or kind is None:
             continue
         if kind == "parquet":
             import pyarrow.parquet as pq
@@ -275,16 +235,19 @@ def count_rows(path: Path, limit: int) -> int:
     return rows
 
 
+def _data_files(path: Path) -> list[Path]:
+    """``path``, or the files in the folder ``path`` and below, that Ray reads: neither hidden
+    nor ``_``-prefixed."""
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return [p for p in files if p.name[0] not in "._"]
+
+
 def read_input(path: Path) -> Any:
     """A Ray dataset over ``path`` (a file, or a folder of files of one kind)."""
     import ray.data
 
     if path.is_dir():
-        kinds = {
-            INPUT_KINDS.get(p.suffix.lower())
-            for p in path.rglob("*")
-            if p.is_file() and not p.name.startswith((".", "_"))
-        }
+        kinds = {INPUT_KINDS.get(p.suffix.lower()) for p in _data_files(path)}
         if len(kinds) != 1 or None in kinds:
             raise UsageError(
                 f"{path}: a folder to read must hold files of one kind: .jsonl, .csv or .parquet"
@@ -375,16 +338,8 @@ def _report(row: dict[str, Any], scorer: Scorer) -> dict[str, Any]:
     """The row's report as a dict: the actor's, or one saying why the row has none."""
     if row["report"] is not None:
         return json.loads(row["report"])
-    return RelevancyReport(
-        user_input=as_text(row["user_input"]),
-        response=as_text(row["response"]),
-        score=math.nan,
-        strictness=scorer.settings.strictness,
-        probe_prompt=scorer.settings.probe_prompt,
-        all_noncommittal=False,
-        error=row["error"],
-        reason=row["reason"],
-    ).to_dict()
+    texts = as_text(row["user_input"]), as_text(row["response"])
+    return unscored(scorer.settings, *texts, row["error"], reason=row["reason"]).to_dict()
 
 
 def set_aside(error: str | None) -> str | None:

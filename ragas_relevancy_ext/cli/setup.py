@@ -8,9 +8,10 @@ import hashlib
 import importlib
 import json
 import logging
+import math
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,13 +38,12 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_SETTINGS",
     "CheckedSettings",
-    "Scored",
     "Settings",
     "Scorer",
     "check_settings",
     "prepare",
-    "score_rows",
     "stream_rows",
+    "unscored",
 ]
 
 
@@ -71,6 +71,16 @@ class Settings:
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
+    def rate_limits(self) -> Any:
+        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
+        from ..run.scheduler import RateLimits
+
+        return RateLimits(self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
+
+    def connection(self, base_url: str | None) -> dict[str, Any]:
+        """What a judge or embeddings client at ``base_url`` is built with."""
+        return {"base_url": base_url, "max_retries": self.max_retries, "timeout": self.timeout}
+
 
 DEFAULT_SETTINGS = Settings()
 
@@ -87,10 +97,11 @@ class CheckedSettings:
     embeddings_url: str | None
 
     @property
-    def score_settings(self) -> dict[str, Any]:
-        """The settings that change a score (a resumed row must have been scored with these)."""
+    def settings_tag(self) -> str:
+        """A short hash of the settings that change a score (part of each row's key, see
+        ``row_key``): a resumed row must have been scored with these."""
         s = self.settings
-        return {
+        scored_with = {
             "judge": s.judge.strip().lower(),
             "base_url": show_url(s.base_url) if s.base_url else None,
             "embeddings": self.embeddings_spec,
@@ -99,26 +110,19 @@ class CheckedSettings:
             "probe_prompt": s.probe_prompt,
             "language": s.language,
         }
-
-    @property
-    def settings_tag(self) -> str:
-        """A short hash of :attr:`score_settings` (part of each row's key, see ``row_key``)."""
-        text = json.dumps(self.score_settings, sort_keys=True)
+        text = json.dumps(scored_with, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def check_settings(settings: Settings) -> CheckedSettings:
     """Check the judge and embeddings specs and their keys without importing any SDK, RAGAS or
     numpy: ProviderError (a bad spec) or MissingKeyError (naming the variable)."""
-    judge, judge_req = provider_request(
-        "judge",
-        settings.judge,
-        base_url=settings.base_url,
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
-    )
+    connection = settings.connection
+    judge, judge_req = provider_request("judge", settings.judge, **connection(settings.base_url))
     url = _embeddings_url(settings, judge_req.spec.provider)
-    embeddings, embeddings_req = provider_request("embeddings", settings.embeddings, base_url=url)
+    embeddings, embeddings_req = provider_request(
+        "embeddings", settings.embeddings, **connection(url)
+    )
     judge.check_key(judge_req)
     embeddings.check_key(embeddings_req)
     spec = str(embeddings_req.spec)
@@ -143,6 +147,16 @@ def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
     if settings.embeddings.partition(":")[0].strip().lower() == judge_provider:
         return settings.base_url
     return None
+
+
+def unscored(
+    settings: Settings, user_input: str, response: str, error: str, **fields: Any
+) -> RelevancyReport:
+    """The NaN report of a row not scored (set aside, or failed on a Ray actor)."""
+    s = settings
+    return RelevancyReport(
+        user_input, response, math.nan, s.strictness, s.probe_prompt, False, error=error, **fields
+    )
 
 
 @dataclass
@@ -175,33 +189,25 @@ class Scorer:
             f"{self.cached.misses} judge calls{off}"
         )
 
-    def metric(self, probe_prompt: str | None = None) -> Any:
-        """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
-        from ..metric import AnswerRelevancy
-
-        return AnswerRelevancy(
-            llm=self.judge_for_runs(),
-            embeddings=self.embeddings.value,
-            strictness=self.settings.strictness,
-            probe_prompt=probe_prompt or self.settings.probe_prompt,
-            max_concurrency=self.settings.concurrency,
-            language=self.settings.language,
-            batch_embeddings=self.settings.batch_embeddings,
-            rate_limits=self.rate_limits(),
-        )
-
-    def rate_limits(self, parts: int = 1) -> Any:
-        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``, each of
-        ``parts`` runs (Ray actors) taking its share."""
-        from ..run.scheduler import RateLimits
-
-        s = self.settings
-        limits = RateLimits(s.rpm, s.tpm, s.embedding_rpm, s.embedding_tpm)
-        return limits.share(parts) if parts > 1 else limits
-
     def judge_for_runs(self) -> Any:
         """The judge the commands should ask: the cached one when the cache is on."""
         return self.cached if self.cached is not None else self.judge.value
+
+    def metric(self) -> Any:
+        """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
+        from ..metric import AnswerRelevancy
+
+        s = self.settings
+        return AnswerRelevancy(
+            llm=self.judge_for_runs(),
+            embeddings=self.embeddings.value,
+            strictness=s.strictness,
+            probe_prompt=s.probe_prompt,
+            max_concurrency=s.concurrency,
+            language=s.language,
+            batch_embeddings=s.batch_embeddings,
+            rate_limits=s.rate_limits(),
+        )
 
 
 LOCAL_MODEL_MODULE = "sentence_transformers"
@@ -232,23 +238,16 @@ def prepare(
         local.start()
         say("loading RAGAS and the local model (sentence-transformers)…")
     try:
-        judge = build_judge(
-            settings.judge,
-            base_url=settings.base_url,
-            max_retries=settings.max_retries,
-            timeout=settings.timeout,
-        )
+        judge = build_judge(settings.judge, **settings.connection(settings.base_url))
     finally:  # never return, even with an error, while the import thread changes sys.modules
         if local is not None:
             say("loading the local model (sentence-transformers)…")
             local.join()
     embeddings = build_embeddings(
         settings.embeddings,
-        base_url=_embeddings_url(settings, judge.spec.provider),
         one_text_per_call=settings.one_text_per_call,
         concurrency=settings.concurrency,
-        max_retries=settings.max_retries,
-        timeout=settings.timeout,
+        **settings.connection(_embeddings_url(settings, judge.spec.provider)),
     )
     scorer = Scorer(settings, judge, embeddings)
     if settings.cache is not None:
@@ -267,43 +266,20 @@ def _import_local_model() -> None:
         importlib.import_module(LOCAL_MODEL_MODULE)
 
 
-@dataclass
-class Scored:
-    """One row and its report."""
-
-    row: Row
-    report: RelevancyReport
-
-
-async def score_rows(
-    metric: Any,
-    rows: Iterable[Row],
-    on_done: Callable[[Scored], None] | None = None,
-) -> list[Scored]:
-    """Score ``rows`` (read lazily, a bounded window at a time); ``on_done`` sees each as it
-    finishes. Returns every row's result in row order."""
-    done: list[Scored] = []
-    async for scored in stream_rows(metric, rows):
-        if on_done is not None:
-            on_done(scored)
-        done.append(scored)
-    return sorted(done, key=lambda s: s.row.number)
-
-
 async def stream_rows(
     metric: Any,
     rows: Iterable[Row],
     stop: asyncio.Event | None = None,
     early_stop: EarlyStop | None = None,
-) -> Any:
-    """Each row's :class:`Scored` as it finishes; once ``stop`` is set (or ``early_stop`` gives
+) -> AsyncIterator[tuple[Row, RelevancyReport]]:
+    """Each row with its report as it finishes; once ``stop`` is set (or ``early_stop`` gives
     up), rows that have asked nothing yet are not started."""
     in_flight: dict[int, Row] = {}
 
-    def inputs() -> Any:
+    def inputs() -> Iterator[dict[str, str]]:
         for index, row in enumerate(rows):
             in_flight[index] = row
             yield {"user_input": row.user_input, "response": row.response}
 
     async for index, result in metric.ascore_each(inputs(), stop=stop, early_stop=early_stop):
-        yield Scored(in_flight.pop(index), result.report)  # keys masked where errors enter
+        yield in_flight.pop(index), result.report  # keys masked where errors enter
