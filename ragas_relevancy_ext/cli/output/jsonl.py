@@ -234,7 +234,8 @@ class ReportFile:
                     record = load_record(raw)
                     if (record.get("row"), record.get("line")) != numbers:
                         record["row"], record["line"] = numbers
-                        raw = _dump(record)
+                        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+                        raw = (text + "\n").encode("utf-8")
                 new.write(raw)
                 written += 1
         return written
@@ -256,7 +257,3 @@ def is_report_record(record: Any) -> bool:
         return False
     ours = record.get("format") == FORMAT or _LEGACY_KEYS <= set(record)
     return ours and "key" in record and isinstance(record.get("row"), int)
-
-
-def _dump(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
