@@ -56,17 +56,13 @@ CSS = "\n" + resources.files(__package__).joinpath("page.css").read_text(encodin
 
 
 def write(
-    path: str | Path,
-    items: Sequence[Item],
-    summary: Summary,
-    meta: Mapping[str, str],
-    title: str = TITLE,
+    path: str | Path, items: Sequence[Item], summary: Summary, meta: Mapping[str, str]
 ) -> None:
     """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made,
     a link's target written); an existing file that is not a page of ours is refused as is."""
     target = check_target(path, "--html", is_ours, "a page")
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, render_html(items, summary, meta, title).encode("utf-8"))
+    write_atomically(target, render_html(items, summary, meta).encode("utf-8"))
 
 
 def is_ours(path: str | Path) -> bool:
@@ -79,9 +75,7 @@ def is_ours(path: str | Path) -> bool:
     return not head or GENERATOR.encode() in head
 
 
-def render_html(
-    items: Sequence[Item], summary: Summary, meta: Mapping[str, str], title: str = TITLE
-) -> str:
+def render_html(items: Sequence[Item], summary: Summary, meta: Mapping[str, str]) -> str:
     """The page as a string."""
     caution = meta.get("caution")
     used = "".join(
@@ -90,7 +84,7 @@ def render_html(
     used = f'<table class="meta">{used}</table>'  # what the run used, the caution aside
     kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
-        page_head(title, CSS + _control_css()),
+        page_head(TITLE, CSS + _control_css()),
         f'<p class="caution"><b>Caution:</b> {text(caution)}</p>' if caution else "",
         _stats(kinds, summary),
         _cost(summary),
@@ -191,8 +185,9 @@ def _cost(summary: Summary) -> str:
     return f'<h2>What it cost</h2><ul class="cost">{items}</ul>' if items else ""
 
 
-def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
-    """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1], then a NaN bar."""
+def histogram_svg(scores: Sequence[float]) -> str:
+    """Inline SVG bars counting scores in :data:`BINS` equal bins over [0, 1], then a NaN bar."""
+    bins = BINS
     finite = [s for s in scores if _finite(s)]
     counts = Counter(min(bins - 1, max(0, int(score * bins))) for score in finite)
     nans = len(scores) - len(finite)
