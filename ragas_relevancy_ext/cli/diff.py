@@ -1,11 +1,9 @@
 """``ragas-relevancy diff A.jsonl B.jsonl``: is the change between two runs real?
 
-Rows pair by their question (the ``user_input`` text, whitespace runs made one; with ``--id
-COLUMN`` also that input column), never by the response, which two systems write differently:
-a reordered file pairs the same, and a question asked twice pairs its first rows together, then
-its second. The paired mean difference B - A gets a 95% interval (clustered with ``--cluster``)
-and a two-sided p-value; the exit code is 1 when B is significantly lower than A by more than
-``--margin``. No RAGAS, no judge, no network.
+Rows pair by question (``user_input``, whitespace runs made one, and ``--id COLUMN``), never by
+response: a question asked twice pairs its first rows, then its second. The paired mean
+difference B - A gets a 95% interval (clustered with ``--cluster``) and a p-value; exit 1 when B
+is significantly lower by more than ``--margin``. No RAGAS, no judge, no network.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""The numbers of a run: its summary, agreement with human ratings, and the spread of repeats.
-
-Pure functions: mean, median, zeros, NaNs and the lowest scores of a run; what it cost
-(requests and tokens, in total and per row, and in USD at the prices given); Pearson and
-Spearman correlation with a seeded bootstrap interval for either; the spread of repeated
-scores per sample. No RAGAS, no I/O.
+"""The numbers of a run, pure functions without RAGAS or I/O: its summary and cost, agreement
+with human ratings (Pearson and Spearman with seeded bootstrap intervals), the spread of repeats.
 """
 
 from __future__ import annotations
@@ -21,23 +17,6 @@ from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 if TYPE_CHECKING:
     from ..error_bars import ErrorBars
-
-__all__ = [
-    "Agreement",
-    "CostSummary",
-    "Low",
-    "Prices",
-    "Spread",
-    "Summary",
-    "agreement",
-    "bootstrap_interval",
-    "pearson",
-    "ranks",
-    "repeat_spread",
-    "spearman",
-    "summarise",
-    "summarise_cost",
-]
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
@@ -80,11 +59,8 @@ def bootstrap_interval(
     level: float = 0.95,
     seed: int = DEFAULT_SEED,
 ) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over resampled pairs (fixed seed).
-
-    Resamples where the statistic is undefined (e.g. all ratings equal) are left out;
-    ``(nan, nan)`` when none is defined.
-    """
+    """Percentile bootstrap interval of ``statistic`` over resampled pairs (fixed seed);
+    resamples where it is undefined (all ratings equal) are left out, (nan, nan) if all are."""
     a, b = _pairs(x, y)
     if len(a) < 3:
         return math.nan, math.nan
@@ -146,10 +122,8 @@ class Spread:
 
 
 def repeat_spread(runs: Sequence[Sequence[float]]) -> Spread:
-    """``runs[i]`` holds sample i's K scores; sample standard deviation (ddof=1) per sample.
-
-    NaN scores are ignored per sample; a sample with fewer than two finite scores has NaN spread.
-    """
+    """``runs[i]`` holds sample i's K scores: mean and sample standard deviation (ddof=1) of
+    its finite ones (NaN with fewer than two)."""
     means: list[float] = []
     deviations: list[float] = []
     repeats = max((len(r) for r in runs), default=0)
@@ -224,7 +198,7 @@ def summarise(
     lowest: int = LOWEST,
     causes: Mapping[int, str] | None = None,
 ) -> Summary:
-    """``items`` are (row number, score, user_input) triples; ``causes`` says, by row number,
+    """Summary of (row number, score, user_input) triples; ``causes`` says, by row number,
     why a row is NaN (counted per cause, most frequent first)."""
     finite = [(n, s, q) for n, s, q in items if s is not None and math.isfinite(s)]
     not_scored = [n for n, s, _ in items if s is None or not math.isfinite(s)]
@@ -253,8 +227,8 @@ def summarise(
 
 @dataclass(frozen=True)
 class CostSummary:
-    """The usage of the rows that carry one, summed; ``missing`` rows carry none (saved
-    before usage was kept), so the totals cover ``rows`` rows only and say so."""
+    """The usage of the ``rows`` that carry one, summed; ``missing`` rows (saved before usage
+    was kept) carry none."""
 
     total: Usage
     rows: int
@@ -313,8 +287,7 @@ def _usd(value: float | None, tokens: int | None, flags: str) -> str:
 
 
 def summarise_cost(usages: Iterable[Usage | None], prices: Prices | None = None) -> CostSummary:
-    """Sum the rows' usages in one pass (a stream will do); rows without one are counted as
-    ``missing``, not as 0."""
+    """Sum the rows' usages in one pass; rows without one count as ``missing``, not as 0."""
     total, known, missing = Usage(), 0, 0
     for usage in usages:
         if usage is None:

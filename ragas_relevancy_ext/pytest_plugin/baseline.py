@@ -80,22 +80,15 @@ def compare_with_baseline(checks: Sequence[Check], baseline: Path, margin: float
 
 def check_report_target(path: Path) -> None:
     """Refuse, before any test runs, a ``--relevancy-report`` file this tool did not write."""
-    from ..cli.output.jsonl import is_report_record, load_record
+    from ..cli.output.jsonl import ReportFile, ReportFileError
 
-    if not path.exists():
-        return
     try:
-        lines = path.read_bytes().splitlines()
-        ours = path.is_file() and all(
-            is_report_record(load_record(line)) for line in lines if line.strip()
-        )
-    except (OSError, ValueError, RecursionError):
-        ours = False
-    if not ours:
+        ReportFile(path)  # reads and checks every line; writes nothing
+    except (OSError, ReportFileError):
         raise pytest.UsageError(
             f"--relevancy-report {path} exists and is not a report of ragas-relevancy; it was "
             "left as it is: give a new file"
-        )
+        ) from None
 
 
 def write_report(path: Path, checks: Sequence[Check], used: list[tuple[str, str]]) -> int:

@@ -3,6 +3,7 @@ pass: the check is "not measured", reported apart from a low score."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -137,13 +138,10 @@ def score_checks(engine: Engine, checks: list[Check]) -> None:
         )
         for check in checks
     ]
-    reports: list[RelevancyReport] = []
+    parents = [None if s is None else s[1] for s in started]
     try:
-        if not any(started):
+        with tracing.row_parents(parents) if any(started) else contextlib.nullcontext():
             reports = engine.score(pairs)
-        else:
-            with tracing.row_parents([None if s is None else s[1] for s in started]):
-                reports = engine.score(pairs)
         for check, report in zip(checks, reports, strict=True):
             check.report = report
     finally:

@@ -90,14 +90,11 @@ class Engine:
         """One report per pair, in order, from one ``abatch_score``; failures are NaN reports."""
         if not pairs:
             return []
-        try:
-            self.prepare()
-        except Exception as exc:
-            return [self._failed(pair, exc) for pair in pairs]
         inputs = [{"user_input": q, "response": r} for q, r in pairs]
         try:
+            self.prepare()
             results = self._run(self._metric.abatch_score(inputs))
-        except Exception as exc:  # abatch_score keeps per-sample failures; this is the loop
+        except Exception as exc:  # the setup or the loop: abatch_score keeps per-sample failures
             return [self._failed(pair, exc) for pair in pairs]
         return [result.report for result in results]
 

@@ -1,5 +1,5 @@
 """The plugin's options, each a flag, an ini key and an environment variable (the command line
-wins over the environment, the environment over the ini file); pytest and the stdlib only."""
+wins over the environment, the environment over the ini file)."""
 
 from __future__ import annotations
 
@@ -34,12 +34,12 @@ def _min_score(text: str) -> float:
     return check_min_score(value)
 
 
-def _number(rule: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
-    """A parser of a finite number for which ``ok`` holds; anything else is ``rule``'s error."""
+def _number(rule: str, ok: Callable[[float], bool], kind: type = float) -> Callable[[str], Any]:
+    """A parser of a finite ``kind`` for which ``ok`` holds; anything else is ``rule``'s error."""
 
-    def parse(text: str) -> float:
+    def parse(text: str) -> Any:
         try:
-            value = float(text)
+            value = kind(text)
         except ValueError:
             value = math.nan
         if not math.isfinite(value) or not ok(value):
@@ -49,15 +49,8 @@ def _number(rule: str, ok: Callable[[float], bool]) -> Callable[[str], float]:
     return parse
 
 
-def _per_minute(text: str) -> int:
-    """A rate limit: a whole number of requests or tokens per minute, at least 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"must be a whole number of at least 1 per minute, got {text!r}")
-    return value
+# a rate limit: a whole number of requests or tokens per minute
+_per_minute = _number("must be a whole number of at least 1 per minute", lambda v: v >= 1, int)
 
 
 def _otel(text: str) -> str:

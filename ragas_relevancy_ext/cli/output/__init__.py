@@ -1,10 +1,8 @@
 """What a run leaves behind: the console, the JSONL report it resumes from, and end-of-run pages.
 
-End-of-run formats are one :data:`FORMATS` entry each: the command line offers ``--NAME PATH``
-for every entry and calls its writer with ``(path, items, summary, meta)`` once the run is done.
-A new format is a module here with a ``write`` function, an ``is_ours`` function (does a file
-hold what ``write`` writes?) and one entry below. :func:`check_outputs` refuses, before anything
-runs, an output that is the input, ``--out`` or another output, or a file its format did not write.
+Each end-of-run format is a :data:`FORMATS` entry (the command line offers ``--NAME PATH`` for
+it) naming a module with ``write(path, items, summary, meta)`` and ``is_ours(path)`` (does a
+file hold what ``write`` writes?).
 """
 
 from __future__ import annotations
@@ -30,8 +28,7 @@ Writer = Callable[[Path, Sequence[Item], "Summary", Mapping[str, str]], None]
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One end-of-run format: its ``--NAME`` help, the module whose ``write`` makes it, and
-    what one file of it is called in messages."""
+    """One end-of-run format: its ``--NAME`` help, its module, what one file of it is called."""
 
     help: str
     module: str
@@ -57,9 +54,9 @@ FORMATS: dict[str, OutputFormat] = {
 def check_outputs(
     outputs: Mapping[str, Path], *, input_path: Path | None = None, out: Path | None = None
 ) -> dict[str, Path]:
-    """``outputs`` with each link resolved to the file to write; :class:`OutputPathError` for
-    one that is the input, ``--out`` or another output (links of either kind included), or an
-    existing file its format did not write (left as it is)."""
+    """``outputs`` with each link resolved to the file to write, before anything runs;
+    :class:`OutputPathError` for one that is the input, ``--out`` or another output (links
+    included), or an existing file its format did not write."""
     given = [("the input file", input_path), (f"the same file as --out {out}", out)]
     taken = [(what, path) for what, path in given if path is not None]
     checked: dict[str, Path] = {}

@@ -1,9 +1,8 @@
 """What the commands print: rich tables of scores and probes, summaries, and a progress bar.
 
-Text from the data is always passed as :class:`rich.text.Text`, never as markup, so brackets
-in a response print as they are, and every text a :class:`TerminalConsole` lays out (or the
-plain table writes) has its control and bidi characters shown as codes, so no escape sequence
-from the data reaches the terminal.
+Data reaches rich as :class:`rich.text.Text`, never as markup, and every text is laid out with
+its control and bidi characters shown as codes: no escape sequence from the data reaches the
+terminal.
 """
 
 from __future__ import annotations
@@ -56,20 +55,16 @@ def make_console(stderr: bool = False) -> Console:
 
 
 class TerminalConsole(Console):
-    """A console that shows the control and bidi characters of every text it lays out as codes
-    (:func:`neutralise_controls`): printed strings and texts, and each cell of a table.
-
-    A :class:`Text` made of raw data has already lost BEL, BS, VT, FF and CR (rich drops them),
-    so where those should show, the data is neutralised before it becomes a Text."""
+    """A console that shows the control and bidi characters of every string, text and table
+    cell it lays out as codes (:func:`neutralise_controls`). Rich drops BEL, BS, VT, FF and CR
+    from a :class:`Text`, so data is neutralised before it becomes one."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        """A string to print (or a table's string cell), neutralised; markup stays as the
-        console reads it (never, from :func:`make_console`)."""
+        """A string to print (or a table's string cell), neutralised."""
         return super().render_str(neutralise_controls(text), **kwargs)
 
     def render(self, renderable: Any, options: Any = None) -> Iterable[Any]:
-        """Every renderable on its way to the terminal: a :class:`Text` goes neutralised, its
-        styles kept on the same characters."""
+        """Every renderable on its way out: a :class:`Text` neutralised, styles kept in place."""
         if isinstance(renderable, Text):
             renderable = neutralised_text(renderable)
         return super().render(renderable, options)
@@ -139,24 +134,16 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
 
 
 def run_fields(data: Any, scorer: Any, **extra: str) -> dict[str, str]:
-    """What a run read and used: file, judge, embeddings, probe prompt (plus ``extra``), and a
-    ``caution`` when the scores do not measure the answers (the offline judge).
-
-    ``data`` has ``path``, ``row_count`` (usable rows) and ``bad_count``; ``scorer`` as
-    :func:`used_fields`. The rows counted are all of them, bad ones too, as the summary counts.
-    """
+    """:func:`used_fields` after the file read (``data``: ``path``, ``row_count`` and
+    ``bad_count``; its rows counted bad ones included, as the summary counts)."""
     rows = data.row_count + data.bad_count
     read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
     return used_fields(read, scorer, **extra)
 
 
 def used_fields(first: Mapping[str, str], scorer: Any, **extra: str) -> dict[str, str]:
-    """``first``, then the judge, embeddings and probe prompt ``scorer`` uses, then ``extra``,
-    and a ``caution`` for the offline judge: the header of every engine's run.
-
-    ``scorer`` has ``settings``, ``judge_label`` and ``embeddings_label``. Every value passes
-    through :func:`redact`.
-    """
+    """The header of a run, redacted: ``first``, the judge, embeddings and probe prompt
+    ``scorer`` uses, ``extra``, and a ``caution`` for the offline judge."""
     from ...scoring.redaction import redact
 
     settings = scorer.settings
@@ -248,9 +235,7 @@ def print_table(
 def _sample_lines(
     number: int, report: RelevancyReport, probes: bool, reasons: bool
 ) -> Iterator[tuple[str, Text, str, Text]]:
-    """One sample's lines of the table: (row, score, cosine, text). The data's texts are
-    neutralised before they become a :class:`Text`, which would drop BEL, CR and a few other
-    controls without a trace."""
+    """One sample's lines of the table: (row, score, cosine, text), texts neutralised."""
     no_text = Text("")
     score = Text(fmt(report.score), style=_score_style(report.score))
     yield str(number), score, "", Text(clip(report.user_input, 300), style="bold")
@@ -287,10 +272,8 @@ def scores_table(
     header: bool = True,
     row_width: int | None = None,
 ) -> Table:
-    """One line per sample (row, score, question), its response and probes beneath it; the
-    reason beneath every sample when ``reasons``, else only beneath those not scored or 0.
-
-    ``header`` and ``row_width`` let a long run print the table in chunks that line up."""
+    """One line per sample (row, score, question), its response and probes beneath it, and its
+    reason when ``reasons`` (always when not scored or 0); chunks line up given ``row_width``."""
     table = simple_table(
         *right("row", style="dim", no_wrap=True, width=row_width),
         *right("score", "cosine", no_wrap=True, width=6),
@@ -312,8 +295,8 @@ def plain_lines(
     header: bool = True,
     row_width: int | None = None,
 ) -> Iterator[str]:
-    """The cells of :func:`scores_table` as plain lines, one per cell line, texts unwrapped (the
-    terminal folds them), control characters shown as codes: this text bypasses the console."""
+    """The cells of :func:`scores_table` as plain lines, texts unwrapped and neutralised (this
+    text bypasses the console)."""
     width = row_width or max([3, *(len(str(number)) for number, _ in items)])
     if header:
         yield f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
@@ -340,7 +323,7 @@ def print_cost(console: Console, cost: CostSummary, prefix: str = "") -> None:
 def print_summary(
     console: Console, summary: Summary, reports: Mapping[int, RelevancyReport] | None = None
 ) -> None:
-    """Mean, median, zeros, NaNs and the lowest scores (with what pulled each down, given the
+    """Mean, median, zeros, NaNs and the lowest scores (with what pulled each down, given
     ``reports`` by row number)."""
     figures = f"mean {fmt(summary.mean)} | median {fmt(summary.median)} | score 0: {summary.zeros}"
     head = (

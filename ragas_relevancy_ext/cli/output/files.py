@@ -1,13 +1,5 @@
-"""Files the command writes: one file per path, links written through, locks, atomic pages.
-
-Every writer of :mod:`.output` and the Ray engine's folder share these: :func:`same_file`
-(symlinks and hard links included) keeps the input, ``--out`` and each page apart,
-:func:`check_target` refuses an existing file the writer does not recognise as its own,
-:func:`through_link` writes a link's target rather than replacing the link, :class:`PidLock`
-is the lock file (with the holder's pid) that keeps a second process out, and
-:func:`atomic_file` (and :func:`write_atomically`) replaces a file only with a complete new one.
-Standard library only.
-"""
+"""Files the command writes: the input, ``--out`` and each page kept apart (links included), a
+link's target written rather than the link, a pid lock file, and whole-file replacement."""
 
 from __future__ import annotations
 
@@ -19,16 +11,6 @@ from typing import IO
 
 from ..errors import UsageError
 
-__all__ = [
-    "OutputPathError",
-    "PidLock",
-    "atomic_file",
-    "check_target",
-    "same_file",
-    "through_link",
-    "write_atomically",
-]
-
 
 class OutputPathError(UsageError):
     """An output path that is another file of the run, or a file this tool did not write."""
@@ -37,11 +19,9 @@ class OutputPathError(UsageError):
 def same_file(a: str | Path, b: str | Path) -> bool:
     """Whether ``a`` and ``b`` are one file: the same inode (links of either kind) when both
     exist, else the same path once links are resolved."""
-    try:
+    with contextlib.suppress(OSError):
         if os.path.samefile(a, b):
             return True
-    except OSError:
-        pass
     return os.path.realpath(a) == os.path.realpath(b)
 
 
@@ -59,8 +39,7 @@ def through_link(path: str | Path) -> Path:
 
 def check_target(path: str | Path, option: str, ours: Callable[[Path], bool], what: str) -> Path:
     """The file to write for ``option PATH`` (a link's target): refused, untouched, when it
-    exists and is not a regular file, or ``ours`` does not recognise it as ``what`` this
-    tool wrote."""
+    exists and is not a regular file, or ``ours`` does not recognise it as ``what`` we wrote."""
     target = through_link(path)
     if target.exists() or target.is_symlink():
         if not target.is_file():
@@ -77,7 +56,7 @@ def check_target(path: str | Path, option: str, ours: Callable[[Path], bool], wh
 
 class PidLock:
     """A lock file holding the pid of the process that has it, locked with ``flock`` (the
-    operating system releases it if that process dies)."""
+    operating system releases it if that process dies; elsewhere the file alone marks it)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -87,12 +66,20 @@ class PidLock:
         """Take the lock: None when taken, else the holder's pid ("unknown" if unwritten)."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         handle = self.path.open("a+", encoding="utf-8")
-        if not _try_lock(handle):
-            handle.seek(0)
+        try:
+            import fcntl
+
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            taken = True
+        except ImportError:  # not POSIX
+            taken = handle.tell() == 0
+        except OSError:
+            taken = False
+        handle.seek(0)
+        if not taken:
             holder = handle.read().strip() or "unknown"
             handle.close()
             return holder
-        handle.seek(0)
         handle.truncate()
         handle.write(f"{os.getpid()}\n")
         handle.flush()
@@ -116,9 +103,8 @@ class PidLock:
 
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[IO[bytes]]:
-    """A temporary file beside ``path`` to write, synced and renamed over ``path`` when the
-    block ends without an error (else removed): a stop at any moment leaves the old file or
-    the new one, never half of one."""
+    """A temporary file beside ``path``, synced and renamed over it when the block ends without
+    an error (else removed): a stop at any moment leaves the old file or the new one."""
     path = Path(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
@@ -142,16 +128,3 @@ def write_atomically(path: str | Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` through :func:`atomic_file`."""
     with atomic_file(path) as handle:
         handle.write(data)
-
-
-def _try_lock(handle: IO[str]) -> bool:
-    """An exclusive lock on ``handle`` without waiting (released by the OS if we die)."""
-    try:
-        import fcntl
-    except ImportError:  # not POSIX: the lock file alone marks the writer
-        return handle.tell() == 0
-    try:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    return True

@@ -1,16 +1,10 @@
-"""One self-contained HTML page for a run: what a person wants first, then every row.
+"""One self-contained HTML page for a run: the distribution of scores and the worst rows (each
+with the probe that pulled it down) first, then a card per row, sorted and filtered by CSS alone
+(radio buttons and flex ``order``): no script, nothing loaded, works offline.
 
-The page opens with the distribution of scores and the worst rows (each with the probe that
-pulled it down), then a card per row that can be sorted by score and filtered to NaN, 0,
-noncommittal or low rows. Sorting and filtering are CSS only (radio buttons and flex ``order``),
-so the page holds no script, loads nothing (no fonts, no images) and works offline.
-
-Every text from the data or the run is escaped, and its bidi controls are shown as codes.
-Long texts show their first :data:`CLIP` characters; the rest, up to :data:`FULL_CAP`, sits in a
-collapsed ``<details>``, so a 1 MB response makes a page of a few tens of KB.
-
-The page carries :data:`GENERATOR` in its head: :func:`write` replaces an existing file only when
-it is such a page (:func:`is_ours`), and always whole (a temporary file, then a rename).
+Every text from the data is escaped, its bidi controls shown as codes. Long texts show their
+first :data:`CLIP` characters, the rest (up to :data:`FULL_CAP`) in a collapsed ``<details>``.
+A page carries :data:`GENERATOR`: :func:`write` replaces only such a page, and always whole.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from html import escape
+from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,22 +33,6 @@ from .files import check_target, write_atomically
 if TYPE_CHECKING:
     from ..stats import Summary
 
-__all__ = [
-    "CLIP",
-    "FULL_CAP",
-    "GENERATOR",
-    "WORST",
-    "histogram_svg",
-    "is_ours",
-    "long_text",
-    "page_head",
-    "render_html",
-    "stats_list",
-    "text",
-    "worst_rows",
-    "write",
-]
-
 BINS = 10
 CLIP = 500  # characters of a long text shown at once
 FULL_CAP = 5_000  # characters of a long text behind "show the full text"
@@ -72,75 +51,18 @@ FILTERS = (
 )
 SORTS = (("row", "row order"), ("up", "score, lowest first"), ("down", "score, highest first"))
 
-CSS = """
-*{box-sizing:border-box}
-body{font:15px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
-max-width:64rem;padding:1rem;color:#1d232a;background:#f6f7f9}
-h1{font-size:1.45rem;margin:.4rem 0}h2{font-size:1.1rem;margin:1.8rem 0 .6rem}
-a{color:#1a5fd0}
-.caution{background:#fff4d6;border:1px solid #e8c66a;border-radius:6px;padding:.6rem .8rem;
-margin:.8rem 0}
-.stats{display:flex;flex-wrap:wrap;gap:.5rem;margin:.8rem 0;padding:0;list-style:none}
-.stats li{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.35rem .7rem}
-.stats b{display:block;font-size:1.15rem;font-variant-numeric:tabular-nums}
-.stats span{color:#5b6570;font-size:.8rem}
-.panel{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.8rem 1rem}
-.hist{width:100%;max-width:40rem;height:auto;display:block}
-svg text{font:11px system-ui,sans-serif;fill:#5b6570;paint-order:stroke;stroke:#fff;
-stroke-width:3px}
-table{border-collapse:collapse;width:100%}
-td,th{padding:.3rem .5rem;text-align:left;vertical-align:top}
-th{font-weight:600;color:#5b6570;font-size:.85rem;border-bottom:1px solid #dde1e5}
-.worst td{border-top:1px solid #f0f1f3}
-.num{font-variant-numeric:tabular-nums;text-align:right;white-space:nowrap}
-.muted,.note{color:#5b6570;font-size:.85rem}
-.score{font-variant-numeric:tabular-nums;padding:.05rem .45rem;border-radius:4px;
-background:#e6f4ea;white-space:nowrap}
-.score.low{background:#fdecea}.score.mid{background:#fff4d6}.score.nan{background:#e9ebee}
-.vh{position:absolute;opacity:0;width:1px;height:1px;overflow:hidden}
-.controls{display:flex;flex-wrap:wrap;gap:.3rem .8rem;align-items:center;margin:.4rem 0 .8rem}
-.controls div{display:flex;flex-wrap:wrap;gap:.3rem;align-items:center}
-.controls label{border:1px solid #c9ced4;border-radius:999px;padding:.1rem .65rem;
-cursor:pointer;background:#fff;font-size:.85rem}
-.cards{display:flex;flex-direction:column;gap:.7rem}
-.card{background:#fff;border:1px solid #dde1e5;border-radius:6px;padding:.7rem .9rem;
-overflow-wrap:anywhere}
-.card h3{margin:0 0 .35rem;font-size:1rem;display:flex;flex-wrap:wrap;gap:.5rem;
-align-items:baseline}
-.q{font-weight:600}.probe{display:inline}.text{white-space:pre-wrap;color:#333;margin:.2rem 0 .5rem}
-details summary{cursor:pointer;color:#1a5fd0;font-size:.85rem}
-.full{white-space:pre-wrap;background:#f6f7f9;border-radius:4px;padding:.4rem;margin-top:.3rem;
-max-height:24rem;overflow:auto}
-.reason{color:#3d4650;background:#f6f7f9;border-left:3px solid #c9ced4;padding:.35rem .6rem;
-margin:.5rem 0 0}
-.probes td{border-top:1px solid #f0f1f3}
-.bar{width:8rem;height:.6rem;background:#eef0f2;border-radius:3px;overflow:hidden;margin-top:.45rem}
-.bar span{display:block;height:100%;background:#4c8bf5}
-.flag{font-size:.75rem;padding:0 .35rem;border-radius:3px;margin-left:.3rem;
-background:#fdecea;color:#8a1c12;white-space:nowrap}
-.flag.pull{background:#f3e8fd;color:#5b1a8a}
-th{white-space:nowrap}.why-m{display:none}
-.probes th:first-child{white-space:normal}
-@media (max-width:600px){body{padding:.6rem;font-size:14px}.bar{display:none}
-.probes td:nth-child(2),.probes th:nth-child(2){display:none}
-.worst .why{display:none}.why-m{display:block;color:#5b1a8a;font-size:.85rem}
-.stats{display:grid;grid-template-columns:repeat(4,1fr);gap:.35rem}
-.stats li{padding:.25rem .45rem}.stats b{font-size:1rem}.stats span{font-size:.72rem}}
-"""
+# the style of every page (the page writes it on a line of its own, after "<style>")
+CSS = "\n" + resources.files(__package__).joinpath("page.css").read_text(encoding="utf-8")
 
 
 def write(
-    path: str | Path,
-    items: Sequence[Item],
-    summary: Summary,
-    meta: Mapping[str, str],
-    title: str = TITLE,
+    path: str | Path, items: Sequence[Item], summary: Summary, meta: Mapping[str, str]
 ) -> None:
     """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made,
     a link's target written); an existing file that is not a page of ours is refused as is."""
     target = check_target(path, "--html", is_ours, "a page")
     target.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(target, render_html(items, summary, meta, title).encode("utf-8"))
+    write_atomically(target, render_html(items, summary, meta).encode("utf-8"))
 
 
 def is_ours(path: str | Path) -> bool:
@@ -153,9 +75,7 @@ def is_ours(path: str | Path) -> bool:
     return not head or GENERATOR.encode() in head
 
 
-def render_html(
-    items: Sequence[Item], summary: Summary, meta: Mapping[str, str], title: str = TITLE
-) -> str:
+def render_html(items: Sequence[Item], summary: Summary, meta: Mapping[str, str]) -> str:
     """The page as a string."""
     caution = meta.get("caution")
     used = "".join(
@@ -164,7 +84,7 @@ def render_html(
     used = f'<table class="meta">{used}</table>'  # what the run used, the caution aside
     kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
-        page_head(title, CSS + _control_css()),
+        page_head(TITLE, CSS + _control_css()),
         f'<p class="caution"><b>Caution:</b> {text(caution)}</p>' if caution else "",
         _stats(kinds, summary),
         _cost(summary),
@@ -265,8 +185,9 @@ def _cost(summary: Summary) -> str:
     return f'<h2>What it cost</h2><ul class="cost">{items}</ul>' if items else ""
 
 
-def histogram_svg(scores: Sequence[float], bins: int = BINS) -> str:
-    """Inline SVG bars counting scores in ``bins`` equal bins over [0, 1], then a NaN bar."""
+def histogram_svg(scores: Sequence[float]) -> str:
+    """Inline SVG bars counting scores in :data:`BINS` equal bins over [0, 1], then a NaN bar."""
+    bins = BINS
     finite = [s for s in scores if _finite(s)]
     counts = Counter(min(bins - 1, max(0, int(score * bins))) for score in finite)
     nans = len(scores) - len(finite)

@@ -1,18 +1,15 @@
 """The JSONL report: one line per input row, saved as each finishes, resumed, compacted.
 
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
-recognisable as ours), ``row`` (1-based data row of the input; with ``--engine ray``, which does
-not keep input order, the line's place as written), ``line`` (file line, CSV and JSONL), ``key``
-(:func:`~row_key`: user_input, response and the settings that change a score), ``judge``,
+recognisable as ours), ``row`` (1-based data row; with ``--engine ray``, the line's place as
+written), ``line`` (file line, CSV and JSONL), ``key`` (:func:`~row_key`), ``judge``,
 ``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why). A value JSON or UTF-8 cannot carry is written as :func:`~json_safe`
-makes it: NaN and Infinity as null, a lone surrogate as U+FFFD, at any depth.
+at all, ``skipped`` (why). NaN and Infinity are written as null and a lone surrogate as U+FFFD
+(:func:`~json_safe`), at any depth.
 
-:class:`ReportFile` never writes over a file this tool did not write: an existing file is read
-first, and refused unless every line is a report line. A lock file next to it keeps a second
-process out. Lines are appended as rows finish (completion order); :meth:`ReportFile.compact`
-then rewrites the file in input order, one line per row, through a temporary file and a rename.
-A symlink is written through: its target is the report, and the link stays a link.
+:class:`ReportFile` never writes over a file this tool did not write, keeps a second process
+out with a lock file, appends lines as rows finish and :meth:`ReportFile.compact` rewrites them
+in input order (a temporary file, then a rename). A symlink is written through.
 """
 
 from __future__ import annotations
@@ -27,20 +24,6 @@ from ...scoring.redaction import redact
 from ...scoring.report import RelevancyReport, json_safe
 from ..errors import UsageError
 from .files import PidLock, atomic_file, same_file, through_link
-
-__all__ = [
-    "FORMAT",
-    "META_KEYS",
-    "ReportFile",
-    "ReportFileError",
-    "ReportLockError",
-    "take_lock",
-    "Saved",
-    "is_report_record",
-    "load_record",
-    "report_from_record",
-    "report_line",
-]
 
 FORMAT = "ragas-relevancy-report/1"
 META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "extra", "skipped")
@@ -60,10 +43,8 @@ class ReportLockError(ReportFileError):
 
 
 def take_lock(lock: PidLock, path: Path, lock_path: Path, kind: str) -> None:
-    """Take ``lock`` for ``--out path`` (a ``kind``: file or folder); :class:`ReportLockError`
-    naming the holder's pid if another process has it."""
-    holder = lock.acquire()
-    if holder is not None:
+    """Take ``lock`` for ``--out path`` (a ``kind``: file or folder), or say who holds it."""
+    if (holder := lock.acquire()) is not None:
         raise ReportLockError(
             f"--out {path} is being written by another ragas-relevancy process "
             f"(pid {holder}, lock {lock_path}); wait for it to finish or give --out another {kind}"
@@ -81,9 +62,9 @@ def report_line(
     line: int | None = None,
     skipped: str | None = None,
 ) -> str:
-    """One JSON line (with its newline) for one input row; ``report`` may be a report already
-    in :meth:`RelevancyReport.to_dict` form (as Ray actors send it). Values JSON or UTF-8
-    cannot carry (NaN in ``extra``, a lone surrogate in a judge's reply) are made safe."""
+    """One JSON line (with its newline) for one input row; ``report`` may already be a
+    :meth:`RelevancyReport.to_dict` (as Ray actors send it). Values JSON or UTF-8 cannot carry
+    are made safe."""
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
     record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
@@ -98,8 +79,8 @@ def report_line(
 
 
 def load_record(line: str | bytes) -> Any:
-    """One report line's JSON value (``ValueError`` when it is not JSON), made :func:`~json_safe`
-    when the line may need it (an edit by hand), so every display and writer can write it."""
+    """One report line's JSON value (``ValueError`` when not JSON), made :func:`~json_safe` when
+    the line may need it (an edit by hand)."""
     value = json.loads(line)
     unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
     return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
@@ -129,12 +110,8 @@ _RANK = {"skipped": 0, "failed": 1, "scored": 2}
 
 
 class ReportFile:
-    """One report file: read (and checked) on open, locked, appended to, compacted.
-
-    ``ReportFile(path)`` only reads: it raises :class:`ReportFileError` for a file this tool
-    did not write and leaves it byte for byte as it was. :meth:`lock` and :meth:`begin` are
-    the first steps that touch anything (the lock file, then a torn last line of our own).
-    """
+    """One report file: read and checked on open (:class:`ReportFileError` for a file we did
+    not write, left as it was), then locked, appended to and compacted."""
 
     def __init__(self, path: str | Path, input_path: str | Path | None = None):
         self.path = through_link(path)
@@ -216,8 +193,7 @@ class ReportFile:
 
     def write(self, key: str, line: str) -> None:
         """Append one line and flush it to the operating system at once."""
-        if self._handle is None:
-            raise RuntimeError("ReportFile.begin() was not called")
+        assert self._handle is not None, "ReportFile.begin() was not called"
         data = line.encode("utf-8")
         self._handle.write(data)
         self._handle.flush()
@@ -232,27 +208,19 @@ class ReportFile:
         self._lock.release()
 
     def compact(self, rows: Iterable[tuple[str, int, int | None]]) -> int:
-        """Rewrite the file as one line per ``(key, row, line)``, in that order; lines count.
-
-        Written to a temporary file beside it, synced, then renamed over it, so a stop at any
-        moment leaves either the old file or the new one. Lines of keys not listed go.
-        """
+        """Rewrite the file (whole, by rename) as one line per ``(key, row, line)``, in that
+        order; lines of keys not listed go. Returns the lines written."""
         return self._rewrite((key, (number, line)) for key, number, line in rows)
 
     def deduplicate(self) -> int:
-        """Rewrite the file as one line per key (the line :meth:`status` reads), keys in the
-        order they first appear, row and line numbers as written; lines count.
-
-        For a run that does not know its input's order (Ray): a row scored again after a
-        failure leaves one line, as :meth:`compact` would. A file without repeats is left as is.
-        """
+        """Rewrite the file as one line per key (the line :meth:`status` reads), in the order
+        keys first appear, numbers as written (Ray, which does not know the input's order)."""
         if self.lines == len(self.index) and not self._torn:
             return self.lines
         return self._rewrite((key, None) for key in list(self.index))
 
     def _rewrite(self, rows: Iterable[tuple[str, tuple[int, int | None] | None]]) -> int:
-        """Write ``(key, (row, line) or None to keep them)`` lines to a temporary file, then
-        rename it over this one."""
+        """Write ``(key, (row, line) or None to keep them)`` lines, whole, over this file."""
         if self._handle is not None:
             self._handle.flush()
         written = 0
@@ -266,7 +234,8 @@ class ReportFile:
                     record = load_record(raw)
                     if (record.get("row"), record.get("line")) != numbers:
                         record["row"], record["line"] = numbers
-                        raw = _dump(record)
+                        text = json.dumps(record, ensure_ascii=False, allow_nan=False)
+                        raw = (text + "\n").encode("utf-8")
                 new.write(raw)
                 written += 1
         return written
@@ -282,13 +251,9 @@ def _record(raw: bytes) -> dict[str, Any] | None:
 
 
 def is_report_record(record: Any) -> bool:
-    """True for a record this tool wrote (a report line, or a row of a Parquet part): it
-    carries the report format (or an older report's fields), a key and a row number."""
+    """True for a record this tool wrote (a report line or a Parquet part's row): the report
+    format (or an older report's fields), a key and a row number."""
     if not isinstance(record, dict):
         return False
     ours = record.get("format") == FORMAT or _LEGACY_KEYS <= set(record)
     return ours and "key" in record and isinstance(record.get("row"), int)
-
-
-def _dump(record: dict[str, Any]) -> bytes:
-    return (json.dumps(record, ensure_ascii=False, allow_nan=False) + "\n").encode("utf-8")
