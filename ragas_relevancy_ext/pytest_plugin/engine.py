@@ -72,7 +72,7 @@ class Engine:
             return [f"not set up: {self._failure}"] if self._failure else []
         lines = [
             f"judge: {self._setup.judge_label}",
-            f"embeddings: {self._setup.embeddings.label}",
+            f"embeddings: {self._setup.embeddings_label}",
         ]
         cache = self._setup.cache_line()
         return lines + ([cache] if cache else [])
