@@ -40,7 +40,9 @@ OFFLINE = ("--relevancy-judge", "offline", "--relevancy-embeddings", "hash")
 # left pointing at an unloaded httpcore's classes by an earlier session. Likewise instructor's
 # provider registry (filled as its modules load, from 1.4 on): one judge is built here, so every
 # module it needs is loaded before the first inner session.
-llm_factory("m", provider="openai", client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"))
+llm_factory(
+    "m", provider="openai", client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9")
+)
 
 PLUGIN = "ragas_relevancy_ext.pytest_plugin"
 ENTRY_POINTS = [p for p in importlib.metadata.entry_points(group="pytest11") if p.value == PLUGIN]
