@@ -7,7 +7,8 @@ variant starts with full buckets on a fresh server. Variants:
 
 - stock: RAGAS's collections ``AnswerRelevancy`` (strictness 3), 16 samples at a time;
 - ours, fixed 16 / fixed 64: ``max_concurrency`` 16 or 64 on a client that reports nothing to
-  the run (a plain ``AsyncOpenAI``), so only the SDK's own retries meet the 429s;
+  the run (a plain ``AsyncOpenAI``): no headers, so the run knows only the 429s that outlast
+  the SDK's own retries (it pauses, halves its rate and asks again);
 - ours, --rpm/--tpm given: ``rate_limits=RateLimits(rpm, tpm)``, 64 in flight;
 - ours, learning: 64 in flight on a client built as the package builds its own (its response
   hook hands the headers and 429s to the run).

@@ -15,12 +15,16 @@ keeps going, so it finishes and is counted.
 
 Rate limits: requests and tokens per minute for the judge and for embeddings, given
 (:class:`RateLimits`) or learned from the provider's ``x-ratelimit-*`` headers and 429 answers
-(:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them; a
-request's tokens are estimated from its text (4 characters a token) before it is sent; the usage the
-provider reports for it, and its ``x-ratelimit-remaining-*`` headers, correct the bucket. A 429
-pauses every request of its kind at once for ``retry-after``/``retry-after-ms`` (one second when not
-said) and, when learning, halves the rate the run keeps to; each success then raises it back by a
-little.
+(:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them, from
+the provider's first answer on (it may only have begun counting then). A request's tokens are
+estimated before it is sent: its text's (4 characters a token) scaled by the prompt tokens the
+provider reported for earlier ones, plus the reply tokens it asks for; what the provider reports
+it used then corrects the bucket either way, and ``x-ratelimit-remaining-*`` headers lower it. So
+that no burst goes on a guess, a kind's first request goes alone when tokens per minute are kept
+to, and at most ``FIRST_REQUESTS`` before its answer otherwise. A 429 pauses every request of its
+kind at once for ``retry-after``/``retry-after-ms`` (one second when not said); only when the
+provider says no limits does it also halve the rate the run keeps to, each success then raising
+it back by one request a minute.
 """
 
 from __future__ import annotations
