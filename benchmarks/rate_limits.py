@@ -7,15 +7,17 @@ variant starts with full buckets on a fresh server. Variants:
 
 - stock: RAGAS's collections ``AnswerRelevancy`` (strictness 3), 16 samples at a time;
 - ours, fixed 16 / fixed 64: ``max_concurrency`` 16 or 64 on a client that reports nothing to
-  the run (a plain ``AsyncOpenAI``), so only the SDK's own retries meet the 429s;
+  the run (a plain ``AsyncOpenAI``): no headers, so the run knows only the 429s that outlast
+  the SDK's own retries (it pauses, halves its rate and asks again);
 - ours, --rpm/--tpm given: ``rate_limits=RateLimits(rpm, tpm)``, 64 in flight;
 - ours, learning: 64 in flight on a client built as the package builds its own (its response
   hook hands the headers and 429s to the run).
 
-Columns: wall time; rows per minute as a share of what the limit allows for that metric's
-requests and tokens per row (the binding one of requests and tokens: 1.00 is the limit); chat
-answers 429; rows lost or NaN. The SDK retries a 429 twice (``max_retries=2``) before a row
-fails.
+Columns: wall time; rows per minute; "of limit", the share of what the binding limit could have
+admitted in the wall time (a full bucket at the start plus a minute's worth per minute) that it
+did admit: requests, or tokens as the server counts them (the prompt's plus ``max_tokens``, as
+OpenAI counts them; 1.00 is the limit); chat answers 429; rows lost or NaN. The SDK retries a
+429 twice (``max_retries=2``) before a row fails.
 
 Usage::
 
@@ -134,15 +136,17 @@ def main() -> None:
         with LoopbackServer(width=64, rpm=args.rpm, tpm=args.tpm) as server:
             metric, chunk = build(variant, server, args.rpm, args.tpm)
             seconds, bad = asyncio.run(score(metric, rows, chunk))
-            chat = server.usage("chat")
+            requests = server.requests("chat")
             limited = server.rate_limited("chat")
-            answered = max(1, chat["requests"] - limited)
+            admitted = [r.admission for r in requests if r.admission and r.admission.admitted]
         minutes = seconds / 60
-        # the binding limit's share: admitted requests or billed tokens per minute over the limit
-        share = max(answered / minutes / args.rpm, chat["total_tokens"] / minutes / args.tpm)
+        # the binding limit's share: what it admitted (requests, or tokens as it counts them:
+        # prompt plus max_tokens) over the most it could in the wall time (full bucket + refill)
+        counted = sum(a.tokens for a in admitted)
+        share = max(len(admitted) / args.rpm, counted / args.tpm) / (1 + minutes)
         print(
             f"{variant:<26} {seconds:>8.1f} {args.rows / minutes:>9.0f} {share:>9.2f} "
-            f"{limited:>6} {100 * limited / max(1, chat['requests']):>5.1f}% {bad:>9}",
+            f"{limited:>6} {100 * limited / max(1, len(requests)):>5.1f}% {bad:>9}",
             flush=True,
         )
 

@@ -45,7 +45,6 @@ from ..scoring.usage import (
     Usage,
     UsageMeter,
     current_meter,
-    estimate_tokens,
     metering,
     split_usage,
 )
@@ -224,12 +223,10 @@ class _Coalescer:
                 if self.on_take is not None:
                     self.on_take()
                 texts = [text for share in shares for text in share.texts]
-                estimate = estimate_tokens(texts)
-                await self.scheduler.pace("embeddings", estimate)
                 meter = UsageMeter()
-                try:
+                try:  # the slot held, the request keeps to the run's rate limits
                     with metering(meter), tracing.shared_request([s.trace for s in shares]):
-                        vectors = await embed_texts(self.embeddings, texts)
+                        vectors = await embed_texts(self.embeddings, texts, self.scheduler)
                 except asyncio.CancelledError as exc:
                     _charge(shares, meter)
                     for share in shares:
@@ -237,7 +234,6 @@ class _Coalescer:
                     raise
                 except Exception as exc:
                     failed = exc
-                self.scheduler.correct("embeddings", estimate, meter.usage)
                 _charge(shares, meter)
         finally:
             if waiting:  # cancelled before a slot

@@ -15,12 +15,16 @@ keeps going, so it finishes and is counted.
 
 Rate limits: requests and tokens per minute for the judge and for embeddings, given
 (:class:`RateLimits`) or learned from the provider's ``x-ratelimit-*`` headers and 429 answers
-(:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them; a
-request's tokens are estimated from its text (4 characters a token) before it is sent; the usage the
-provider reports for it, and its ``x-ratelimit-remaining-*`` headers, correct the bucket. A 429
-pauses every request of its kind at once for ``retry-after``/``retry-after-ms`` (one second when not
-said) and, when learning, halves the rate the run keeps to; each success then raises it back by a
-little.
+(:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them, from
+the provider's first answer on (it may only have begun counting then). A request's tokens are
+estimated before it is sent: its text's (4 characters a token) scaled by the prompt tokens the
+provider reported for earlier ones, plus the reply tokens it asks for; what the provider reports
+it used then corrects the bucket either way, and ``x-ratelimit-remaining-*`` headers lower it. So
+that no burst goes on a guess, a kind's first request goes alone when tokens per minute are kept
+to, and at most ``FIRST_REQUESTS`` before its answer otherwise. A 429 pauses every request of its
+kind at once for ``retry-after``/``retry-after-ms`` (one second when not said); only when the
+provider says no limits does it also halve the rate the run keeps to, each success then raising
+it back by one request a minute.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ import collections
 import contextlib
 import heapq
 import itertools
+import math
 import re
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
@@ -41,6 +46,8 @@ __all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
 from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
 
 Kind = Literal["judge", "embeddings"]
+# Requests of a kind sent before its first answer (see Scheduler.pace).
+FIRST_REQUESTS = 8
 
 T = TypeVar("T")
 
@@ -110,30 +117,44 @@ def _number(headers: Mapping[str, str], name: str) -> float | None:
 
 class _Pace:
     """One kind's requests and tokens per minute: buckets refilled continuously, a pause that
-    holds every request, and (when not given) a rate learned from the provider."""
+    holds every request, the estimate's scale, and (when not given) limits learned from the
+    provider."""
 
     def __init__(
         self, rpm: int | None, tpm: int | None, clock: Callable[[], float], learn: bool
     ) -> None:
         self.clock = clock
         self.rpm, self.tpm = (float(rpm) if rpm else None), (float(tpm) if tpm else None)
-        self.learn = learn  # limits not given: taken from headers, slowed by 429s
+        self.learn = learn  # limits not given: taken from headers, else slowed by 429s
+        self.told = False  # the provider's headers said its limits
         self.requests = self.rpm or 0.0
         self.tokens = self.tpm or 0.0
         self.updated = clock()
         self.paused_until = 0.0
+        self.scale: float | None = None  # the provider's prompt tokens per estimated one
+        self.answered = False  # a first request ended: estimate and limits are known
+        self.heard = False  # the provider has answered: its buckets have begun to count
+        self.early = 0  # requests sent before it
+        self.first: asyncio.Event | None = None  # set when it comes
         self.ceiling: float | None = None  # a learned rpm that 429s set, raised back slowly
         self.sent: collections.deque[float] = collections.deque()  # the last minute's, learning
 
     def _refill(self, now: float) -> None:
-        elapsed, self.updated = max(0.0, now - self.updated), now
+        # none before the first answer: the provider may have begun counting only then
+        elapsed, self.updated = (max(0.0, now - self.updated) if self.heard else 0.0), now
         if self.rpm:
             self.requests = min(self.rpm, self.requests + elapsed * self.rpm / 60)
         if self.tpm:
             self.tokens = min(self.tpm, self.tokens + elapsed * self.tpm / 60)
 
+    def charge(self, tokens: int, budget: int) -> int:
+        """The tokens a request of ``tokens`` estimated (``budget`` of them reply tokens asked
+        for) is counted as: its text's estimate scaled by what the provider reported."""
+        return budget + math.ceil(max(0, tokens - budget) * (self.scale or 1.0))
+
     def wait(self, tokens: int) -> float:
-        """Seconds until a request of ``tokens`` may go; 0: it is taken from the buckets now."""
+        """Seconds until a request counted as ``tokens`` may go; 0: it is taken from the
+        buckets now."""
         now = self.clock()
         self._refill(now)
         wait = self.paused_until - now
@@ -153,44 +174,60 @@ class _Pace:
                 self.sent.popleft()
         return 0.0
 
-    def correct(self, estimated: int, used: int) -> None:
-        """A request estimated at ``estimated`` tokens used ``used``: the bucket pays what the
-        estimate missed. Nothing comes back for a smaller use: providers count the reply
-        tokens asked for (``max_tokens``) when the request comes, not those sent."""
-        if self.tpm and used > estimated:
+    def done(self) -> None:
+        """A request ended, its usage known (or never to be): requests held for the first
+        answer go."""
+        self.answered = self.heard = True
+        if self.first is not None:
+            self.first.set()
+
+    def correct(self, charged: int, used: int, prompt: int | None, estimated: int) -> None:
+        """A request that took ``charged`` used ``used`` (as providers count it: the reply
+        tokens asked for included): the bucket pays or gets back the difference; ``prompt``
+        tokens reported for a text estimated at ``estimated`` scale later estimates (set by the
+        first answer, then raised at once and lowered slowly)."""
+        if prompt and estimated > 0:
+            ratio = prompt / estimated
+            if self.scale is None or ratio > self.scale:
+                self.scale = ratio
+            else:
+                self.scale += (ratio - self.scale) / 10
+        if self.tpm and used:
             self._refill(self.clock())
-            self.tokens -= used - estimated
+            self.tokens -= used - charged
+        self.done()
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
         """Learn from one answer: limits and what remains (headers), or a 429."""
         now = self.clock()
         self._refill(now)
-        if status == 429:
-            after = _seconds(headers.get("retry-after-ms"))
-            after = after / 1000 if after is not None else _seconds(headers.get("retry-after"))
-            self.paused_until = max(self.paused_until, now + (after if after else 1.0))
-            if self.learn and (self.rpm or self.sent):
-                # half the rate that met the 429: the rate kept to, else the one sent at
-                window = max(1.0, now - self.sent[0]) if self.sent else 60.0
-                sent = self.rpm or max(1.0, len(self.sent)) * 60 / window
-                self.ceiling = self.rpm = max(1.0, sent / 2)
-                self.requests = min(self.requests, 0.0)
-            return
+        self.heard = True
         if self.learn:
             for name, attr in (("requests", "rpm"), ("tokens", "tpm")):
                 limit = _number(headers, f"x-ratelimit-limit-{name}")
-                if limit and limit > 0 and (self.ceiling is None or attr == "tpm"):
+                if limit and limit > 0:
                     if getattr(self, attr) is None:
                         setattr(self, name, limit)  # a full bucket, as the provider's starts
                     setattr(self, attr, limit)
-            if self.ceiling is not None and self.rpm and status < 400:
-                self.rpm = self.rpm + 1  # additive increase once 429s stop
+                    self.told = True
         remaining = _number(headers, "x-ratelimit-remaining-requests")
         if remaining is not None and self.rpm:
             self.requests = min(self.requests, remaining)
         remaining = _number(headers, "x-ratelimit-remaining-tokens")
         if remaining is not None and self.tpm:
             self.tokens = min(self.tokens, remaining)
+        if status == 429:
+            after = _seconds(headers.get("retry-after-ms"))
+            after = after / 1000 if after is not None else _seconds(headers.get("retry-after"))
+            self.paused_until = max(self.paused_until, now + (after if after else 1.0))
+            if self.learn and not self.told and (self.rpm or self.sent):
+                # no limits said: half the rate that met the 429 (kept to, else sent at)
+                window = max(1.0, now - self.sent[0]) if self.sent else 60.0
+                sent = self.rpm or max(1.0, len(self.sent)) * 60 / window
+                self.ceiling = self.rpm = max(1.0, sent / 2)
+                self.requests = min(self.requests, 0.0)
+        elif self.ceiling is not None and not self.told and self.rpm and status < 400:
+            self.rpm = self.rpm + 1  # additive increase once 429s stop
 
 
 class _Waiter:
@@ -246,26 +283,62 @@ class Scheduler:
 
     # -- rate limits --------------------------------------------------------------------------
 
-    async def pace(self, kind: Kind, tokens: int) -> None:
-        """Wait until a ``kind`` request of about ``tokens`` keeps to the run's rate limits."""
+    async def pace(self, kind: Kind, tokens: int, budget: int = 0) -> int:
+        """Wait until a ``kind`` request of about ``tokens`` (``budget`` of them reply tokens
+        asked for) keeps to the run's rate limits; the tokens taken for it. Until the kind's
+        first answer, which scales the estimate and may say the provider's limits, only
+        ``FIRST_REQUESTS`` go (a row's calls, not a burst the provider may refuse), or with
+        tokens per minute to keep to only one, so no estimate goes unscaled."""
         pace = self._paces[kind]
-        while (wait := pace.wait(tokens)) > 0:
+        while not pace.answered and pace.early >= (1 if pace.tpm else FIRST_REQUESTS):
+            pace.first = pace.first or asyncio.Event()
+            await pace.first.wait()
+        charged = pace.charge(tokens, budget)
+        while (wait := pace.wait(charged)) > 0:
             await self._sleep(wait)
+        pace.early += not pace.answered
+        return min(charged, int(pace.tpm)) if pace.tpm else 0  # what the bucket took
 
     def observe(self, kind: Kind, status: int, headers: Mapping[str, str]) -> None:
         """What one provider answer says about ``kind``'s limits (see the module's note)."""
         self._paces[kind].observe(status, headers)
 
-    def correct(self, kind: Kind, estimated: int, usage: Usage, budget: int = 0) -> None:
-        """Correct ``kind``'s token bucket by what the provider reported a request used (a
-        judge request counts at least the ``budget`` reply tokens it asked for)."""
+    def correct(self, kind: Kind, tokens: int, charged: int, usage: Usage, budget: int = 0) -> None:
+        """Correct ``kind``'s estimate and token bucket by what the provider reported a request
+        estimated at ``tokens``, for which the bucket took ``charged``, used (a judge request
+        counts at least the ``budget`` reply tokens it asked for)."""
         if kind == "judge":
             prompt, reply = usage.judge_prompt_tokens, usage.judge_completion_tokens
             used = None if prompt is None or reply is None else prompt + max(reply, budget)
         else:
-            used = usage.embedding_tokens
-        if used:
-            self._paces[kind].correct(estimated, used)
+            prompt = used = usage.embedding_tokens
+        self._paces[kind].correct(charged, used or 0, prompt, tokens - budget)
+
+    @contextlib.asynccontextmanager
+    async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
+        """One ``kind`` request of about ``tokens`` within the run's rate limits, holding no
+        slot (its caller holds one); what the provider reports it used corrects the estimate
+        (and still reaches the caller's meter)."""
+        charged = await self.pace(kind, tokens, budget)
+        outer = current_meter()
+        with metering() as meter:
+            try:
+                yield
+            finally:
+                if outer is not None:
+                    outer.add(meter.usage)
+                self.correct(kind, tokens, charged, meter.usage, budget)
+
+    def rate_limited(self, kind: Kind, exc: BaseException) -> None:
+        """A ``kind`` request was answered 429: the run pauses ``kind`` for the answer's
+        ``retry-after`` (found on the error's response, when it has one)."""
+        headers: Mapping[str, str] = {}
+        for error in (exc, exc.__cause__, exc.__context__):
+            found = getattr(getattr(error, "response", None), "headers", None)
+            if found is not None:
+                headers = found
+                break
+        self.observe(kind, 429, headers)
 
     def rate(self, kind: Kind) -> tuple[float | None, float | None]:
         """(requests, tokens) per minute the run keeps to now for ``kind`` (None: no limit)."""
@@ -425,28 +498,13 @@ class Row:
         self.scheduler._release(succeeded=kind is None)
 
     def rate_limited(self, kind: Kind, exc: BaseException) -> None:
-        """A call of this row was answered 429: the run pauses ``kind`` for the answer's
-        ``retry-after`` (found on the error's response, when it has one)."""
-        headers: Mapping[str, str] = {}
-        for error in (exc, exc.__cause__, exc.__context__):
-            found = getattr(getattr(error, "response", None), "headers", None)
-            if found is not None:
-                headers = found
-                break
-        self.scheduler.observe(kind, 429, headers)
+        """A call of this row was answered 429: the run pauses ``kind`` (see
+        :meth:`Scheduler.rate_limited`)."""
+        self.scheduler.rate_limited(kind, exc)
 
     @contextlib.asynccontextmanager
     async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
-        """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits; what
-        the provider reports it used corrects the estimate (and still reaches the caller's
-        meter)."""
-        async with self:
-            await self.scheduler.pace(kind, tokens)
-            outer = current_meter()
-            with metering() as meter:
-                try:
-                    yield
-                finally:
-                    if outer is not None:
-                        outer.add(meter.usage)
-                    self.scheduler.correct(kind, tokens, meter.usage, budget)
+        """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits
+        (:meth:`Scheduler.call`)."""
+        async with self, self.scheduler.call(kind, tokens, budget):
+            yield

@@ -18,6 +18,8 @@ __all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync"]
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
 DEFAULT_MAX_CONCURRENCY = 16
+# Tries of one request answered 429 inside a run that keeps to the provider's rate limits.
+RATE_LIMIT_ATTEMPTS = 6
 
 
 async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:

@@ -200,19 +200,29 @@ async def embed_texts(
 ) -> np.ndarray:
     """Embed ``texts`` in one call of ``embeddings`` and return a checked (len(texts), d) array.
 
-    The call holds one of ``limiter``'s slots (a run's :class:`.Row`); embeddings that send a
-    request per text (:class:`OneTextPerCall`) are handed ``limiter`` and take a slot per text.
+    The call holds one of ``limiter``'s slots (a run's :class:`.Row`; a run's scheduler: its rate
+    limits only) and, answered 429, is asked again after the run's pause; embeddings that send
+    a request per text (:class:`OneTextPerCall`) are handed ``limiter`` and take a slot per text.
     """
     kind = embeddings_kind(embeddings)
     if not sends_one_request(embeddings):
         vectors = await embeddings.aembed_each(list(texts), limiter)
         return check_vectors(vectors, len(texts), type(embeddings).__name__)
-    async with aio.request(limiter, "embeddings", texts):
-        if kind == "modern":
-            call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
-        else:
-            call = embeddings.aembed_documents(list(texts))
-        vectors = await metered(embeddings, call)
+    for attempt in range(1, aio.RATE_LIMIT_ATTEMPTS + 1):
+        try:
+            async with aio.request(limiter, "embeddings", texts):
+                if kind == "modern":
+                    call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
+                else:
+                    call = embeddings.aembed_documents(list(texts))
+                vectors = await metered(embeddings, call)
+            break
+        except Exception as exc:
+            # a 429 pauses the run's embeddings (the run's pause), then this is asked again
+            if attempt == aio.RATE_LIMIT_ATTEMPTS or not aio.rate_limited(
+                limiter, "embeddings", exc
+            ):
+                raise
     return check_vectors(vectors, len(texts), type(embeddings).__name__)
 
 

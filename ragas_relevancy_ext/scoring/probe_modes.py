@@ -350,8 +350,7 @@ class _PromptStep:
             self.run.on_chain_end({"output": self.replies} if self.replies else {})
 
 
-# Tries of one judge call answered 429 inside a run that keeps to the provider's rate limits.
-RATE_LIMIT_ATTEMPTS = 6
+RATE_LIMIT_ATTEMPTS = aio.RATE_LIMIT_ATTEMPTS
 
 
 def completion_budget(llm: Any) -> int:

@@ -93,6 +93,7 @@ class Admission:
     exceeded: the limit that refused it, ``"requests"`` or ``"tokens"`` (the longer wait).
     limit, used, requested: that limit, how much of it the last minute used, what was asked.
     wait: seconds until it would be admitted; inf when it asks more than the limit holds.
+    tokens: the tokens the request was counted as (what an admitted one took).
     """
 
     admitted: bool
@@ -102,6 +103,7 @@ class Admission:
     used: int = 0
     requested: int = 0
     wait: float = 0.0
+    tokens: int = 0
 
     def openai_error(self, model: str) -> dict[str, Any]:
         """The 429 body OpenAI sends for this refusal (``type`` names the limit)."""
@@ -195,7 +197,7 @@ class RateLimits:
             if not refused:
                 for name, bucket in self._buckets.items():
                     bucket.take(asks[name], now)
-                return Admission(admitted=True, headers=self._headers(now))
+                return Admission(admitted=True, headers=self._headers(now), tokens=tokens)
             name = max(refused, key=lambda n: (refused[n], n == "requests"))
             bucket, wait = self._buckets[name], max(refused.values())
             headers = self._headers(now)
@@ -210,6 +212,7 @@ class RateLimits:
                 used=bucket.limit - bucket.remaining(now),
                 requested=asks[name],
                 wait=wait,
+                tokens=tokens,
             )
 
     def _headers(self, now: float) -> dict[str, str]:

@@ -73,22 +73,36 @@ def test_tokens_per_minute_given_hold_a_request_until_its_tokens_are_there() -> 
     assert sent == [0.0, pytest.approx(18.0)]
 
 
-def test_what_the_provider_reports_corrects_the_estimate() -> None:
+def test_what_the_provider_reports_corrects_the_bucket() -> None:
     run, time = scheduler(RateLimits(tpm=1000))
     sent: list[float] = []
     outer = UsageMeter()
 
     async def go() -> None:
-        with metering(outer):
-            async with run.row(0).call("judge", 100):  # estimated 100, used 700
+        with metering(outer):  # estimated 100 + 500 asked for; 100 + 600 used
+            async with run.row(0).call("judge", 600, budget=500):
                 record(
-                    Usage(judge_requests=1, judge_prompt_tokens=600, judge_completion_tokens=100)
+                    Usage(judge_requests=1, judge_prompt_tokens=100, judge_completion_tokens=600)
                 )
         await send(run, "judge", 600, sent, time)  # 300 left: 300 more come in 18 s
 
     asyncio.run(go())
     assert sent == [pytest.approx(18.0)]
-    assert outer.usage.judge_prompt_tokens == 600  # the row's meter still sees it
+    assert outer.usage.judge_prompt_tokens == 100  # the row's meter still sees it
+
+
+def test_reported_prompt_tokens_scale_later_estimates() -> None:
+    run, time = scheduler(RateLimits(tpm=1000))
+    sent: list[float] = []
+
+    async def go() -> None:
+        async with run.row(0).call("judge", 100):  # estimated 100, the provider counted 150
+            record(Usage(judge_requests=1, judge_prompt_tokens=150, judge_completion_tokens=0))
+        await send(run, "judge", 500, sent, time)  # counted as 750: 850 left, no wait
+        await send(run, "judge", 200, sent, time)  # counted as 300: 100 left, 200 come in 12 s
+
+    asyncio.run(go())
+    assert sent == [0.0, pytest.approx(12.0)]
 
 
 def test_judge_and_embedding_limits_are_kept_apart() -> None:
@@ -137,14 +151,15 @@ def test_limits_are_learned_from_the_providers_headers() -> None:
     assert sent == [pytest.approx(0.1)]  # none left: the next comes after 60 / 600 s
 
 
-def test_a_429_halves_a_learned_rate_and_successes_raise_it_back() -> None:
-    run, _ = scheduler()
-    run.observe("judge", 200, {"x-ratelimit-limit-requests": "600"})
-    run.observe("judge", 429, {"retry-after": "2"})
-    assert run.rate("judge")[0] == 300.0
-    for _ in range(50):
-        run.observe("judge", 200, {"x-ratelimit-limit-requests": "600"})
-    assert run.rate("judge")[0] == 350.0  # one more per answer without a 429
+def test_a_429_keeps_the_limits_the_headers_said_and_takes_what_remains() -> None:
+    run, time = scheduler()
+    sent: list[float] = []
+    limits = {"x-ratelimit-limit-requests": "600", "x-ratelimit-limit-tokens": "150000"}
+    run.observe("judge", 200, limits)
+    run.observe("judge", 429, {**limits, "x-ratelimit-remaining-requests": "0", "retry-after": "2"})
+    assert run.rate("judge") == (600.0, 150000.0)  # not halved: the provider said its limits
+    asyncio.run(send(run, "judge", 10, sent, time))
+    assert sent == [pytest.approx(2.0)]  # after the pause (by then 20 requests came back)
 
 
 def test_without_headers_a_429_sets_half_the_rate_that_met_it() -> None:
@@ -161,6 +176,9 @@ def test_without_headers_a_429_sets_half_the_rate_that_met_it() -> None:
     assert sent[:10] == [0.0] * 10
     assert run.rate("judge")[0] == 300.0  # 10 in under a second: 600 a minute, halved
     assert sent[10] == pytest.approx(1.0)  # after the pause; the rate holds from then on
+    for _ in range(50):
+        run.observe("judge", 200, {})
+    assert run.rate("judge")[0] == 350.0  # one more per answer without a 429
 
 
 def test_given_limits_are_kept_whatever_the_headers_say() -> None:
@@ -201,8 +219,9 @@ def test_a_metric_keeps_to_its_rate_limits_through_the_public_api(monkeypatch: A
     """Every judge call of a run goes through the run's pace: counted by a stand-in bucket."""
     paced: list[tuple[str, int]] = []
 
-    async def pace(self: Scheduler, kind: str, tokens: int) -> None:
+    async def pace(self: Scheduler, kind: str, tokens: int, budget: int = 0) -> int:
         paced.append((kind, tokens))
+        return tokens
 
     monkeypatch.setattr(Scheduler, "pace", pace)
     metric = AnswerRelevancy(
@@ -243,3 +262,66 @@ def test_a_call_answered_429_is_asked_again_after_the_runs_pause() -> None:
     result = asyncio.run(metric.ascore("Where is A1?", "A1 shipped on Monday."))
     assert result.value == result.value  # scored, not NaN
     assert judge.calls == 3  # the refused call, then it again (PretendJudge counts it too)
+
+
+def rate_limit_error(retry_after_ms: str) -> Exception:
+    """openai's RateLimitError for a 429 carrying ``retry-after-ms``."""
+    import httpx
+    import openai
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/embeddings")
+    answer = httpx.Response(429, headers={"retry-after-ms": retry_after_ms}, request=request)
+    return openai.RateLimitError("Rate limit reached", response=answer, body=None)
+
+
+class EmbeddingsRefusedOnce(HashEmbeddings):
+    """Answers 429 (retry after ``retry_after_ms``) to its first request, then as HashEmbeddings;
+    ``sent`` holds the stand-in time of each request, when given a clock."""
+
+    def __init__(self, retry_after_ms: str = "1", time: FakeTime | None = None) -> None:
+        super().__init__(32)
+        self.retry_after_ms = retry_after_ms
+        self.time = time
+        self.sent: list[float] = []
+
+    def _request(self) -> None:
+        self.sent.append(self.time.now if self.time else 0.0)
+        if len(self.sent) == 1:
+            raise rate_limit_error(self.retry_after_ms)
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        self._request()
+        return self.embed_text(text)
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        self._request()
+        return [self.embed_text(t) for t in texts]
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_an_embeddings_request_answered_429_is_asked_again_not_a_nan_row(shared: bool) -> None:
+    embeddings = EmbeddingsRefusedOnce()
+    limits = RateLimits(embedding_rpm=6000)  # given: a 429 pauses, and slows nothing after
+    metric = AnswerRelevancy(
+        PretendJudge(), embeddings, batch_embeddings=shared, rate_limits=limits
+    )
+    rows = [{"user_input": f"Where is A{i}?", "response": f"A{i} shipped."} for i in range(6)]
+    results = asyncio.run(metric.abatch_score(rows))
+    assert all(r.value == r.value for r in results)  # every row scored, none NaN
+    assert embeddings.sent.count(0.0) >= 2  # the refused request, then it again
+
+
+def test_an_embeddings_429_pauses_every_embeddings_request_for_its_retry_after() -> None:
+    from ragas_relevancy_ext.scoring.embeddings import embed_texts
+
+    run, time = scheduler(RateLimits(embedding_rpm=6000))
+    embeddings = EmbeddingsRefusedOnce("1500", time)
+
+    async def go() -> None:
+        first = asyncio.ensure_future(embed_texts(embeddings, ["a question"], run.row(0)))
+        await asyncio.sleep(0)  # the first is refused (and the run paused) before the second
+        await asyncio.gather(first, embed_texts(embeddings, ["probe one", "probe two"], run))
+
+    asyncio.run(go())
+    # the refused request at 0, then both after the one pause, neither waiting on its own
+    assert embeddings.sent == [0.0, 1.5, 1.5]
