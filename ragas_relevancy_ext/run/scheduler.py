@@ -19,7 +19,8 @@ Rate limits: requests and tokens per minute for the judge and for embeddings, gi
 the provider's first answer on (it may only have begun counting then). A request's tokens are
 estimated before it is sent: its text's (4 characters a token) scaled by the prompt tokens the
 provider reported for earlier ones, plus the reply tokens it asks for; what the provider reports
-it used then corrects the bucket either way, and ``x-ratelimit-remaining-*`` headers lower it. So
+it used then corrects the bucket either way (a request waits until the bucket holds 5% more
+than its estimate), and ``x-ratelimit-remaining-*`` headers lower it. So
 that no burst goes on a guess, a kind's first request goes alone when tokens per minute are kept
 to, and at most ``FIRST_REQUESTS`` before its answer otherwise. A 429 pauses every request of its
 kind at once for ``retry-after``/``retry-after-ms`` (one second when not said); only when the
@@ -48,6 +49,8 @@ from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
 Kind = Literal["judge", "embeddings"]
 # Requests of a kind sent before its first answer (see Scheduler.pace).
 FIRST_REQUESTS = 8
+# Share of a request's estimated tokens the bucket must hold beyond it before it goes.
+MARGIN = 0.05
 
 T = TypeVar("T")
 
@@ -162,7 +165,10 @@ class _Pace:
             wait = max(wait, (1 - self.requests) * 60 / self.rpm)
         need = min(float(tokens), self.tpm) if self.tpm else 0.0
         if self.tpm:
-            wait = max(wait, (need - self.tokens) * 60 / self.tpm)
+            # a request's count is known only once answered: wait for MARGIN more than the
+            # estimate, so one counted a few tokens over it is not refused for milliseconds
+            ahead = min(need * MARGIN, self.tpm - need)
+            wait = max(wait, (need + ahead - self.tokens) * 60 / self.tpm)
         if wait > 0:
             return wait
         if self.rpm:
