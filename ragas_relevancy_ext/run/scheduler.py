@@ -138,6 +138,7 @@ class _Pace:
         self.answered = False  # a first request ended: estimate and limits are known
         self.heard = False  # the provider has answered: its buckets have begun to count
         self.early = 0  # requests sent before it
+        self.opener: float | None = None  # the row that sent first: its calls all go at once
         self.first: asyncio.Event | None = None  # set when it comes
         self.ceiling: float | None = None  # a learned rpm that 429s set, raised back slowly
         self.sent: collections.deque[float] = collections.deque()  # the last minute's, learning
@@ -289,14 +290,21 @@ class Scheduler:
 
     # -- rate limits --------------------------------------------------------------------------
 
-    async def pace(self, kind: Kind, tokens: int, budget: int = 0) -> int:
+    async def pace(self, kind: Kind, tokens: int, budget: int = 0, row: float | None = None) -> int:
         """Wait until a ``kind`` request of about ``tokens`` (``budget`` of them reply tokens
-        asked for) keeps to the run's rate limits; the tokens taken for it. Until the kind's
-        first answer, which scales the estimate and may say the provider's limits, only
-        ``FIRST_REQUESTS`` go (a row's calls, not a burst the provider may refuse), or with
-        tokens per minute to keep to only one, so no estimate goes unscaled."""
+        asked for) of ``row`` keeps to the run's rate limits; the tokens taken for it. Until
+        the kind's first answer, which scales the estimate and may say the provider's limits,
+        only the first row's calls and ``FIRST_REQUESTS`` in all go (not a burst the provider
+        may refuse), or with tokens per minute to keep to only one, so no estimate goes
+        unscaled."""
         pace = self._paces[kind]
-        while not pace.answered and pace.early >= (1 if pace.tpm else FIRST_REQUESTS):
+        if pace.opener is None and not pace.answered and not pace.early:
+            pace.opener = row
+        while (
+            not pace.answered
+            and pace.early >= (1 if pace.tpm else FIRST_REQUESTS)
+            and (row is None or row != pace.opener or pace.tpm)
+        ):
             pace.first = pace.first or asyncio.Event()
             await pace.first.wait()
         charged = pace.charge(tokens, budget)
@@ -321,11 +329,13 @@ class Scheduler:
         self._paces[kind].correct(charged, used or 0, prompt, tokens - budget)
 
     @contextlib.asynccontextmanager
-    async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
-        """One ``kind`` request of about ``tokens`` within the run's rate limits, holding no
-        slot (its caller holds one); what the provider reports it used corrects the estimate
-        (and still reaches the caller's meter)."""
-        charged = await self.pace(kind, tokens, budget)
+    async def call(
+        self, kind: Kind, tokens: int, budget: int = 0, row: float | None = None
+    ) -> AsyncIterator[None]:
+        """One ``kind`` request of about ``tokens`` (for ``row``) within the run's rate limits,
+        holding no slot (its caller holds one); what the provider reports it used corrects the
+        estimate (and still reaches the caller's meter)."""
+        charged = await self.pace(kind, tokens, budget, row)
         outer = current_meter()
         with metering() as meter:
             try:
@@ -512,5 +522,5 @@ class Row:
     async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
         """One ``kind`` request of about ``tokens``: a slot, then the run's rate limits
         (:meth:`Scheduler.call`)."""
-        async with self, self.scheduler.call(kind, tokens, budget):
+        async with self, self.scheduler.call(kind, tokens, budget, self.priority):
             yield

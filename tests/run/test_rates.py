@@ -221,7 +221,9 @@ def test_a_metric_keeps_to_its_rate_limits_through_the_public_api(monkeypatch: A
     """Every judge call of a run goes through the run's pace: counted by a stand-in bucket."""
     paced: list[tuple[str, int]] = []
 
-    async def pace(self: Scheduler, kind: str, tokens: int, budget: int = 0) -> int:
+    async def pace(
+        self: Scheduler, kind: str, tokens: int, budget: int = 0, row: float | None = None
+    ) -> int:
         paced.append((kind, tokens))
         return tokens
 
@@ -327,3 +329,27 @@ def test_an_embeddings_429_pauses_every_embeddings_request_for_its_retry_after()
     asyncio.run(go())
     # the refused request at 0, then both after the one pause, neither waiting on its own
     assert embeddings.sent == [0.0, 1.5, 1.5]
+
+
+def test_before_the_first_answer_the_first_rows_calls_all_go_but_other_rows_wait() -> None:
+    """No burst on a guess, yet one row's N calls (angles mode) go out together."""
+    run, time = scheduler()
+    started: list[float] = []
+    release = asyncio.Event()
+
+    async def call(row: float) -> None:
+        async with run.row(row).call("judge", 10):
+            started.append(row)
+            await release.wait()
+
+    async def go() -> None:
+        tasks = [asyncio.ensure_future(call(0)) for _ in range(10)]
+        tasks += [asyncio.ensure_future(call(1)) for _ in range(3)]
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert started.count(0) == 10 and 1 not in started
+        release.set()
+        await asyncio.gather(*tasks)
+
+    asyncio.run(go())
+    assert started.count(1) == 3
