@@ -201,3 +201,20 @@ def test_a_row_refused_before_scoring_loads_the_language_model_off_the_loop(mode
     assert report.error == "ValueError: response cannot be empty"
     assert len(model_loads) == 1
     assert model_loads[0][1] is False  # no event loop was running in the loading thread
+
+
+def test_an_evaluate_run_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> None:
+    """Every request of ``ResponseRelevancy``'s rows is paced under its ``rate_limits``."""
+    from ragas_relevancy_ext.run.scheduler import RateLimits, Scheduler
+
+    seen: list[Any] = []
+
+    async def pace(
+        self: Scheduler, kind: str, tokens: int, budget: int = 0, row: float | None = None
+    ) -> int:
+        seen.append(self.rates)
+        return tokens
+
+    monkeypatch.setattr(Scheduler, "pace", pace)
+    _evaluate(ResponseRelevancy(strictness=2, rate_limits=RateLimits(rpm=60)), ROWS[:2])
+    assert seen and all(rates.rpm == 60 for rates in seen)
