@@ -110,8 +110,10 @@ def test_abatch_score_without_a_tight_limit_runs_samples_together():
     scorer, judge, embeddings = metric(16)
     asyncio.run(scorer.abatch_score(ROWS))
     # 15 judge calls queue at once: before the provider's first answer (which may say its rate
-    # limits) 8 go, the other 7 once one has answered; then the embeddings calls, together
-    assert FIRST_REQUESTS == 8 and judge.flight.peak == 8 and embeddings.flight.peak > 1
+    # limits) 8 go, the other 7 once one has answered (how many of the 8 are still in flight
+    # then depends on the loop's order); then the embeddings calls, together
+    assert FIRST_REQUESTS == 8 and FIRST_REQUESTS <= judge.flight.peak <= judge.flight.calls == 15
+    assert embeddings.flight.peak > 1
 
 
 def _evaluate(
