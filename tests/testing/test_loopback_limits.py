@@ -112,7 +112,7 @@ def test_limits_admit_exactly_the_limit_then_refuse_until_refilled() -> None:
     assert refused.headers["x-ratelimit-reset-requests"] == "1m0s"
 
     clock.advance(19.999)
-    assert not limits.admit(tokens=10, now=clock()).admitted  # refusals took nothing
+    assert not limits.admit(tokens=10, now=clock()).admitted  # a refusal takes nothing
     clock.advance(0.001)
     assert limits.admit(tokens=10, now=clock()).admitted
 
