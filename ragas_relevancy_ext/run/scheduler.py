@@ -22,7 +22,8 @@ provider reported for earlier ones, plus the reply tokens it asks for; what the 
 it used then corrects the bucket either way (a request waits until the bucket holds 5% more
 than its estimate), and ``x-ratelimit-remaining-*`` headers lower it. So
 that no burst goes on a guess, a kind's first request goes alone when tokens per minute are kept
-to, and at most ``FIRST_REQUESTS`` before its answer otherwise. A 429 pauses every request of its
+to, and otherwise the first row's calls and at most ``FIRST_REQUESTS`` in all before its
+answer. A 429 pauses every request of its
 kind at once for ``retry-after``/``retry-after-ms`` (one second when not said); only when the
 provider says no limits does it also halve the rate the run keeps to, each success then raising
 it back by one request a minute.

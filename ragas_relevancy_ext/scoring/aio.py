@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
-from collections.abc import Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
@@ -13,7 +13,7 @@ from .usage import estimate_tokens
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync", "send"]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
@@ -50,6 +50,25 @@ def rate_limited(limiter: Any, kind: str, exc: BaseException) -> bool:
         return False
     note(kind, exc)
     return True
+
+
+async def send(
+    limiter: Any,
+    kind: str,
+    texts: str | Sequence[str],
+    make: Callable[[], Awaitable[T]],
+    budget: int = 0,
+) -> T:
+    """``await make()`` holding what :func:`request` gives; answered 429 in a run that keeps to
+    rate limits, asked again after the run's pause, up to ``RATE_LIMIT_ATTEMPTS`` tries."""
+    for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+        try:
+            async with request(limiter, kind, texts, budget):
+                return await make()
+        except Exception as exc:
+            if attempt == RATE_LIMIT_ATTEMPTS or not rate_limited(limiter, kind, exc):
+                raise
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

@@ -208,21 +208,15 @@ async def embed_texts(
     if not sends_one_request(embeddings):
         vectors = await embeddings.aembed_each(list(texts), limiter)
         return check_vectors(vectors, len(texts), type(embeddings).__name__)
-    for attempt in range(1, aio.RATE_LIMIT_ATTEMPTS + 1):
-        try:
-            async with aio.request(limiter, "embeddings", texts):
-                if kind == "modern":
-                    call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
-                else:
-                    call = embeddings.aembed_documents(list(texts))
-                vectors = await metered(embeddings, call)
-            break
-        except Exception as exc:
-            # a 429 pauses the run's embeddings (the run's pause), then this is asked again
-            if attempt == aio.RATE_LIMIT_ATTEMPTS or not aio.rate_limited(
-                limiter, "embeddings", exc
-            ):
-                raise
+
+    def make() -> Any:
+        if kind == "modern":
+            call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
+        else:
+            call = embeddings.aembed_documents(list(texts))
+        return metered(embeddings, call)
+
+    vectors = await aio.send(limiter, "embeddings", texts, make)
     return check_vectors(vectors, len(texts), type(embeddings).__name__)
 
 

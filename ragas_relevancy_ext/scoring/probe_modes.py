@@ -350,9 +350,6 @@ class _PromptStep:
             self.run.on_chain_end({"output": self.replies} if self.replies else {})
 
 
-RATE_LIMIT_ATTEMPTS = aio.RATE_LIMIT_ATTEMPTS
-
-
 def completion_budget(llm: Any) -> int:
     """The reply tokens a judge asks for (``max_tokens``), which providers count against the
     tokens per minute before the reply comes; 0 when not known."""
@@ -392,21 +389,19 @@ async def collect_probes(
         probes.judge_calls += 1
         step_callbacks = step.open(data)
         text = render(prompt, data)
-        for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
-            try:
-                async with aio.request(limiter, "judge", text, budget):
-                    reply = await ask_judge(
-                        llm,
-                        text,
-                        prompt.output_model,
-                        step_callbacks,
-                        repaired if mode.ragas_replies else None,
-                    )
-                break
-            except Exception as exc:
-                # a 429 slows the whole run (the run's pause), then this call is asked again
-                if attempt == RATE_LIMIT_ATTEMPTS or not aio.rate_limited(limiter, "judge", exc):
-                    raise
+        reply = await aio.send(
+            limiter,
+            "judge",
+            text,
+            lambda: ask_judge(
+                llm,
+                text,
+                prompt.output_model,
+                step_callbacks,
+                repaired if mode.ragas_replies else None,
+            ),
+            budget,
+        )
         step.replies.append(reply)
         return reply
 
