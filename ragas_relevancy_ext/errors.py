@@ -164,7 +164,16 @@ def _inner(error: BaseException) -> list[object]:
     if callable(getattr(last, "exception", None)):
         with contextlib.suppress(BaseException):  # a cancelled or unfinished attempt holds none
             inner.append(last.exception())
-    return [*inner, *getattr(error, "exceptions", ()), error.__cause__, error.__context__]
+    return [*inner, *getattr(error, "exceptions", ()), error.__cause__, _context(error)]
+
+
+def _context(error: BaseException) -> BaseException | None:
+    """The error ``error`` was raised while handling, when that can say why it failed: not
+    behind a broken reply or vector, which fail on their own (older openai SDKs ask again inside
+    their ``except`` for a 500, so a broken answer to that retry carries the handled 500)."""
+    if _named(error, "JSONDecodeError", "ValidationError"):
+        return None
+    return None if isinstance(error, EmbeddingShapeError) else error.__context__
 
 
 def _transport(exc: BaseException) -> tuple[Cause, BaseException] | None:

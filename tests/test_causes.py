@@ -40,6 +40,7 @@ from ragas_relevancy_ext.errors import (
     JudgeHTTPError,
     JudgeReplyError,
     cause_of,
+    failure_text,
     is_reply_error,
 )
 from ragas_relevancy_ext.run.streaming import EarlyStop
@@ -156,6 +157,44 @@ def test_failures_that_are_not_the_transports_have_their_own_cause() -> None:
     assert cause_of(asyncio.CancelledError()) is Cause.CANCELLED
     assert cause_of(RuntimeError("surprise")) is Cause.OTHER
     assert PERMANENT == {Cause.AUTH, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE}
+
+
+def raised_while_handling(handled: BaseException, error: BaseException) -> BaseException:
+    """``error`` raised inside the ``except`` that caught ``handled`` (no ``from``)."""
+    try:
+        try:
+            raise handled
+        except BaseException:
+            raise error  # noqa: B904 - the implicit context is the point
+    except BaseException as outer:
+        return outer
+
+
+def http_500() -> httpx.HTTPStatusError:
+    request = httpx.Request("POST", "http://127.0.0.1/v1/embeddings")
+    response = httpx.Response(500, request=request)
+    return httpx.HTTPStatusError("Server error '500'", request=request, response=response)
+
+
+def test_a_broken_answer_to_a_retry_made_while_handling_a_500_is_the_broken_answer() -> None:
+    # older openai SDKs retry a 500 inside their except block: the retry's broken JSON carries
+    # the handled 500 as its context, and the row failed for the JSON, not the 500
+    not_json = raised_while_handling(http_500(), json.JSONDecodeError("Unterminated", "{", 1))
+    assert cause_of(not_json) is Cause.BAD_REPLY
+    assert failure_text(not_json).startswith("JSONDecodeError")
+    invalid = raised_while_handling(http_500(), validation_error())
+    assert cause_of(invalid) is Cause.BAD_REPLY
+    shape = raised_while_handling(http_500(), EmbeddingShapeError("2 vectors for 1 text"))
+    assert cause_of(shape) is Cause.EMBEDDINGS_ERROR
+
+
+def test_a_plain_error_raised_while_handling_a_transport_error_keeps_its_cause() -> None:
+    # a wrapper raised without ``from`` (or ``from None``, which hides the context only from
+    # the printed traceback) still has the transport's cause
+    gave_up = raised_while_handling(http_500(), RuntimeError("gave up"))
+    assert cause_of(gave_up) is Cause.SERVER_ERROR
+    gave_up.__suppress_context__ = True
+    assert cause_of(gave_up) is Cause.SERVER_ERROR
 
 
 # --- the cause in the report, its sentence and its saved form ---------------------------------
