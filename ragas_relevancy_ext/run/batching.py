@@ -7,8 +7,10 @@ it its question and its probes, and it sends the texts of concurrent samples as 
 ``max_batch`` texts. A request leaves ahead of the judge calls of rows not yet judged when it is
 full, or when no more texts are coming (every row under way is waiting on its vectors or done), once
 enough rows have been given a slot since its first text came to fill one, or when a slot is free
-with no call in line for it and at least as many rows wait on it as may still add texts. The
-questions of the rows in a probes request leave with it, so those rows finish together. There is no
+with no call in line for it and at least as many rows wait on it as may still add texts. A row's
+question waits from the row's start; when a probes request takes a row's probes, the questions
+up to that row's leave, in full requests that carry the questions of rows still being judged,
+so a question is never sent before some row needs it and rarely holds a row back. There is no
 time window: rows finish as they go, a few dozen at most waiting on a request. The vectors are
 checked once per request (one per text, one width, finite, non-zero), then split back per sample;
 questions and probes go in separate requests, so each sample's two widths still come from two
@@ -28,7 +30,7 @@ to the samples that reuse it.
 from __future__ import annotations
 
 import asyncio
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -63,9 +65,10 @@ MAX_REUSED_QUESTIONS = 20_000
 class _Share:
     """One sample's texts in a coalesced request, and where its vectors and usage go."""
 
-    def __init__(self, texts: list[str], priority: float):
+    def __init__(self, texts: list[str], priority: float, needs: asyncio.Future[Any] | None):
         self.texts = texts
         self.priority = priority
+        self.needs = needs  # the question vector its row waits for beside these
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         # The submitting caller's meter, charged before the vectors arrive: a sample that
         # finds its vectors already there reads its usage at once, with no callback pending.
@@ -103,11 +106,11 @@ class _Coalescer:
         embeddings: Any,
         scheduler: Scheduler,
         max_batch: int,
-        coming: Callable[[], int],
-        on_take: Callable[[], None] | None = None,
+        coming: Callable[[], int] | None,
+        on_take: Callable[[list[_Share]], None] | None = None,
     ):
         self.embeddings, self.scheduler = embeddings, scheduler
-        self.coming = coming  # rows under way that may still add texts
+        self.coming = coming  # rows under way that may still add texts; None: on demand only
         self.max_batch = max_batch
         self.on_take = on_take
         self._pending: list[_Share] = []
@@ -119,12 +122,14 @@ class _Coalescer:
         scheduler.on_frontier.append(self._frontier_moved)
         scheduler.on_free.append(self._slot_free)
 
-    def submit(self, texts: list[str], priority: float) -> asyncio.Future[np.ndarray]:
+    def submit(
+        self, texts: list[str], priority: float, needs: asyncio.Future[Any] | None = None
+    ) -> asyncio.Future[np.ndarray]:
         """A future of the checked (len(texts), d) array, from a request shared with other
         callers' texts; no task per caller. Cancelling it takes the texts out if not sent yet.
         The share's part of each request that carried its texts goes to the meter of the
         caller who submitted it, before its vectors are handed over."""
-        share = _Share(texts, priority)
+        share = _Share(texts, priority, needs)
         self._pending.append(share)
         self._pending_texts += len(texts)
         self._shares += 1
@@ -132,13 +137,26 @@ class _Coalescer:
         self._schedule()
         return share.future
 
-    def withdraw(self, future: asyncio.Future[np.ndarray]) -> None:
+    def withdraw(self, future: asyncio.Future[np.ndarray]) -> bool:
         """Take a submitted share out (its future cancelled) if no request has taken it yet;
-        once one has, its vectors and usage will come."""
+        once one has, its vectors and usage will come. True when it was taken out."""
         for share in self._pending:
             if share.future is future:
                 future.cancel()
-                return
+                return True
+        return False
+
+    def send_for(self, futures: Sequence[asyncio.Future[Any] | None]) -> None:
+        """Send, in full requests from the oldest, what is waiting up to the last of
+        ``futures`` still waiting."""
+        wanted = {id(future) for future in futures}
+        needed = size = 0
+        for share in self._pending:
+            size += len(share.texts)
+            if id(share.future) in wanted:
+                needed = size
+        while self._ahead * self.max_batch < needed and not self.scheduler.closed:
+            self._start()
 
     def flush(self) -> None:
         """Send what is waiting now."""
@@ -150,7 +168,7 @@ class _Coalescer:
 
     def _schedule(self) -> None:
         """A request per ``max_batch`` waiting texts; for what is left, a frontier to wait for."""
-        if self.scheduler.closed or not self._pending:
+        if self.scheduler.closed or not self._pending or self.coming is None:
             return
         while self._ahead < self._pending_texts // self.max_batch:
             self._start()
@@ -166,6 +184,7 @@ class _Coalescer:
         there are such rows, and the last rows of a run leave in a few requests, not one each."""
         if (
             self._due is not None
+            and self.coming is not None
             and not self.scheduler.saturated
             and len(self._pending) >= self.coming()
         ):
@@ -221,7 +240,7 @@ class _Coalescer:
                 if not shares:
                     return
                 if self.on_take is not None:
-                    self.on_take()
+                    self.on_take(shares)
                 texts = [text for share in shares for text in share.texts]
                 meter = UsageMeter()
                 try:  # the slot held, the request keeps to the run's rate limits
@@ -293,13 +312,18 @@ class RunEmbedder:
         self.scheduler = scheduler
         self.coalesce = coalesce and sends_one_request(embeddings)
         self.max_batch = max_batch
-        questions = _Coalescer(embeddings, scheduler, max_batch, self._rows_coming)
-        # the questions of the rows in a probes request leave with it
+        # questions wait from a row's start until a probes request takes that row's probes
+        questions = _Coalescer(embeddings, scheduler, max_batch, None)
         probes = _Coalescer(
-            embeddings, scheduler, max_batch, self._rows_coming, on_take=questions.flush
+            embeddings,
+            scheduler,
+            max_batch,
+            self._rows_coming,
+            on_take=lambda shares: questions.send_for([share.needs for share in shares]),
         )
         self._streams = {"questions": questions, "probes": probes}
         self._questions: OrderedDict[str, asyncio.Future[np.ndarray]] = OrderedDict()
+        self._expecting: Counter[str] = Counter()  # rows that expect a question, not yet done
         self._coming = 0  # rows under way that have not handed in their texts
 
     def rows_in_flight(self, max_concurrency: int) -> int:
@@ -319,22 +343,25 @@ class RunEmbedder:
         any, what is waiting goes now."""
         self._coming -= 1
         if self.coalesce:
-            for stream in self._streams.values():
-                if self._coming <= 0:
-                    stream.flush()
-                else:
-                    stream.check_free()
+            probes = self._streams["probes"]
+            probes.flush() if self._coming <= 0 else probes.check_free()
 
     def _rows_coming(self) -> int:
         return self._coming
 
-    def _embed(self, stream: str, texts: list[str], calls: Row) -> asyncio.Future[np.ndarray]:
+    def _embed(
+        self,
+        stream: str,
+        texts: list[str],
+        calls: Row,
+        needs: asyncio.Future[Any] | None = None,
+    ) -> asyncio.Future[np.ndarray]:
         """The checked vectors of ``texts``, to come: a share of a coalesced request (a future,
         no task per sample), or a request of their own (a task of the run, in the caller's
         context, in the row's place in line)."""
         if not self.coalesce:
             return self.scheduler.start(embed_texts(self.embeddings, texts, calls))
-        return self._streams[stream].submit(texts, calls.priority)
+        return self._streams[stream].submit(texts, calls.priority, needs)
 
     def _question(self, text: str, calls: Row) -> asyncio.Future[np.ndarray]:
         """``text``'s (1, d) vectors, embedded once per run however many samples ask."""
@@ -363,6 +390,44 @@ class RowEmbeddings:
         self.run = run
         self.calls = calls
         self._coming = True
+        self._expected: tuple[str, asyncio.Future[np.ndarray]] | None = None
+
+    def expect(self, question: str) -> None:
+        """The row will ask for ``question``'s vector: with shared requests it waits from now,
+        and goes when a request takes this or an earlier row's probes, so the questions of
+        rows still being judged fill it."""
+        if self.run.coalesce:
+            self._expected = (question, self.run._question(question, self.calls))
+            self.run._expecting[question] += 1
+
+    def _unexpect(self) -> tuple[str, asyncio.Future[np.ndarray], bool] | None:
+        """(question, its future, whether no other row expects it) of the row's expectation,
+        which ends here; None when there was none."""
+        if self._expected is None:
+            return None
+        question, held = self._expected
+        self._expected = None
+        expecting = self.run._expecting
+        expecting[question] -= 1
+        alone = expecting[question] <= 0
+        if alone:
+            del expecting[question]
+        return question, held, alone
+
+    async def release(self) -> None:
+        """The row ends without its vectors (its judge failed, or wrote no probe): its question,
+        if no other row expects it, is taken back unsent; one already sent is waited for, so
+        what it cost is in the row's usage before the row reports."""
+        expected = self._unexpect()
+        if expected is None:
+            return
+        question, held, alone = expected
+        run = self.run
+        if alone and run._streams["questions"].withdraw(held):
+            if run._questions.get(question) is held:
+                del run._questions[question]
+            return
+        await asyncio.gather(asyncio.shield(held), return_exceptions=True)
 
     def close(self) -> None:
         """The row ends: it hands in no (more) texts."""
@@ -370,16 +435,27 @@ class RowEmbeddings:
             self._coming = False
             self.run._arrived()
 
+    async def _vectors_of(self, held: asyncio.Future[np.ndarray]) -> np.ndarray:
+        """``held``'s vectors; the row stops expecting its question once they (or its failure)
+        came, and not before, so no other row takes it back meanwhile."""
+        try:
+            return await asyncio.shield(held)
+        finally:
+            self._unexpect()
+
     async def question_and_probes(
         self, question: str, probes: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector and the probes' (len(probes), d) array."""
         run = self.run
-        probe_share = run._embed("probes", list(probes), self.calls)
-        held = run._question(question, self.calls)
+        if self._expected is not None and self._expected[0] == question:
+            held = self._expected[1]
+        else:
+            held = run._question(question, self.calls)
+        probe_share = run._embed("probes", list(probes), self.calls, held)
         self.close()  # its texts are in
         try:
-            question_vector = (await asyncio.shield(held))[0]
+            question_vector = (await self._vectors_of(held))[0]
         except Exception:
             if run._questions.get(question) is held:  # the next sample asks again
                 del run._questions[question]

@@ -127,22 +127,31 @@ async def score_sample(
         sample = tracing.sample_span(options.strictness, mode, name, user_input, response)
     with sample as span, metering(meter) as meter:
         check_inputs(user_input, response)
+        if embedder is not None:
+            embedder.expect(user_input)
         load_in_background()  # the report's languages: loaded off the loop by the time it is read
-        prompt = options.prompt
-        if options.language != AUTO:
-            store = adapted if adapted is not None else AdaptedPrompts()
-            prompt = await store.get(prompt, options.language, llm)
-        probes = await collect_probes(
-            llm,
-            options.mode,
-            prompt,
-            response,
-            options.strictness,
-            limiter,
-            callbacks,
-            trace_name,
-        )
+        try:
+            prompt = options.prompt
+            if options.language != AUTO:
+                store = adapted if adapted is not None else AdaptedPrompts()
+                prompt = await store.get(prompt, options.language, llm)
+            probes = await collect_probes(
+                llm,
+                options.mode,
+                prompt,
+                response,
+                options.strictness,
+                limiter,
+                callbacks,
+                trace_name,
+            )
+        except Exception:
+            if embedder is not None:
+                await embedder.release()
+            raise
         measured: dict[str, Any] = {"score": math.nan, "all_noncommittal": False}
+        if not probes.questions and embedder is not None:
+            await embedder.release()
         if probes.questions:  # else not measured; the judge's failures are in the notes
             if embedder is not None:
                 vectors = await embedder.question_and_probes(user_input, probes.questions)

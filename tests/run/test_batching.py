@@ -190,24 +190,26 @@ def test_rows_waiting_on_shared_requests_fill_them(server: LoopbackServer) -> No
     inputs = rows(480)
     reports = score_all(metric, inputs)
     assert all(r.error is None for r in reports)
-    # 1,440 probes fill 22.5 requests of 64 texts; the questions of each probes request's rows
-    # (21) leave with it, so those rows finish together: about 0.1 per row (up to 0.12 as rows
-    # meet in time on a loaded machine). About 0.24 with no more rows in flight than slots;
-    # stock: 2
-    assert server.count("embeddings") <= 0.125 * len(inputs)
-    probes = [len(r.texts) for r in server.requests("embeddings") if "Where is" not in r.texts[0]]
+    # 1,440 probes fill 22.5 requests of 64 texts, 480 questions 7.5: about 0.07 requests per
+    # row (0.2 if each probes request took only its own rows' questions; stock: 2)
+    assert server.count("embeddings") <= 0.09 * len(inputs)
+    requests = server.requests("embeddings")
+    probes = [len(r.texts) for r in requests if "Where is" not in r.texts[0]]
     full = sum(size > 64 - 3 for size in probes)  # no room for another row's 3 probes
     assert full >= 0.5 * len(probes), probes
+    # questions wait for rows still being judged to fill their requests
+    questions = [len(r.texts) for r in requests if "Where is" in r.texts[0]]
+    assert len(questions) <= 0.025 * len(inputs), questions
     assert judge.calls == len(inputs)
     assert judge.peak <= 16
 
 
 def test_a_full_shared_request_goes_ahead_of_rows_not_yet_judged(server: LoopbackServer) -> None:
     # 4 requests in flight over 300 rows: the run keeps 4 + 128 rows in flight. A request full
-    # of probes (21 rows' worth) takes the next free slot, and those rows' questions go with
-    # it, so the first row is done after about 21 + 4 judge calls (a few more while its
-    # requests are at the server). Queued behind the judge calls, it would wait for every row
-    # in flight to be judged: 132 or more
+    # of probes (21 rows' worth) takes the next free slot, and the questions up to those rows'
+    # go with it, so the first row is done after about 21 + 4 judge calls (a few more while
+    # its requests are at the server). Queued behind the judge calls, it would wait for every
+    # row in flight to be judged: 132 or more
     judge = PretendJudge(latency=0.05)  # long beside a request to the server on 127.0.0.1
     metric = AnswerRelevancy(judge, openai_embeddings(server), max_concurrency=4)
 
@@ -219,6 +221,48 @@ def test_a_full_shared_request_goes_ahead_of_rows_not_yet_judged(server: Loopbac
         raise AssertionError("no row came back")
 
     assert asyncio.run(calls_when_the_first_row_is_done()) < 48
+
+
+class RefusingJudge(PretendJudge):
+    """A judge whose every call fails, as with a refused key."""
+
+    def _reply(self, prompt: str, response_model: Any) -> Any:
+        raise PermissionError("refused")
+
+
+def test_rows_whose_judge_fails_send_no_question(server: LoopbackServer) -> None:
+    # a row's question waits from its start for some row's probes to need it: a run whose
+    # judge fails every row embeds nothing
+    metric = AnswerRelevancy(RefusingJudge(), openai_embeddings(server), max_concurrency=4)
+    reports = score_all(metric, rows(200))
+    assert all("refused" in str(r.error) for r in reports)
+    assert server.count("embeddings") == 0
+
+
+class UnluckyJudge(PretendJudge):
+    """Fails on every response that says "unlucky"."""
+
+    def _reply(self, prompt: str, response_model: Any) -> Any:
+        if "unlucky" in prompt:
+            raise PermissionError("refused")
+        return super()._reply(prompt, response_model)
+
+
+def test_what_a_run_sent_is_in_its_rows_usage_when_some_judge_calls_fail(
+    server: LoopbackServer,
+) -> None:
+    # questions of rows still being judged ride in shared requests; a row whose judge then
+    # fails takes back its question if not yet sent, or waits for the request carrying it
+    inputs = rows(300)
+    for i in range(0, 300, 3):
+        inputs[i]["response"] += " An unlucky day."
+    metric = AnswerRelevancy(
+        UnluckyJudge(latency=0.002), openai_embeddings(server), max_concurrency=8
+    )
+    reports = score_all(metric, inputs)
+    assert sum(r.error is not None for r in reports) == 100
+    billed = server.usage("embeddings")
+    assert sum(r.usage.embedding_requests for r in reports) == billed["requests"]
 
 
 class SlowProbes(HashEmbeddings):

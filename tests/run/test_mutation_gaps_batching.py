@@ -109,11 +109,19 @@ def run_samples(
 
 
 async def question(embedder: RunEmbedder, text: str, priority: float = 0) -> np.ndarray:
-    """``text``'s vector asked by a row of its own that hands in nothing else."""
+    """``text``'s vector asked by a row of its own that hands in nothing else, and needed
+    at once (as when a request takes the row's probes)."""
     calls = row(embedder, priority)
     held = embedder._question(text, calls.calls)
+    if embedder.coalesce:
+        embedder._streams["questions"].send_for([held])
     calls.close()
     return (await held)[0]
+
+
+def probes(embedder: RunEmbedder, texts: list[str], calls: RowEmbeddings) -> Any:
+    """A row's probes handed in to the run's shared requests (their future)."""
+    return embedder._embed("probes", texts, calls.calls)
 
 
 SAMPLES = [
@@ -390,7 +398,10 @@ def test_a_full_request_leaves_at_once_while_rows_may_still_add_texts() -> None:
 
     async def body(embedder: RunEmbedder) -> list[list[str]]:
         later = [row(embedder, i) for i in range(2, 6)]  # rows still coming
-        asked = [question(embedder, q, i) for i, q in enumerate(("a?", "b?"))]
+        rows = [row(embedder, i) for i in range(2)]
+        asked = [probes(embedder, [q], r) for q, r in zip(("a?", "b?"), rows, strict=True)]
+        for r in rows:
+            r.close()
         await asyncio.gather(*asked)
         sent = list(embeddings.requests)
         for calls in later:
@@ -430,11 +441,15 @@ def test_texts_short_of_a_full_request_wait_while_rows_may_add_texts_then_leave(
     embeddings = Recorder()
 
     async def body(embedder: RunEmbedder) -> tuple[list[list[str]], int, int]:
-        await asyncio.gather(*(question(embedder, q, i) for i, q in enumerate(("a?", "b?", "c?"))))
+        first = [row(embedder, i) for i in range(3)]
+        asked = [probes(embedder, [q], r) for q, r in zip(("a?", "b?", "c?"), first, strict=True)]
+        for r in first:
+            r.close()
+        await asyncio.gather(*asked)
         later = [row(embedder, i) for i in range(5, 10)]  # rows still coming
         before = embedder.scheduler.tasks
         rows = [row(embedder, i) for i in (3, 4)]
-        waiting = [embedder._question(q, r.calls) for q, r in zip(("d?", "e?"), rows, strict=True)]
+        waiting = [probes(embedder, [q], r) for q, r in zip(("d?", "e?"), rows, strict=True)]
         for r in rows:
             r.close()
         kept = embedder.scheduler.tasks - before  # requests started for d? and e?: none
@@ -456,7 +471,7 @@ def test_a_request_takes_no_more_than_max_batch_texts_of_one_text_shares() -> No
 
     async def body(embedder: RunEmbedder) -> None:
         rows = [row(embedder, i) for i in range(4)]
-        held = [embedder._question(q, r.calls) for q, r in zip("abcd", rows, strict=True)]
+        held = [probes(embedder, [q], r) for q, r in zip("abcd", rows, strict=True)]
         for r in rows:
             r.close()
         await asyncio.gather(*held)
