@@ -11,14 +11,25 @@ import numpy as np
 def probe_cosines(
     question_vector: np.ndarray, probe_vectors: np.ndarray
 ) -> tuple[np.ndarray, float | None]:
-    """Each probe's cosine with the question and the probes' mean pairwise cosine, each vector
-    scaled to unit length once."""
+    """Each probe's cosine with the question and the probes' mean pairwise cosine, from one
+    matrix of the vectors' dot products (stock's dot / (norm * norm)); vectors whose dot
+    products would overflow or lose precision to underflow are scaled to unit length first."""
     question = np.asarray(question_vector, dtype=float).reshape(1, -1)
     probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
-    units = unit_rows(np.concatenate((question, probes)))
-    question, probes = units[:1], units[1:]
-    cosines = np.clip((probes @ question.T).reshape(-1), -1.0, 1.0)  # against rounding past 1
-    return cosines, _mean_pairwise(probes) if len(probes) >= 2 else None
+    matrix = np.concatenate((question, probes))
+    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+        dots = matrix @ matrix.T
+    if not (np.isfinite(dots).all() and (np.diagonal(dots) >= _SMALLEST_SQUARES).all()):
+        units = unit_rows(matrix)
+        dots = units @ units.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        norms = np.sqrt(np.diagonal(dots))
+        cosines = np.clip(dots / np.outer(norms, norms), -1.0, 1.0)  # against rounding past 1
+    return cosines[1:, 0], _mean_off_diagonal(cosines[1:, 1:]) if len(probes) >= 2 else None
+
+
+# A vector's squares summing to less lose precision to underflow in its dot products.
+_SMALLEST_SQUARES = 1e-250
 
 
 def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) -> np.ndarray:
@@ -69,8 +80,13 @@ def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
 
 def _mean_pairwise(unit: np.ndarray) -> float | None:
     """Mean cosine over all pairs of unit rows (at least two); None if not finite."""
-    sims, n = np.clip(unit @ unit.T, -1.0, 1.0), len(unit)
-    value = float((sims.sum() - sims.trace()) / (n * (n - 1)))  # the pairs off the diagonal
+    return _mean_off_diagonal(np.clip(unit @ unit.T, -1.0, 1.0))
+
+
+def _mean_off_diagonal(sims: np.ndarray) -> float | None:
+    """Mean of a square matrix's entries off the diagonal (the pairs); None if not finite."""
+    n = len(sims)
+    value = float((sims.sum() - sims.trace()) / (n * (n - 1)))
     return value if math.isfinite(value) else None
 
 
