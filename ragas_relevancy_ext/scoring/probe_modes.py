@@ -62,7 +62,7 @@ class ProbeSet:
     judge_calls: int = 0
     duplicates_dropped: int = 0
     notes: list[str] = field(default_factory=list)
-    _seen: set[str] = field(default_factory=set, repr=False)
+    _seen: set[str] = field(default_factory=set, repr=False)  # the kept probes, folded
 
     def offer(self, question: Any, flag: Any, where: str) -> bool:
         """Our modes' cleaning: keep one candidate probe, stripped, if usable and new."""
@@ -83,7 +83,7 @@ class ProbeSet:
 
     def distinct(self) -> int:
         """How many kept probes differ once folded by :func:`normalise_question`."""
-        return len({normalise_question(q) for q in self.questions})
+        return len(self._seen)
 
     def keep_as_stock(self, question: str, flag: int, where: str) -> None:
         """Stock's handling of one reply: kept as written, its flag as given; an empty or
@@ -92,6 +92,7 @@ class ProbeSet:
             kind = "a whitespace-only" if question else "an empty"
             self.notes.append(f"{where}: dropped {kind} question")
             return
+        self._seen.add(normalise_question(question))
         self.questions.append(question)
         self.noncommittal.append(flag)
 
