@@ -25,8 +25,9 @@ that no burst goes on a guess, a kind's first request goes alone when tokens per
 to, and otherwise the first row's calls and at most ``FIRST_REQUESTS`` in all before its
 answer. A 429 pauses every request of its
 kind at once for ``retry-after``/``retry-after-ms`` (one second when not said); only when the
-provider says no limits does it also halve the rate the run keeps to, each success then raising
-it back by one request a minute.
+provider says no limits does it also halve the rate the run keeps to (once for the 429s of the
+requests in flight together: those that come during the pause went before it), each success
+then raising it back by one request a minute.
 """
 
 from __future__ import annotations
@@ -225,11 +226,14 @@ class _Pace:
         if remaining is not None and self.tpm:
             self.tokens = min(self.tokens, remaining)
         if status == 429:
+            # paused already: the request went before the pause, with the others in flight
+            in_flight = now < self.paused_until
             after = _seconds(headers.get("retry-after-ms"))
             after = after / 1000 if after is not None else _seconds(headers.get("retry-after"))
             self.paused_until = max(self.paused_until, now + (after if after else 1.0))
-            if self.learn and not self.told and (self.rpm or self.sent):
-                # no limits said: half the rate that met the 429 (kept to, else sent at)
+            if self.learn and not self.told and not in_flight and (self.rpm or self.sent):
+                # no limits said: half the rate that met the 429 (kept to, else sent at), once
+                # for the requests that were in flight together
                 window = max(1.0, now - self.sent[0]) if self.sent else 60.0
                 sent = self.rpm or max(1.0, len(self.sent)) * 60 / window
                 self.ceiling = self.rpm = max(1.0, sent / 2)

@@ -183,6 +183,23 @@ def test_without_headers_a_429_sets_half_the_rate_that_met_it() -> None:
     assert run.rate("judge")[0] == 350.0  # one more per answer without a 429
 
 
+def test_without_headers_the_429s_of_requests_in_flight_together_halve_the_rate_once() -> None:
+    run, time = scheduler()
+    sent: list[float] = []
+
+    async def go() -> None:
+        for _ in range(10):
+            await send(run, "judge", 1, sent, time)
+        for _ in range(10):  # the ten were in flight together: ten 429s, one after the other
+            run.observe("judge", 429, {"retry-after": "1"})
+        await send(run, "judge", 1, sent, time)  # after the pause, at the halved rate
+        run.observe("judge", 429, {"retry-after": "1"})  # one sent at that rate: halved again
+
+    asyncio.run(go())
+    assert sent[10] == pytest.approx(1.0)
+    assert run.rate("judge")[0] == 150.0  # 600 a minute, halved twice, not eleven times
+
+
 def test_given_limits_are_kept_whatever_the_headers_say() -> None:
     run, _ = scheduler(RateLimits(rpm=100))
     run.observe("judge", 200, {"x-ratelimit-limit-requests": "600"})
