@@ -8,10 +8,12 @@ variant starts with full buckets on a fresh server. Variants:
 - stock: RAGAS's collections ``AnswerRelevancy`` (strictness 3), 16 samples at a time;
 - ours, fixed 16 / fixed 64: ``max_concurrency`` 16 or 64 on a client that reports nothing to
   the run (a plain ``AsyncOpenAI``): no headers, so the run knows only the 429s that outlast
-  the SDK's own retries (it pauses, halves its rate and asks again);
+  the SDK's own retries (it pauses, takes the limits from the 429's headers and asks again);
 - ours, --rpm/--tpm given: ``rate_limits=RateLimits(rpm, tpm)``, 64 in flight;
 - ours, learning: 64 in flight on a client built as the package builds its own (its response
-  hook hands the headers and 429s to the run).
+  hook hands the headers and 429s to the run);
+- ours, learning from 429s: the same against a server that sends no ``x-ratelimit-*`` headers,
+  only a 429's ``retry-after`` (the run halves its rate at a 429 and climbs back).
 
 Columns: wall time; rows per minute; "of limit", the share of what the binding limit could have
 admitted in the wall time (a full bucket at the start plus a minute's worth per minute) that it
@@ -54,6 +56,7 @@ VARIANTS = (
     "ours, fixed 64",
     "ours, --rpm/--tpm given",
     "ours, learning",
+    "ours, learning from 429s",
 )
 
 
@@ -74,7 +77,7 @@ def build(variant: str, server: LoopbackServer, rpm: int, tpm: int) -> tuple[Any
     """The metric of ``variant`` and how many rows each ``abatch_score`` call gets (0: all)."""
     if variant not in VARIANTS:
         raise SystemExit(f"unknown variant {variant!r}; one of {VARIANTS}")
-    if variant == "ours, learning":
+    if variant.startswith("ours, learning"):
         api = server.openai_client(max_retries=2, timeout=120.0)
     else:
         api = AsyncOpenAI(
@@ -133,7 +136,8 @@ def main() -> None:
     print("-" * len(header))
     for variant in args.variants.split(";"):
         variant = variant.strip()
-        with LoopbackServer(width=64, rpm=args.rpm, tpm=args.tpm) as server:
+        headers = variant != "ours, learning from 429s"  # a provider that does not say its limits
+        with LoopbackServer(width=64, rpm=args.rpm, tpm=args.tpm, limit_headers=headers) as server:
             metric, chunk = build(variant, server, args.rpm, args.tpm)
             seconds, bad = asyncio.run(score(metric, rows, chunk))
             requests = server.requests("chat")

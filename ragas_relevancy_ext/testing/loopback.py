@@ -150,8 +150,9 @@ class LoopbackServer:
     rpm, tpm, embedding_rpm, embedding_tpm: requests and tokens per minute the chat endpoint and
         each embeddings endpoint admit (None: no limit; see :mod:`.limits`). A request's tokens
         are its usage's plus a chat request's ``max_completion_tokens`` (or ``max_tokens``)
-        times ``n``. Limited answers carry ``x-ratelimit-*`` headers; a refused request gets a
-        429 and its logged ``admission`` says why.
+        times ``n``. Limited answers carry ``x-ratelimit-*`` headers (``limit_headers`` False:
+        only a 429's ``retry-after``, as providers that do not say their limits); a refused
+        request gets a 429 and its logged ``admission`` says why.
     clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs;
@@ -176,6 +177,7 @@ class LoopbackServer:
     tpm: int | None = None
     embedding_rpm: int | None = None
     embedding_tpm: int | None = None
+    limit_headers: bool = True
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -416,6 +418,8 @@ class LoopbackServer:
         family = "gemini" if entry.endpoint == "gemini" else "openai"
         admission = entry.admission
         headers = admission.headers if admission and family == "openai" else {}
+        if not self.limit_headers:
+            headers = {k: v for k, v in headers.items() if not k.startswith("x-ratelimit-")}
         if admission is not None and not admission.admitted:
             refusal = admission.gemini_error if family == "gemini" else admission.openai_error
             return 429, refusal(entry.model or ""), headers

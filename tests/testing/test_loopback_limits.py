@@ -224,6 +224,21 @@ def test_chat_admits_the_limit_then_answers_openais_429() -> None:
 
 
 @pytest.mark.slow
+def test_without_limit_headers_only_a_429_says_when_to_ask_again() -> None:
+    # a provider that does not say its limits: no x-ratelimit-* headers, a 429's retry-after
+    clock = HandClock()
+    with LoopbackServer(rpm=1, clock=clock, reply=short_reply, limit_headers=False) as server:
+        client = server.openai_client(is_async=False)
+        assert limit_headers(chat(client).headers) == {}
+        with pytest.raises(openai.RateLimitError) as caught:
+            chat(client)
+        assert limit_headers(caught.value.response.headers) == {
+            "retry-after": "60",
+            "retry-after-ms": "60000",
+        }
+
+
+@pytest.mark.slow
 def test_a_burst_of_concurrent_clients_gets_exactly_the_limit_through() -> None:
     with LoopbackServer(rpm=5, reply=short_reply, clock=HandClock()) as server:
         client = server.openai_client(is_async=False)
