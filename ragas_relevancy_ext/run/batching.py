@@ -94,11 +94,11 @@ class _Coalescer:
 
     Each request is a task of the run that takes the texts waiting when it gets its slot (ahead
     of every row's judge calls), so texts that come meanwhile ride along. A request leaves when
-    it is full, when :meth:`flush` asks (no more texts are coming, or the rows' other texts
-    left), once as many more rows as fill one have been given a slot since its first text came
-    (by then their texts are in), or when a slot is free with no call waiting for it: then no
-    row is in line to add texts, and a row whose judge hangs holds none back. ``on_take`` is
-    told when a request takes its texts.
+    it is full, when :meth:`flush` asks (no more texts are coming), once as many more rows as
+    fill one have been given a slot since its first text came (by then their texts are in), or
+    when a slot is free with no call waiting for it: then no row is in line to add texts, and a
+    row whose judge hangs holds none back. With no ``coming`` (the questions), requests leave
+    only when :meth:`send_for` asks. ``on_take`` is told the shares a request takes.
     """
 
     def __init__(
