@@ -418,6 +418,7 @@ class RowEmbeddings:
         """The row ends without its vectors (its judge failed, or wrote no probe): its question,
         if no other row expects it, is taken back unsent; one already sent is waited for, so
         what it cost is in the row's usage before the row reports."""
+        self.close()  # it hands in no texts: requests waiting on rows need not wait for it
         expected = self._unexpect()
         if expected is None:
             return
@@ -448,10 +449,10 @@ class RowEmbeddings:
     ) -> tuple[np.ndarray, np.ndarray]:
         """The question's vector and the probes' (len(probes), d) array."""
         run = self.run
-        if self._expected is not None and self._expected[0] == question:
-            held = self._expected[1]
-        else:
-            held = run._question(question, self.calls)
+        if self._expected is None or self._expected[0] != question:
+            self._unexpect()
+            self.expect(question)  # so that no row failing meanwhile takes it back
+        held = self._expected[1] if self._expected else run._question(question, self.calls)
         probe_share = run._embed("probes", list(probes), self.calls, held)
         self.close()  # its texts are in
         try:

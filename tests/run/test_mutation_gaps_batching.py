@@ -478,3 +478,35 @@ def test_a_request_takes_no_more_than_max_batch_texts_of_one_text_shares() -> No
 
     in_run(embeddings, body, max_batch=3)
     assert embeddings.requests == [["a", "b", "c"], ["d"]]
+
+
+def test_rows_that_fail_before_their_probes_leave_a_shared_question_to_the_row_asking() -> None:
+    # three rows share a question; two fail before handing in probes while the third waits on
+    # its vectors: the question is not taken back, and no row waits on another for ever
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> Any:
+        asking, *failing = (row(embedder, i) for i in range(3))
+        for r in failing:
+            r.expect("Q shared?")
+        result = asyncio.ensure_future(_sample(asking, "Q shared?", ["p?"]))
+        await asyncio.gather(*(r.release() for r in failing))
+        asking.close()
+        return await result
+
+    (question_vector, probe_vectors), _ = in_run(embeddings, body)
+    assert question_vector.tolist() == own(["Q shared?"])[0].tolist()
+    assert probe_vectors.tolist() == own(["p?"]).tolist()
+    assert sorted(map(tuple, embeddings.requests)) == [("Q shared?",), ("p?",)]
+
+
+def test_a_row_that_fails_alone_takes_its_unsent_question_back() -> None:
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> None:
+        failing = row(embedder, 0)
+        failing.expect("Q alone?")
+        await failing.release()
+
+    in_run(embeddings, body)
+    assert embeddings.requests == []
