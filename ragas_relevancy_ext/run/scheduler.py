@@ -230,12 +230,14 @@ class _Pace:
             in_flight = now < self.paused_until
             after = _seconds(headers.get("retry-after-ms"))
             after = after / 1000 if after is not None else _seconds(headers.get("retry-after"))
-            self.paused_until = max(self.paused_until, now + (after if after else 1.0))
+            after = after or 1.0
+            self.paused_until = max(self.paused_until, now + after)
             if self.learn and not self.told and not in_flight and (self.rpm or self.sent):
-                # no limits said: half the rate that met the 429 (kept to, else sent at), once
-                # for the requests that were in flight together
-                window = max(1.0, now - self.sent[0]) if self.sent else 60.0
-                sent = self.rpm or max(1.0, len(self.sent)) * 60 / window
+                # no limits said: half the rate that met the 429, once for the requests in
+                # flight together: the rate kept to, else the requests sent in the last minute
+                # (a provider's bucket holds a minute's worth: an early burst is no rate), or
+                # one per retry-after when more (what the provider invites)
+                sent = self.rpm or max(len(self.sent), 60 / after)
                 self.ceiling = self.rpm = max(1.0, sent / 2)
                 self.requests = min(self.requests, 0.0)
         elif self.ceiling is not None and not self.told and self.rpm and status < 400:

@@ -176,11 +176,24 @@ def test_without_headers_a_429_sets_half_the_rate_that_met_it() -> None:
 
     asyncio.run(go())
     assert sent[:10] == [0.0] * 10
-    assert run.rate("judge")[0] == 300.0  # 10 in under a second: 600 a minute, halved
-    assert sent[10] == pytest.approx(1.0)  # after the pause; the rate holds from then on
+    assert run.rate("judge")[0] == 30.0  # one per retry-after (more than the 10 sent), halved
+    assert sent[10] == pytest.approx(2.0)  # the pause, then 60 / 30 s for the next request
     for _ in range(50):
         run.observe("judge", 200, {})
-    assert run.rate("judge")[0] == 350.0  # one more per answer without a 429
+    assert run.rate("judge")[0] == 80.0  # one more per answer without a 429
+
+
+def test_without_headers_a_burst_is_no_rate_the_requests_of_the_last_minute_are() -> None:
+    run, time = scheduler()
+    sent: list[float] = []
+
+    async def go() -> None:
+        for _ in range(150):  # a provider's full bucket lets a burst through at once
+            await send(run, "judge", 1, sent, time)
+        run.observe("judge", 429, {"retry-after-ms": "500"})
+
+    asyncio.run(go())
+    assert run.rate("judge")[0] == 75.0  # 150 in the last minute, halved (not 9,000 a minute)
 
 
 def test_without_headers_the_429s_of_requests_in_flight_together_halve_the_rate_once() -> None:
@@ -196,8 +209,8 @@ def test_without_headers_the_429s_of_requests_in_flight_together_halve_the_rate_
         run.observe("judge", 429, {"retry-after": "1"})  # one sent at that rate: halved again
 
     asyncio.run(go())
-    assert sent[10] == pytest.approx(1.0)
-    assert run.rate("judge")[0] == 150.0  # 600 a minute, halved twice, not eleven times
+    assert sent[10] == pytest.approx(2.0)  # the pause, then 60 / 30 s
+    assert run.rate("judge")[0] == 15.0  # 60 (one per retry-after) halved twice, not eleven times
 
 
 def test_given_limits_are_kept_whatever_the_headers_say() -> None:
