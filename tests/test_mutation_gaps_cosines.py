@@ -89,3 +89,50 @@ def test_an_all_zero_question_gives_nan_cosines_without_a_warning() -> None:
         cosines, similarity = probe_cosines(np.zeros(3), np.array([[1.0, 0.0, 0.0], [0, 1, 0]]))
     assert np.isnan(cosines).all()
     assert similarity == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_cosines_of_huge_or_tiny_vectors_are_those_of_the_same_directions(scale: float) -> None:
+    # dot products of entries near 1e200 overflow and those near 1e-200 underflow: either alone
+    # sends the vectors through unit length first
+    question, *probes = _vectors(4)
+    expected, similarity = probe_cosines(question, np.stack(probes))
+    cosines, scaled_similarity = probe_cosines(question * scale, np.stack(probes) * scale)
+    assert cosines == pytest.approx(expected, rel=1e-12)
+    assert scaled_similarity == pytest.approx(similarity, rel=1e-12)
+
+
+def test_a_product_that_underflows_is_no_error_under_the_callers_numpy_settings() -> None:
+    # 1e-200 squared is below the smallest float: numpy reports it when the caller asked it to
+    question = np.array([1.0, 1e-200])
+    probes = np.array([[1.0, 1e-200], [1e-200, 1.0]])
+    with np.errstate(all="raise"):
+        cosines, similarity = probe_cosines(question, probes)
+    assert cosines == pytest.approx([1.0, 2e-200])
+    assert similarity == pytest.approx(2e-200)
+
+
+def test_an_infinite_entry_gives_nan_cosines_without_a_warning() -> None:
+    # inf * 0 in the dot products is an invalid operation numpy warns about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cosines, similarity = probe_cosines(
+            np.array([math.inf, 1.0]), np.array([[0.0, 1.0], [1.0, 1.0]])
+        )
+    assert np.isnan(cosines).all()
+    assert similarity == pytest.approx(math.sqrt(0.5))
+
+
+def test_probes_whose_pairs_have_no_cosine_have_no_similarity() -> None:
+    cosines, similarity = probe_cosines(np.ones(3), np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert math.isnan(cosines[0]) and cosines[1] == pytest.approx(math.sqrt(1 / 3))
+    assert similarity is None
+    assert mean_pairwise_cosine(np.array([[0.0, 0.0], [1.0, 0.0]])) is None
+
+
+def test_the_mean_pairwise_cosine_of_opposite_probes_is_at_least_minus_one() -> None:
+    # a unit vector's product with its negation rounds below -1 for about one vector in five
+    for v in _vectors():
+        value = mean_pairwise_cosine(np.stack([v, -v]))
+        assert value is not None and value >= -1.0
+        assert value == pytest.approx(-1.0)

@@ -15,6 +15,7 @@ import pytest
 from common import TranslationCounter
 from ragas import EvaluationDataset, evaluate
 from ragas.callbacks import ChainType
+from ragas.dataset_schema import SingleTurnSample
 from ragas.embeddings.base import LangchainEmbeddingsWrapper
 from ragas.run_config import RunConfig
 
@@ -218,3 +219,34 @@ def test_an_evaluate_run_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> No
     monkeypatch.setattr(Scheduler, "pace", pace)
     _evaluate(ResponseRelevancy(strictness=2, rate_limits=RateLimits(rpm=60)), ROWS[:2])
     assert seen and all(rates.rpm == 60 for rates in seen)
+
+
+# --- the run a row joins -----------------------------------------------------------------------
+
+
+def test_max_workers_zero_bounds_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ragas reads max_workers <= 0 as "no bound"; a bound of 0 would hold every call forever
+    judge = PretendJudge()
+    metric = ResponseRelevancy(llm=judge, embeddings=HashEmbeddings(), strictness=2)
+    metric.init(RunConfig(max_workers=0))
+    score = asyncio.run(metric.single_turn_ascore(SingleTurnSample(**ROWS[0])))
+    assert math.isfinite(score)
+
+
+def test_a_row_in_another_event_loop_or_with_other_embeddings_starts_a_new_run() -> None:
+    first, second = CountingEmbeddings(), CountingEmbeddings()
+    metric = ResponseRelevancy(llm=PretendJudge(), embeddings=first, strictness=2)
+
+    async def row(i: int) -> float:
+        return await metric.single_turn_ascore(SingleTurnSample(**ROWS[i]))
+
+    async def swapping_embeddings() -> list[float]:
+        before = await row(2)
+        metric.embeddings = second
+        return [before, await row(0)]
+
+    scores = [asyncio.run(row(0)), asyncio.run(row(1))]  # two event loops
+    scores += asyncio.run(swapping_embeddings())  # one loop, the embeddings swapped
+    assert all(math.isfinite(s) for s in scores)
+    assert len(first.requests) == 6  # two requests (question, probes) a row
+    assert len(second.requests) == 2

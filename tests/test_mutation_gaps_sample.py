@@ -1,5 +1,6 @@
 """Every field of a failed sample's report, not only its reason's first words: mutation testing
-found the fields of ``failed_report`` unchecked."""
+found the fields of ``failed_report`` unchecked; also the options' defaults and labels, the
+``rate_limits`` check, and what a sample's span carries."""
 
 from __future__ import annotations
 
@@ -7,14 +8,25 @@ import asyncio
 import math
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from ragas.metrics._answer_relevance import ResponseRelevancePrompt as LegacyStockPrompt
+from ragas.metrics.collections.answer_relevancy.util import (
+    AnswerRelevancePrompt as ModernStockPrompt,
+)
 
+from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.errors import Cause, EmbeddingCallError
 from ragas_relevancy_ext.scoring.sample import (
     ProbeOptions,
     check_inputs,
+    check_option,
     failed_report,
     score_sample,
 )
+from ragas_relevancy_ext.scoring.tracing import CAPTURE_CONTENT, SAMPLE_SPAN
 from ragas_relevancy_ext.scoring.usage import Usage
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
@@ -81,3 +93,55 @@ def test_a_named_language_without_the_metrics_store_still_scores() -> None:
         )
     )
     assert math.isfinite(report.score) and report.error is None
+
+
+@pytest.mark.parametrize("value", [5, "fast", {"embedding_tpm": 1000}])
+def test_rate_limits_that_are_not_rate_limits_are_refused_by_name(value: object) -> None:
+    with pytest.raises(ValueError, match=r"^rate_limits must be a RateLimits or None, got "):
+        AnswerRelevancy(PretendJudge(), HashEmbeddings(), rate_limits=value)
+    assert check_option("rate_limits", None) is None
+
+
+def test_options_resolve_stock_s_modern_prompt_unless_asked_for_legacy_s() -> None:
+    modern = ProbeOptions.resolve(3, "stock")
+    legacy = ProbeOptions.resolve(3, "stock", legacy=True)
+    assert type(modern.prompt) is ModernStockPrompt
+    assert type(legacy.prompt) is LegacyStockPrompt
+    assert modern.batch_embeddings is True and legacy.batch_embeddings is True
+
+
+def test_a_prompt_already_in_the_language_asked_for_is_labelled_without_it() -> None:
+    prompt = ProbeOptions.resolve(3, "diverse").prompt
+    prompt.language = "spanish"
+    plain = ProbeOptions.resolve(3, prompt).prompt_name
+    assert ProbeOptions.resolve(3, prompt, language="spanish").prompt_name == plain
+    assert ProbeOptions.resolve(3, prompt, language="french").prompt_name == f"{plain} (french)"
+
+
+def test_a_sample_span_names_the_sample_its_settings_and_its_score(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.setenv(CAPTURE_CONTENT, "true")
+    options = ProbeOptions.resolve(2, "diverse")
+    question, answer = "How long do refunds take?", "Refunds take five days."
+    try:
+        report = asyncio.run(
+            score_sample(
+                question, answer, llm=PretendJudge(), embeddings=HashEmbeddings(), options=options
+            )
+        )
+    finally:
+        provider.shutdown()
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == SAMPLE_SPAN]
+    attributes = span.attributes
+    assert attributes["ragas_relevancy.strictness"] == 2
+    assert attributes["ragas_relevancy.probe_mode"] == "diverse"
+    assert attributes["ragas_relevancy.probe_prompt"] == options.prompt_name
+    assert attributes["ragas_relevancy.user_input"] == question
+    assert attributes["ragas_relevancy.response"] == answer
+    assert attributes["ragas_relevancy.score"] == pytest.approx(report.score)
+    assert attributes["ragas_relevancy.probes"] == 2

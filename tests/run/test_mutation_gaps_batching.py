@@ -1,7 +1,8 @@
 """RunEmbedder's edges that mutation testing found unchecked, driven through its rows' calls on
 a run's scheduler with an in-process embeddings that records each request: how texts are grouped
 into requests, when a request that is not full leaves, where the vectors and each request's
-usage go, and what is asked again after a failure."""
+usage go, what is asked again after a failure, and what a row whose judge failed takes back or
+waits for."""
 
 from __future__ import annotations
 
@@ -510,3 +511,195 @@ def test_a_row_that_fails_alone_takes_its_unsent_question_back() -> None:
 
     in_run(embeddings, body)
     assert embeddings.requests == []
+
+
+def test_a_question_taken_back_unsent_is_asked_afresh_by_a_later_row() -> None:
+    # a row whose judge failed takes its question back before any request took it; a later
+    # row with the same question gets it embedded, not the taken-back (cancelled) one
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> Any:
+        first = row(embedder, 0)
+        first.expect("Q?")
+        await first.release()
+        first.close()
+        return await _sample(row(embedder, 1), "Q?", ["p?"])
+
+    (vectors, usage) = in_run(embeddings, body)
+    np.testing.assert_allclose(vectors[0], own(["Q?"])[0])
+    assert sorted(embeddings.requests) == [["Q?"], ["p?"]]
+    assert usage.embedding_requests == 2
+
+
+@pytest.mark.parametrize("bad", [[], ["Q1?"]])
+def test_a_row_that_fails_after_its_question_left_waits_for_it(bad: list[str]) -> None:
+    # the row's question left with another row's: the row waits for that request (a failed
+    # one too, without raising its error), so its share of the cost is in its usage
+    embeddings = Gated(held="Q1?", bad=bad)
+
+    async def body(embedder: RunEmbedder) -> Any:
+        failing = row(embedder, 0)
+        with metering() as meter:
+            failing.expect("Q1?")
+        other = asyncio.ensure_future(_sample(row(embedder, 1), "Q2?", ["p2?"]))
+        await embeddings.started.wait()
+        released = asyncio.ensure_future(failing.release())
+        embeddings.gate.set()
+        await released
+        usage = meter.usage
+        failing.close()
+        return usage, await other
+
+    usage, (vectors, _) = in_run(embeddings, body)
+    assert ["Q1?", "Q2?"] in embeddings.requests
+    if bad:  # its part of the shared request, then its own retry
+        assert usage.embedding_requests == 2
+    else:
+        assert usage.embedding_tokens == len("Q1?")
+    np.testing.assert_allclose(vectors[0], own(["Q2?"])[0])
+
+
+def test_a_question_behind_more_than_a_request_of_waiting_questions_is_sent() -> None:
+    # five rows expect their questions; the last row's probes fill a request at once, which
+    # sends the questions up to that row's, behind four others: three requests of two
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> Any:
+        rows = [row(embedder, i) for i in range(5)]
+        for i, calls in enumerate(rows):
+            calls.expect(f"Q{i}?")
+        last = await _sample(rows[-1], "Q4?", ["pa?", "pb?"])
+        for calls in rows[:-1]:
+            await calls.release()
+            calls.close()
+        return last
+
+    vectors, _ = in_run(embeddings, body, max_batch=2)
+    np.testing.assert_allclose(vectors[0], own(["Q4?"])[0])
+    assert sorted(embeddings.requests) == [["Q0?", "Q1?"], ["Q2?", "Q3?"], ["Q4?"], ["pa?", "pb?"]]
+
+
+def test_texts_short_of_a_request_leave_when_the_frontier_reaches_their_due_row() -> None:
+    # one row's text of a 4-text request: four rows fill one, so it leaves once the row four
+    # past it, plus the one slot's row still in its call, is given a slot: row 5, not row 4
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> tuple[int, int]:
+        first = row(embedder, 0)
+        later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
+        asked = probes(embedder, ["a?"], first)
+        first.close()
+        scheduler = embedder.scheduler
+        before = scheduler.tasks
+        async with scheduler.row(4):
+            pass
+        at_row_4 = scheduler.tasks - before
+        async with scheduler.row(5):
+            pass
+        at_row_5 = scheduler.tasks - before
+        for calls in later:
+            calls.close()
+        await asked
+        return at_row_4, at_row_5
+
+    assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
+    assert embeddings.requests == [["a?"]]
+
+
+def test_texts_waiting_leave_each_time_a_slot_is_left_free_with_no_row_in_line() -> None:
+    # the one slot is held by the judge call of the only row still coming, so the text handed
+    # in waits; when that call ends, nothing is in line and the text leaves without waiting
+    # for the row to end (twice in a run: each slot left free is checked)
+    embeddings = Recorder()
+
+    async def round_of(embedder: RunEmbedder, first: int, text: str) -> list[list[str]]:
+        handing_in, judged = row(embedder, first), row(embedder, first + 1)
+        holding, done = asyncio.Event(), asyncio.Event()
+
+        async def judge() -> None:
+            async with judged.calls:
+                holding.set()
+                await done.wait()
+
+        call = asyncio.ensure_future(judge())
+        await holding.wait()
+        asked = probes(embedder, [text], handing_in)
+        handing_in.close()
+        sent = list(embeddings.requests)
+        done.set()
+        await call
+        await asked  # before the judged row ends
+        judged.close()
+        return sent
+
+    async def body(embedder: RunEmbedder) -> list[list[list[str]]]:
+        return [await round_of(embedder, 0, "a?"), await round_of(embedder, 2, "b?")]
+
+    assert in_run(embeddings, body, limit=1) == [[], [["a?"]]]
+    assert embeddings.requests == [["a?"], ["b?"]]
+
+
+def test_a_question_two_rows_expect_stays_for_the_other_when_one_row_fails() -> None:
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> Any:
+        failing, scoring = row(embedder, 0), row(embedder, 1)
+        failing.expect("Q?")
+        scoring.expect("Q?")
+        # the failing row waits for the question the other row's probes will send
+        released = asyncio.ensure_future(failing.release())
+        failing.close()
+        result = await _sample(scoring, "Q?", ["p?"])
+        await released
+        return result
+
+    vectors, _ = in_run(embeddings, body)
+    np.testing.assert_allclose(vectors[0], own(["Q?"])[0])
+    assert sorted(embeddings.requests) == [["Q?"], ["p?"]]
+
+
+def test_questions_wait_until_a_row_needs_one_even_when_they_would_fill_a_request() -> None:
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> int:
+        rows = [row(embedder, i) for i in range(3)]
+        before = embedder.scheduler.tasks
+        for i, calls in enumerate(rows):
+            calls.expect(f"Q{i}?")
+        started = embedder.scheduler.tasks - before
+        for calls in rows:
+            await calls.release()
+            calls.close()
+        return started
+
+    assert in_run(embeddings, body, max_batch=2) == 0
+    assert embeddings.requests == []
+
+
+def test_rows_that_fill_a_request_are_counted_over_every_text_handed_in() -> None:
+    # after a 4-text sample and a 1-text one, two samples fill a 4-text request (2 * 4 // 5):
+    # the text waiting leaves when row 0 + 1 + the one slot's row is given a slot: row 2
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> tuple[int, int]:
+        first, second = row(embedder, 0), row(embedder, 0)
+        later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
+        await probes(embedder, ["a?", "b?", "c?", "d?"], first)  # full: it leaves at once
+        first.close()
+        asked = probes(embedder, ["e?"], second)
+        second.close()
+        scheduler = embedder.scheduler
+        before = scheduler.tasks
+        async with scheduler.row(1):
+            pass
+        at_row_1 = scheduler.tasks - before
+        async with scheduler.row(2):
+            pass
+        at_row_2 = scheduler.tasks - before
+        for calls in later:
+            calls.close()
+        await asked
+        return at_row_1, at_row_2
+
+    assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
+    assert embeddings.requests == [["a?", "b?", "c?", "d?"], ["e?"]]
