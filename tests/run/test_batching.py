@@ -128,7 +128,10 @@ def test_a_collapsing_provider_is_caught_and_named_inside_a_batch(server: Loopba
 def test_one_faulted_request_does_not_fail_its_neighbours(server: LoopbackServer) -> None:
     inputs = rows(8)
     server.faults = [Fault("server_error", at=(1, 2), endpoint="embeddings")]
-    reports = score_all(AnswerRelevancy(PretendJudge(), openai_embeddings(server)), inputs)
+    # a judge slower than the rows' start: every row is under way before the first hands in
+    # its texts, so the first requests are shared (an instant judge may let row 0 go alone)
+    judge = PretendJudge(latency=0.2)
+    reports = score_all(AnswerRelevancy(judge, openai_embeddings(server)), inputs)
     assert [r.error for r in reports] == [None] * len(inputs)
     # the first two (shared) requests failed; every sample's share was then sent alone
     assert [r.status for r in server.requests("embeddings")[:2]] == [500, 500]
