@@ -127,6 +127,10 @@ def pretend_reply(messages: list[dict[str, Any]]) -> str:
     return pretend_reply_text(_message_text(users[-1]))
 
 
+# Seconds stop() waits for the requests it released to end.
+STOP_SECONDS = 10.0
+
+
 @dataclass(eq=False, kw_only=True)
 class LoopbackServer:
     """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers.
@@ -186,6 +190,7 @@ class LoopbackServer:
         self._limits: dict[str, RateLimits] = {}
         self._random = random.Random(self.seed)
         self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)  # told when a request ends
         self._stopping = threading.Event()
         self._log: list[LoggedRequest] = []
         self._counts: Counter[str] = Counter()
@@ -207,13 +212,16 @@ class LoopbackServer:
         return self
 
     def stop(self) -> None:
-        """Stop serving; requests held by a ``hang`` fault are released and closed."""
+        """Stop serving; requests held by a ``hang`` fault are released and closed, and their
+        ends counted before it returns."""
         if self._httpd is None:
             return
         self._stopping.set()
         self._httpd.shutdown()  # returns once the serving thread has left its loop
         self._httpd.server_close()
         self._httpd = None
+        with self._idle:  # released requests end at once; a bound, not a wait that matters
+            self._idle.wait_for(lambda: self.in_flight == 0, timeout=STOP_SECONDS)
 
     def __enter__(self) -> LoopbackServer:
         return self.start()
@@ -370,6 +378,7 @@ class LoopbackServer:
             entry.status = status
             entry.finished = time.monotonic()
             self.in_flight -= 1
+            self._idle.notify_all()
 
     def _admit(self, endpoint: str, **request: Any) -> LoggedRequest:
         """Log a request, check it against the rate limits and draw its fault."""

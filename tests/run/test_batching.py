@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import math
 import random
+import re
 from typing import Any
 
+import httpx
 import numpy as np
 import pytest
 from google import genai
@@ -128,14 +131,27 @@ def test_a_collapsing_provider_is_caught_and_named_inside_a_batch(server: Loopba
 def test_one_faulted_request_does_not_fail_its_neighbours(server: LoopbackServer) -> None:
     inputs = rows(8)
     server.faults = [Fault("server_error", at=(1, 2), endpoint="embeddings")]
-    # a judge slower than the rows' start: every row is under way before the first hands in
-    # its texts, so the first requests are shared (an instant judge may let row 0 go alone)
-    judge = PretendJudge(latency=0.2)
-    reports = score_all(AnswerRelevancy(judge, openai_embeddings(server)), inputs)
-    assert [r.error for r in reports] == [None] * len(inputs)
-    # the first two (shared) requests failed; every sample's share was then sent alone
-    assert [r.status for r in server.requests("embeddings")[:2]] == [500, 500]
-    assert server.count("embeddings") >= 2 + len(inputs)
+    faulted: list[set[int]] = []  # the rows whose texts each request answered 500 carried
+
+    async def note(response: httpx.Response) -> None:
+        if response.status_code == 500:
+            texts = json.loads(response.request.content)["input"]
+            faulted.append({int(n) for t in texts for n in re.findall(r"\bA(\d+)\b", t)})
+
+    client = AsyncOpenAI(
+        base_url=server.openai_base_url,
+        api_key="test",
+        max_retries=0,
+        http_client=httpx.AsyncClient(event_hooks={"response": [note]}),
+    )
+    embeddings = OpenAIEmbeddings(client=client, model="text-embedding-3-small")
+    reports = score_all(AnswerRelevancy(PretendJudge(latency=0.05), embeddings), inputs)
+    assert len(faulted) == 2 and any(len(rows) > 1 for rows in faulted)
+    # a sample that shared a faulted request is asked again alone and scored; one that went
+    # alone fails with it (this client does not retry)
+    alone = {i for rows in faulted if len(rows) == 1 for i in rows}
+    assert [i for i, r in enumerate(reports) if r.error is not None] == sorted(alone)
+    assert server.count("embeddings") >= 2 + len(inputs) - len(alone)
 
 
 def test_one_bad_text_fails_only_its_own_sample() -> None:
