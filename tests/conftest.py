@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +18,26 @@ from common import NO_SKIPS, load_cases  # noqa: E402  (after the environment is
 @pytest.fixture(scope="session")
 def cases() -> list[dict[str, Any]]:
     return load_cases()
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """The user's own tracer provider, set as ``trace.set_tracer_provider`` sets it (undone
+    after the test), sending every span to an in-memory exporter (yielded); texts not opted in."""
+    from opentelemetry import trace
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ragas_relevancy_ext.scoring.tracing import CAPTURE_CONTENT
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    monkeypatch.delenv(CAPTURE_CONTENT, raising=False)
+    yield exporter
+    provider.shutdown()
 
 
 # real pytest sessions for the pytest plugin's tests (tests/pytest_plugin/)

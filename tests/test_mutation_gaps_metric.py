@@ -9,12 +9,8 @@ import asyncio
 import math
 from typing import Any
 
-import pytest
 from common import TranslationCounter
 from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.run.streaming import EarlyStop
@@ -188,13 +184,8 @@ def test_other_stock_arguments_reach_stock() -> None:
     assert metric.allowed_values == (0.0, 2.0)
 
 
-def test_each_row_is_traced_under_the_span_its_caller_gave_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+def test_each_row_is_traced_under_the_span_its_caller_gave_it(spans: Any) -> None:
+    exporter = spans
     tracer = trace.get_tracer("caller")
     parents = [tracer.start_span(f"row {i}") for i in range(3)]
     metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
@@ -209,7 +200,6 @@ def test_each_row_is_traced_under_the_span_its_caller_gave_it(
     samples = [s for s in exporter.get_finished_spans() if s.name.startswith(SAMPLE_SPAN)]
     by_parent = {s.parent.span_id: s for s in samples if s.parent is not None}
     assert set(by_parent) == {p.get_span_context().span_id for p in parents}
-    provider.shutdown()
 
 
 def _paced_runs(monkeypatch: Any) -> list[tuple[Any, float | None]]:

@@ -6,12 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import math
+from typing import Any
 
 import pytest
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from ragas.metrics._answer_relevance import ResponseRelevancePrompt as LegacyStockPrompt
 from ragas.metrics.collections.answer_relevancy.util import (
     AnswerRelevancePrompt as ModernStockPrompt,
@@ -119,23 +116,17 @@ def test_a_prompt_already_in_the_language_asked_for_is_labelled_without_it() -> 
 
 
 def test_a_sample_span_names_the_sample_its_settings_and_its_score(
-    monkeypatch: pytest.MonkeyPatch,
+    spans: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
+    exporter = spans
     monkeypatch.setenv(CAPTURE_CONTENT, "true")
     options = ProbeOptions.resolve(2, "diverse")
     question, answer = "How long do refunds take?", "Refunds take five days."
-    try:
-        report = asyncio.run(
-            score_sample(
-                question, answer, llm=PretendJudge(), embeddings=HashEmbeddings(), options=options
-            )
+    report = asyncio.run(
+        score_sample(
+            question, answer, llm=PretendJudge(), embeddings=HashEmbeddings(), options=options
         )
-    finally:
-        provider.shutdown()
+    )
     (span,) = [s for s in exporter.get_finished_spans() if s.name == SAMPLE_SPAN]
     attributes = span.attributes
     assert attributes["ragas_relevancy.strictness"] == 2

@@ -7,13 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from opentelemetry import trace
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
@@ -52,19 +50,6 @@ class ShortEmbeddings(HashEmbeddings):
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         return [self.embed_text(texts[0])]
-
-
-@pytest.fixture
-def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
-    """The user's own tracer provider, set as ``trace.set_tracer_provider`` sets it (undone
-    after the test), sending every span to memory; texts not opted in."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", provider)
-    monkeypatch.delenv(CAPTURE_CONTENT, raising=False)
-    yield exporter
-    provider.shutdown()
 
 
 def by_name(exporter: InMemorySpanExporter, prefix: str) -> list[ReadableSpan]:
