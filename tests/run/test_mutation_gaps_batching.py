@@ -120,6 +120,23 @@ async def question(embedder: RunEmbedder, text: str, priority: float = 0) -> np.
     return (await held)[0]
 
 
+async def requests_started_as_rows_get_a_slot(
+    embedder: RunEmbedder, priorities: Sequence[float], later: list[RowEmbeddings], asked: Any
+) -> tuple[int, ...]:
+    """Requests the run has started once each row of ``priorities`` in turn has held a slot;
+    then the ``later`` rows hand in nothing and ``asked`` is awaited."""
+    scheduler = embedder.scheduler
+    before, started = scheduler.tasks, []
+    for priority in priorities:
+        async with scheduler.row(priority):
+            pass
+        started.append(scheduler.tasks - before)
+    for calls in later:
+        calls.close()
+    await asked
+    return tuple(started)
+
+
 def probes(embedder: RunEmbedder, texts: list[str], calls: RowEmbeddings) -> Any:
     """A row's probes handed in to the run's shared requests (their future)."""
     return embedder._embed("probes", texts, calls.calls)
@@ -584,23 +601,12 @@ def test_texts_short_of_a_request_leave_when_the_frontier_reaches_their_due_row(
     # past it, plus the one slot's row still in its call, is given a slot: row 5, not row 4
     embeddings = Recorder()
 
-    async def body(embedder: RunEmbedder) -> tuple[int, int]:
+    async def body(embedder: RunEmbedder) -> tuple[int, ...]:
         first = row(embedder, 0)
         later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
         asked = probes(embedder, ["a?"], first)
         first.close()
-        scheduler = embedder.scheduler
-        before = scheduler.tasks
-        async with scheduler.row(4):
-            pass
-        at_row_4 = scheduler.tasks - before
-        async with scheduler.row(5):
-            pass
-        at_row_5 = scheduler.tasks - before
-        for calls in later:
-            calls.close()
-        await asked
-        return at_row_4, at_row_5
+        return await requests_started_as_rows_get_a_slot(embedder, (4, 5), later, asked)
 
     assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
     assert embeddings.requests == [["a?"]]
@@ -681,25 +687,14 @@ def test_rows_that_fill_a_request_are_counted_over_every_text_handed_in() -> Non
     # the text waiting leaves when row 0 + 1 + the one slot's row is given a slot: row 2
     embeddings = Recorder()
 
-    async def body(embedder: RunEmbedder) -> tuple[int, int]:
+    async def body(embedder: RunEmbedder) -> tuple[int, ...]:
         first, second = row(embedder, 0), row(embedder, 0)
         later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
         await probes(embedder, ["a?", "b?", "c?", "d?"], first)  # full: it leaves at once
         first.close()
         asked = probes(embedder, ["e?"], second)
         second.close()
-        scheduler = embedder.scheduler
-        before = scheduler.tasks
-        async with scheduler.row(1):
-            pass
-        at_row_1 = scheduler.tasks - before
-        async with scheduler.row(2):
-            pass
-        at_row_2 = scheduler.tasks - before
-        for calls in later:
-            calls.close()
-        await asked
-        return at_row_1, at_row_2
+        return await requests_started_as_rows_get_a_slot(embedder, (1, 2), later, asked)
 
     assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
     assert embeddings.requests == [["a?", "b?", "c?", "d?"], ["e?"]]
