@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import sys
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from enum import Enum
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "JudgeHTTPError",
     "JudgeReplyError",
     "UsageError",
+    "answer_headers",
     "cause_of",
     "cause_phrase",
     "failure_text",
@@ -143,6 +144,16 @@ def failure_text(exc: BaseException) -> str:
     found = _transport(exc)
     error = found[1] if found is not None else exc
     return f"{type(error).__name__}: {error}"
+
+
+def answer_headers(exc: BaseException) -> Mapping[str, str]:
+    """The headers of the HTTP answer behind ``exc`` (a 429's ``retry-after``), wherever in
+    its chain an SDK or retry wrapper left it; empty when there is none."""
+    for error in _chain(exc):
+        headers = getattr(getattr(error, "response", None), "headers", None)
+        if headers is not None:
+            return headers
+    return {}
 
 
 def _chain(exc: BaseException) -> Iterator[BaseException]:

@@ -39,6 +39,7 @@ from ragas_relevancy_ext.errors import (
     EmbeddingShapeError,
     JudgeHTTPError,
     JudgeReplyError,
+    answer_headers,
     cause_of,
     failure_text,
     is_reply_error,
@@ -133,6 +134,22 @@ def test_an_sdk_error_has_its_cause_bare_and_inside_every_wrapper(error, cause) 
     assert cause_of(raised(error, JudgeHTTPError("the judge call failed"))) is cause
     assert cause_of(raised(error, EmbeddingCallError("text 2 failed", 2))) is cause
     assert cause_of(raised(error, ValueError("wrapped"))) is cause
+
+
+def test_a_429s_headers_are_found_inside_every_wrapper() -> None:
+    """The run's pause reads ``retry-after`` wherever instructor or tenacity left the 429."""
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    response = httpx.Response(429, headers={"retry-after-ms": "250"}, request=request)
+    error = openai.RateLimitError("Error code: 429", response=response, body=None)
+    wrapped = [
+        instructor_wrapped(error),
+        tenacity_wrapped(error),
+        tenacity_wrapped(instructor_wrapped(error)),
+        raised(error, JudgeHTTPError("the judge call failed")),
+    ]
+    for each in [error, *wrapped]:
+        assert answer_headers(each)["retry-after-ms"] == "250"
+    assert answer_headers(ValueError("no answer")) == {}
 
 
 def test_an_sdk_error_inside_instructors_retry_error_is_not_a_reply_to_ask_again() -> None:

@@ -46,6 +46,7 @@ from typing import Any, Literal, TypeVar
 
 __all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
 
+from ..errors import answer_headers
 from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
 
 Kind = Literal["judge", "embeddings"]
@@ -355,13 +356,7 @@ class Scheduler:
     def rate_limited(self, kind: Kind, exc: BaseException) -> None:
         """A ``kind`` request was answered 429: the run pauses ``kind`` for the answer's
         ``retry-after`` (found on the error's response, when it has one)."""
-        headers: Mapping[str, str] = {}
-        for error in (exc, exc.__cause__, exc.__context__):
-            found = getattr(getattr(error, "response", None), "headers", None)
-            if found is not None:
-                headers = found
-                break
-        self.observe(kind, 429, headers)
+        self.observe(kind, 429, answer_headers(exc))
 
     def rate(self, kind: Kind) -> tuple[float | None, float | None]:
         """(requests, tokens) per minute the run keeps to now for ``kind`` (None: no limit)."""

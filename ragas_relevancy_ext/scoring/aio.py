@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .usage import estimate_tokens
+from .usage import PROVIDER_REPORTS, estimate_tokens
 
 T = TypeVar("T")
 
@@ -60,11 +60,16 @@ async def send(
     budget: int = 0,
 ) -> T:
     """``await make()`` holding what :func:`request` gives; answered 429 in a run that keeps to
-    rate limits, asked again after the run's pause, up to ``RATE_LIMIT_ATTEMPTS`` tries."""
+    rate limits, asked again after the run's pause, up to ``RATE_LIMIT_ATTEMPTS`` tries (the
+    SDK of a client the package built then leaves its 429s to the run)."""
+    asks_again = callable(getattr(limiter, "rate_limited", None))
     for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
         try:
             async with request(limiter, kind, texts, budget):
-                return await make()
+                if not asks_again:
+                    return await make()
+                with PROVIDER_REPORTS.run_asks_again():
+                    return await make()
         except Exception as exc:
             if attempt == RATE_LIMIT_ATTEMPTS or not rate_limited(limiter, kind, exc):
                 raise

@@ -229,6 +229,10 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
     )
 
 
+# Set while a run sends a request whose 429 it asks again itself, after pausing the kind.
+_RUN_ASKS_AGAIN: ContextVar[bool] = ContextVar("ragas_relevancy_run_asks_again", default=False)
+
+
 class ProviderReports:
     """Rate-limit news from the provider's HTTP answers (status and ``x-ratelimit-*`` /
     ``retry-after`` headers), handed to the runs listening: an httpx response hook on the
@@ -240,8 +244,21 @@ class ProviderReports:
 
         self.listeners: weakref.WeakSet[Any] = weakref.WeakSet()
 
+    @staticmethod
+    @contextlib.contextmanager
+    def run_asks_again() -> Iterator[None]:
+        """Inside the block, a 429 is handed to the run at once (``x-should-retry: false``):
+        the SDK asking again on its own, around the run's pause, would meet 429s again."""
+        token = _RUN_ASKS_AGAIN.set(True)
+        try:
+            yield
+        finally:
+            _RUN_ASKS_AGAIN.reset(token)
+
     def note(self, response: Any) -> None:
         """Tell every listening run what ``response`` says (``observe(kind, status, headers)``)."""
+        if response.status_code == 429 and _RUN_ASKS_AGAIN.get():
+            response.headers["x-should-retry"] = "false"  # the openai SDK's own switch
         if not self.listeners:
             return
         path = response.request.url.path

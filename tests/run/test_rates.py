@@ -383,3 +383,42 @@ def test_before_the_first_answer_the_first_rows_calls_all_go_but_other_rows_wait
 
     asyncio.run(go())
     assert started.count(1) == 3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("within_run", [True, False])
+def test_on_the_packages_client_a_run_asks_a_429_again_after_its_pause_not_the_sdk(
+    monkeypatch: pytest.MonkeyPatch, within_run: bool
+) -> None:
+    """The SDK asking again on its own would go around the run's pause (a retry storm): on a
+    client the package built, a 429 reaches the run at once; outside a run the SDK retries."""
+    from ragas.embeddings import OpenAIEmbeddings
+
+    from ragas_relevancy_ext.scoring.embeddings import embed_texts
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer
+
+    run, time = scheduler()
+    with LoopbackServer(embedding_rpm=1, clock=time.clock, limit_headers=False) as server:
+        client = server.openai_client(max_retries=2)
+        sdk_waits: list[Any] = []
+
+        def sdk_wait(*args: Any) -> float:
+            sdk_waits.append(args)
+            time.now += 60.0  # the SDK's wait, on the stand-in clock
+            return 0.0
+
+        monkeypatch.setattr(client, "_calculate_retry_timeout", sdk_wait)
+        embeddings = OpenAIEmbeddings(client=client, model="loop-embed")
+
+        async def go() -> None:
+            for i, text in enumerate(["one", "two"]):
+                limiter = run.row(i) if within_run else None
+                await embed_texts(embeddings, [text], limiter)
+
+        asyncio.run(go())
+        statuses = [r.status for r in server.requests()]
+    assert statuses == [200, 429, 200]
+    if within_run:
+        assert sdk_waits == [] and time.slept and time.slept[0] == 60.0  # the run's pause
+    else:
+        assert len(sdk_waits) == 1 and time.slept == []
