@@ -18,9 +18,11 @@ Rate limits: requests and tokens per minute for the judge and for embeddings, gi
 (:meth:`Scheduler.observe`). Each is a bucket refilled continuously, as providers keep them, from
 the provider's first answer on (it may only have begun counting then). A request's tokens are
 estimated before it is sent: its text's (4 characters a token) scaled by the prompt tokens the
-provider reported for earlier ones, plus the reply tokens it asks for; what the provider reports
-it used then corrects the bucket either way (a request waits until the bucket holds 5% more
-than its estimate), and ``x-ratelimit-remaining-*`` headers lower it. So
+provider reported for earlier ones, plus the reply tokens it asks for. The estimate is held
+back from the bucket while the request is on its way, and the bucket takes what the provider
+reports it used once it is answered (nothing for a 429): a full provider bucket refills nothing
+until a burst reaches it, so the run's must not either. A request waits until the bucket holds
+5% more than its estimate beyond those held, and ``x-ratelimit-remaining-*`` headers lower it. So
 that no burst goes on a guess, a kind's first request goes alone when tokens per minute are kept
 to, and otherwise the first row's calls and at most ``FIRST_REQUESTS`` in all before its
 answer. A 429 pauses every request of its
@@ -46,7 +48,7 @@ from typing import Any, Literal, TypeVar
 
 __all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
 
-from ..errors import answer_headers
+from ..errors import Cause, answer_headers, cause_of
 from ..scoring.usage import PROVIDER_REPORTS, Usage, current_meter, metering
 
 Kind = Literal["judge", "embeddings"]
@@ -133,8 +135,12 @@ class _Pace:
         self.rpm, self.tpm = (float(rpm) if rpm else None), (float(tpm) if tpm else None)
         self.learn = learn  # limits not given: taken from headers, else slowed by 429s
         self.told = False  # the provider's headers said its limits
+        # the provider's buckets as the run sees them: a request takes from them when its answer
+        # comes (it may reach the provider only then), and is held back from them until then
         self.requests = self.rpm or 0.0
         self.tokens = self.tpm or 0.0
+        self.held_requests = 0
+        self.held_tokens = 0.0
         self.updated = clock()
         self.paused_until = 0.0
         self.scale: float | None = None  # the provider's prompt tokens per estimated one
@@ -166,18 +172,17 @@ class _Pace:
         self._refill(now)
         wait = self.paused_until - now
         if self.rpm:
-            wait = max(wait, (1 - self.requests) * 60 / self.rpm)
+            wait = max(wait, (1 - self.requests + self.held_requests) * 60 / self.rpm)
         need = min(float(tokens), self.tpm) if self.tpm else 0.0
         if self.tpm:
             # a request's count is known only once answered: wait for MARGIN more than the
             # estimate, so one counted a few tokens over it is not refused for milliseconds
             ahead = min(need * MARGIN, self.tpm - need)
-            wait = max(wait, (need + ahead - self.tokens) * 60 / self.tpm)
+            wait = max(wait, (need + ahead - self.tokens + self.held_tokens) * 60 / self.tpm)
         if wait > 0:
             return wait
-        if self.rpm:
-            self.requests -= 1
-        self.tokens -= need
+        self.held_requests += 1
+        self.held_tokens += need
         if self.learn:
             self.sent.append(now)
             while self.sent[0] < now - 60:
@@ -191,20 +196,27 @@ class _Pace:
         if self.first is not None:
             self.first.set()
 
-    def correct(self, charged: int, used: int, prompt: int | None, estimated: int) -> None:
-        """A request that took ``charged`` used ``used`` (as providers count it: the reply
-        tokens asked for included): the bucket pays or gets back the difference; ``prompt``
-        tokens reported for a text estimated at ``estimated`` scale later estimates (set by the
-        first answer, then raised at once and lowered slowly)."""
+    def correct(
+        self, charged: int, used: int, prompt: int | None, estimated: int, taken: bool = True
+    ) -> None:
+        """A request held as ``charged`` tokens was answered, having used ``used`` (as providers
+        count it: the reply tokens asked for included; 0: not reported, then ``charged``): the
+        buckets take it now, unless not ``taken`` (answered 429: the provider took nothing);
+        ``prompt`` tokens reported for a text estimated at ``estimated`` scale later estimates
+        (set by the first answer, then raised at once and lowered slowly)."""
         if prompt and estimated > 0:
             ratio = prompt / estimated
             if self.scale is None or ratio > self.scale:
                 self.scale = ratio
             else:
                 self.scale += (ratio - self.scale) / 10
-        if self.tpm and used:
-            self._refill(self.clock())
-            self.tokens -= used - charged
+        self._refill(self.clock())
+        self.held_requests -= 1
+        self.held_tokens -= charged
+        if self.rpm and taken:
+            self.requests -= 1
+        if self.tpm and taken:
+            self.tokens -= used or charged
         self.done()
 
     def observe(self, status: int, headers: Mapping[str, str]) -> None:
@@ -220,12 +232,13 @@ class _Pace:
                         setattr(self, name, limit)  # a full bucket, as the provider's starts
                     setattr(self, attr, limit)
                     self.told = True
+        # what remains after the requests the run holds is at most what the provider says
         remaining = _number(headers, "x-ratelimit-remaining-requests")
         if remaining is not None and self.rpm:
-            self.requests = min(self.requests, remaining)
+            self.requests = min(self.requests, remaining + self.held_requests)
         remaining = _number(headers, "x-ratelimit-remaining-tokens")
         if remaining is not None and self.tpm:
-            self.tokens = min(self.tokens, remaining)
+            self.tokens = min(self.tokens, remaining + self.held_tokens)
         if status == 429:
             # paused already: the request went before the pause, with the others in flight
             in_flight = now < self.paused_until
@@ -238,9 +251,11 @@ class _Pace:
                 # flight together: the rate kept to, else the requests sent in the last minute
                 # (a provider's bucket holds a minute's worth: an early burst is no rate), or
                 # one per retry-after when more (what the provider invites)
-                sent = self.rpm or max(len(self.sent), 60 / after)
+                known, sent = self.rpm, self.rpm or max(len(self.sent), 60 / after)
                 self.ceiling = self.rpm = max(1.0, sent / 2)
-                self.requests = min(self.requests, 0.0)
+                # none free now, beyond the requests in flight (those admitted take theirs)
+                held = float(self.held_requests)
+                self.requests = min(self.requests, held) if known else held
         elif self.ceiling is not None and not self.told and self.rpm and status < 400:
             self.rpm = self.rpm + 1  # additive increase once 429s stop
 
@@ -325,16 +340,25 @@ class Scheduler:
         """What one provider answer says about ``kind``'s limits (see the module's note)."""
         self._paces[kind].observe(status, headers)
 
-    def correct(self, kind: Kind, tokens: int, charged: int, usage: Usage, budget: int = 0) -> None:
-        """Correct ``kind``'s estimate and token bucket by what the provider reported a request
-        estimated at ``tokens``, for which the bucket took ``charged``, used (a judge request
-        counts at least the ``budget`` reply tokens it asked for)."""
+    def correct(
+        self,
+        kind: Kind,
+        tokens: int,
+        charged: int,
+        usage: Usage,
+        budget: int = 0,
+        taken: bool = True,
+    ) -> None:
+        """A ``kind`` request estimated at ``tokens`` and held as ``charged`` was answered:
+        its buckets take what the provider reported it used (a judge request counts at least
+        the ``budget`` reply tokens it asked for), nothing when not ``taken`` (a 429), and its
+        prompt tokens scale later estimates."""
         if kind == "judge":
             prompt, reply = usage.judge_prompt_tokens, usage.judge_completion_tokens
             used = None if prompt is None or reply is None else prompt + max(reply, budget)
         else:
             prompt = used = usage.embedding_tokens
-        self._paces[kind].correct(charged, used or 0, prompt, tokens - budget)
+        self._paces[kind].correct(charged, used or 0, prompt, tokens - budget, taken)
 
     @contextlib.asynccontextmanager
     async def call(
@@ -345,13 +369,17 @@ class Scheduler:
         estimate (and still reaches the caller's meter)."""
         charged = await self.pace(kind, tokens, budget, row)
         outer = current_meter()
+        refused = False
         with metering() as meter:
             try:
                 yield
+            except Exception as exc:
+                refused = cause_of(exc) is Cause.RATE_LIMITED  # the provider took nothing
+                raise
             finally:
                 if outer is not None:
                     outer.add(meter.usage)
-                self.correct(kind, tokens, charged, meter.usage, budget)
+                self.correct(kind, tokens, charged, meter.usage, budget, taken=not refused)
 
     def rate_limited(self, kind: Kind, exc: BaseException) -> None:
         """A ``kind`` request was answered 429: the run pauses ``kind`` for the answer's

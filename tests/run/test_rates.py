@@ -107,6 +107,37 @@ def test_reported_prompt_tokens_scale_later_estimates() -> None:
     assert sent == [0.0, pytest.approx(12.9)]
 
 
+def test_requests_on_their_way_hold_back_their_tokens_while_the_providers_bucket_is_full() -> None:
+    """A provider's full bucket refills nothing until a burst reaches it; the run's does not
+    refill for requests it has sent and not seen answered either, or later ones meet 429s."""
+    run, time = scheduler(RateLimits(tpm=120))
+    sent: list[float] = []
+    answer = asyncio.Event()
+
+    async def on_its_way(tokens: int) -> None:
+        async with run.row(0).call("judge", tokens):
+            sent.append(time.now)
+            await answer.wait()
+
+    async def go() -> None:
+        await send(run, "judge", 10, sent, time)  # answered at once: 110 left
+        flying = [asyncio.ensure_future(on_its_way(30)) for _ in range(3)]  # 90 held
+        await asyncio.sleep(0)
+        time.now += 30.0  # the three on their way: the provider's bucket stays full (120)
+        late = asyncio.ensure_future(send(run, "judge", 30, sent, time))
+        for _ in range(200):  # the late one waits, each wait moving the stand-in clock on
+            if time.now >= 60.0:
+                break
+            await asyncio.sleep(0)
+        time.now = max(time.now, 60.0)
+        answer.set()  # the three reach the provider and are answered: 30 left of 120
+        await asyncio.gather(*flying, late)
+
+    asyncio.run(go())
+    assert sent[:4] == [0.0] * 4
+    assert sent[4] > 60.0  # not at 30 s, on the refill a full bucket never had
+
+
 def test_judge_and_embedding_limits_are_kept_apart() -> None:
     run, time = scheduler(RateLimits(rpm=1, embedding_rpm=60))
     sent: list[float] = []
