@@ -698,3 +698,55 @@ def test_rows_that_fill_a_request_are_counted_over_every_text_handed_in() -> Non
 
     assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
     assert embeddings.requests == [["a?", "b?", "c?", "d?"], ["e?"]]
+
+
+class FailsOnce(Recorder):
+    """Recorder whose first request holding a ``bad`` text fails; every later one succeeds."""
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        try:
+            return await super().aembed_texts(texts, **kwargs)
+        except ValueError:
+            self.bad.clear()
+            raise
+
+
+def test_a_row_expecting_a_question_whose_request_failed_fails_with_it() -> None:
+    # two rows expect one question; the first row's request of it fails, and the run forgets
+    # it. The second row then uses the future it expected (failed) rather than asking again:
+    # it fails with the same error, and the question was sent once
+    embeddings = FailsOnce(bad=["Q?"])
+
+    async def body(embedder: RunEmbedder) -> tuple[Any, Any]:
+        first, second = row(embedder, 0), row(embedder, 1)
+        first.expect("Q?")
+        second.expect("Q?")
+        failed, _ = await _sample(first, "Q?", ["pa?"])
+        expected, _ = await _sample(second, "Q?", ["pb?"])
+        return failed, expected
+
+    failed, expected = in_run(embeddings, body)
+    assert isinstance(failed, ValueError)
+    assert expected is failed
+    assert [text for request in embeddings.requests for text in request].count("Q?") == 1
+
+
+def test_a_sample_whose_question_failed_waits_for_its_probes_request_under_way() -> None:
+    # the probes' request is under way when the question's request fails: the sample waits
+    # for it before it fails, so what the probes cost is in the sample's usage
+    embeddings = Gated(held="probe?", bad=["Q?"])
+
+    async def body(embedder: RunEmbedder) -> Any:
+        sample = asyncio.ensure_future(_sample(row(embedder, 0), "Q?", ["probe?"]))
+        await embeddings.started.wait()
+        for _ in range(20):  # the question's request fails meanwhile
+            await asyncio.sleep(0)
+        waited = not sample.done()
+        embeddings.gate.set()
+        return waited, await sample
+
+    waited, (error, usage) = in_run(embeddings, body)
+    assert isinstance(error, ValueError)
+    assert waited
+    # both requests counted, and the probes' tokens (the failed request reports none)
+    assert (usage.embedding_requests, usage.embedding_tokens) == (2, len("probe?"))
