@@ -750,3 +750,29 @@ def test_a_sample_whose_question_failed_waits_for_its_probes_request_under_way()
     assert waited
     # both requests counted, and the probes' tokens (the failed request reports none)
     assert (usage.embedding_requests, usage.embedding_tokens) == (2, len("probe?"))
+
+
+def test_texts_waiting_leave_the_set_number_of_loop_steps_after_a_slot_is_left_free() -> None:
+    # the row whose call freed the slot gets FREE_SLOT_STEPS loop steps to hand in its texts;
+    # then what waits leaves (counted in loop steps the test yields, and tasks started)
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> int | None:
+        handing_in, judged = row(embedder, 0), row(embedder, 1)
+        scheduler = embedder.scheduler
+        async with judged.calls:  # the one slot: the text handed in waits
+            asked = probes(embedder, ["a?"], handing_in)
+            handing_in.close()
+            before = scheduler.tasks
+        steps = None
+        for step in range(1, 3 * batching.FREE_SLOT_STEPS):
+            await asyncio.sleep(0)
+            if scheduler.tasks > before:
+                steps = step
+                break
+        await asked
+        judged.close()
+        return steps
+
+    assert in_run(embeddings, body, limit=1) == batching.FREE_SLOT_STEPS
+    assert embeddings.requests == [["a?"]]
