@@ -776,3 +776,23 @@ def test_texts_waiting_leave_the_set_number_of_loop_steps_after_a_slot_is_left_f
 
     assert in_run(embeddings, body, limit=1) == batching.FREE_SLOT_STEPS
     assert embeddings.requests == [["a?"]]
+
+
+def test_nothing_is_sent_once_the_run_is_closed() -> None:
+    # texts waiting when the run closes stay unsent when the last row arrives, and texts
+    # handed in after it (a full request's worth) start no request either
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> int:
+        first = row(embedder, 0)
+        coming = [row(embedder, i) for i in range(1, 4)]
+        probes(embedder, ["a?"], first)
+        first.close()  # one text waits for the three rows still coming
+        embedder.scheduler.cancel()
+        for calls in coming:
+            calls.close()
+        probes(embedder, ["b?", "c?", "d?", "e?"], row(embedder, 4))
+        return embedder.scheduler.tasks
+
+    assert in_run(embeddings, body, max_batch=4) == 0
+    assert embeddings.requests == []
