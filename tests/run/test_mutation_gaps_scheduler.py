@@ -547,8 +547,9 @@ def test_a_refused_task_is_closed_not_left_unawaited() -> None:
         run = Scheduler(1)
         await run.aclose()
         coro = asyncio.sleep(0)
-        with pytest.raises(RuntimeError, match="the run is closed: it starts no more tasks"):
+        with pytest.raises(RuntimeError) as refused:
             run.start(coro)
+        assert str(refused.value) == "the run is closed: it starts no more tasks"
         return inspect.getcoroutinestate(coro)
 
     assert asyncio.run(go()) == inspect.CORO_CLOSED
@@ -620,3 +621,52 @@ def test_the_frontier_moves_only_to_a_later_row() -> None:
         return moved
 
     assert asyncio.run(go()) == [0.5, 3, 5]
+
+
+def test_a_429_error_without_a_response_pauses_its_kind_one_second() -> None:
+    run, time = scheduler(RateLimits(rpm=60_000))
+    run.rate_limited("judge", RuntimeError("rate limited"))
+    sent: list[float] = []
+    asyncio.run(send(run, "judge", 1, sent, time))
+    assert sent == [pytest.approx(1.0)]
+
+
+def test_a_request_all_reply_tokens_is_counted_as_its_reply_alone() -> None:
+    """500 tokens, all 500 of them the reply asked for, take 500 from the bucket (no text
+    token added)."""
+    run, time = scheduler(RateLimits(tpm=1_000))
+    sent: list[float] = []
+
+    async def go() -> None:
+        async with run.row(0).call("judge", 600, budget=500):  # 500 counted once answered
+            pass
+        async with run.row(0).call("judge", 500, budget=500):  # 500 held, 525 needed
+            sent.append(time.now)
+
+    asyncio.run(go())
+    assert sent == [pytest.approx(1.5)]
+
+
+def test_a_request_in_flight_holds_its_text_and_the_reply_tokens_it_asks_for() -> None:
+    """Until answered, 600 tokens with 500 of them the reply asked for hold 600 of the
+    bucket, not the reply counted twice."""
+    run, time = scheduler(RateLimits(tpm=10_000))
+    sent: list[float] = []
+
+    async def go() -> None:
+        async with run.row(0).call("judge", 1):  # the first answer: 9,999 left
+            pass
+        held = asyncio.Event()
+
+        async def in_flight() -> None:
+            async with run.row(0).call("judge", 600, budget=500):
+                await held.wait()
+
+        task = asyncio.ensure_future(in_flight())
+        await asyncio.sleep(0)  # it takes 600: 9,399 left
+        await send(run, "judge", 9_000, sent, time)  # 9,450 needed: 51 come in 0.306 s
+        held.set()
+        await task
+
+    asyncio.run(go())
+    assert sent == [pytest.approx(0.306)]
