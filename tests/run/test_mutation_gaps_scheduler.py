@@ -670,3 +670,55 @@ def test_a_request_in_flight_holds_its_text_and_the_reply_tokens_it_asks_for() -
 
     asyncio.run(go())
     assert sent == [pytest.approx(0.306)]
+
+
+async def _started_before_an_answer(run: Scheduler, rows: list[float], later: list[float]) -> int:
+    """Calls of ``rows`` (all asking at once), then once they went of ``later``, all held
+    open: how many went before any answered."""
+    started: list[float] = []
+    release = asyncio.Event()
+
+    async def call(row: float) -> None:
+        async with run.row(row).call("judge", 10):
+            started.append(row)
+            await release.wait()
+
+    tasks = []
+    for group in (rows, later):
+        tasks += [asyncio.ensure_future(call(row)) for row in group]
+        for _ in range(20):
+            await asyncio.sleep(0)
+    early = len(started)
+    release.set()
+    await asyncio.gather(*tasks)
+    return early
+
+
+def test_before_the_first_answer_only_the_row_that_sent_first_goes_unlimited() -> None:
+    """Row 0 sent first: row 1's ten calls are held to FIRST_REQUESTS in all."""
+    run, _ = scheduler()
+    assert asyncio.run(_started_before_an_answer(run, [0], [1] * 10)) == 8
+
+
+def test_the_row_that_sent_first_is_the_first_to_ask_even_while_paused() -> None:
+    """During a pause, rows 0 and 1 wait to send; row 0 asked first, so its later calls all
+    go before an answer, not row 1's."""
+    run, _ = scheduler()
+    run.observe("judge", 429, {"retry-after": "5"})
+    assert asyncio.run(_started_before_an_answer(run, [0, 1], [0] * 10)) == 12
+
+
+def test_tokens_learned_during_a_request_are_corrected_by_what_it_used() -> None:
+    """The first request went with no token limit known (it took none); the provider's
+    headers said 1,000 a minute while it ran, and it used 100: 900 are left."""
+    run, time = scheduler()
+    sent: list[float] = []
+
+    async def go() -> None:
+        async with run.row(0).call("judge", 100):
+            run.observe("judge", 200, {"x-ratelimit-limit-tokens": "1000"})
+            record(Usage(judge_requests=1, judge_prompt_tokens=100, judge_completion_tokens=0))
+        await send(run, "judge", 858, sent, time)  # 900.9 needed: 0.9 come in 0.054 s
+
+    asyncio.run(go())
+    assert sent == [pytest.approx(0.054)]
