@@ -459,10 +459,10 @@ def test_prompt_tokens_scale_the_text_not_the_reply_tokens_asked_for() -> None:
             record(Usage(judge_requests=1, judge_prompt_tokens=200, judge_completion_tokens=0))
         time.now = 60.0  # a full bucket again
         await send(run, "judge", 32_000, sent, time)  # counted 92,800: goes at once
-        await send(run, "judge", 2_000, sent, time)  # counted 5,800: 7,200 held, 6,090 needed
+        await send(run, "judge", 2_500, sent, time)  # counted 7,250: 7,200 held, 7,612.5 needed
 
     asyncio.run(go())
-    assert sent == [60.0, 60.0]
+    assert sent == [60.0, pytest.approx(60.2475)]
     assert run.rate("judge") == (None, 100_000.0)
 
 
@@ -722,3 +722,42 @@ def test_tokens_learned_during_a_request_are_corrected_by_what_it_used() -> None
 
     asyncio.run(go())
     assert sent == [pytest.approx(0.054)]
+
+
+def test_tokens_come_back_at_the_rate_per_minute() -> None:
+    run, time = scheduler(RateLimits(tpm=1_000))
+    sent: list[float] = []
+
+    async def go() -> None:
+        await send(run, "judge", 1_000, sent, time)  # the bucket emptied
+        time.now = 30.0  # 500 back
+        await send(run, "judge", 600, sent, time)  # 630 needed: 130 more in 7.8 s
+
+    asyncio.run(go())
+    assert sent == [0.0, pytest.approx(37.8)]
+
+
+def test_before_the_first_answer_the_buckets_do_not_refill() -> None:
+    """The provider may begin counting at its first answer: a request waiting on an empty
+    bucket goes a minute (at one a minute) after that answer, however long it waited."""
+    run, time = scheduler(RateLimits(rpm=1))
+    sent: list[float] = []
+    answer = asyncio.Event()
+
+    async def first() -> None:
+        async with run.row(0).call("judge", 1):
+            await answer.wait()
+
+    async def go() -> float:
+        held = asyncio.ensure_future(first())
+        waiting = asyncio.ensure_future(send(run, "judge", 1, sent, time))
+        for _ in range(10):  # the second request's waits move the clock on
+            await asyncio.sleep(0)
+        answered_at = time.now
+        answer.set()
+        await asyncio.gather(held, waiting)
+        return answered_at
+
+    answered_at = asyncio.run(go())
+    assert answered_at > 60.0
+    assert sent == [pytest.approx(answered_at + 60.0)]
