@@ -176,16 +176,18 @@ def test_embedding_usage_corrects_the_embeddings_bucket_and_scale() -> None:
 
 
 def test_a_judge_answer_without_a_reply_count_leaves_the_bucket_as_charged() -> None:
+    """A reply count not reported: what the request used is not known, so the bucket keeps
+    the 500 it took (the prompt tokens, as estimated, leave the scale at one)."""
     run, time = scheduler(RateLimits(tpm=1_000))
     sent: list[float] = []
 
     async def go() -> None:
         async with run.row(0).call("judge", 500):
-            record(Usage(judge_requests=1, judge_prompt_tokens=100))
-        await send(run, "judge", 450, sent, time)  # 500 held: 450 + 22.5 fits
+            record(Usage(judge_requests=1, judge_prompt_tokens=500, judge_completion_tokens=None))
+        await send(run, "judge", 600, sent, time)  # 500 held, 630 needed: 130 in 7.8 s
 
     asyncio.run(go())
-    assert sent == [0.0]
+    assert sent == [pytest.approx(7.8)]
 
 
 def test_listeners_hear_the_frontier_move_on_and_a_slot_left_free() -> None:
