@@ -250,17 +250,23 @@ def test_once_stopping_a_row_that_sent_nothing_is_refused_and_others_go() -> Non
             try:
                 async with call:
                     got.append("went")
-            except RowNotStarted:
-                got.append("refused")
+            except RowNotStarted as exc:
+                got.append(str(exc))
         run.cancel()
         try:
             async with row:
                 got.append("went")
-        except RowNotStarted:
-            got.append("refused")
+        except RowNotStarted as exc:
+            got.append(str(exc))
         return got
 
-    assert asyncio.run(go()) == ["refused", "went", "went", "went", "refused"]
+    assert asyncio.run(go()) == [
+        "the run is stopping",
+        "went",
+        "went",
+        "went",
+        "the run is stopping",
+    ]
 
 
 def test_closing_waits_for_a_task_that_starts_another_as_it_ends() -> None:
@@ -763,3 +769,30 @@ def test_before_the_first_answer_the_buckets_do_not_refill() -> None:
     answered_at = asyncio.run(go())
     assert answered_at > 60.0
     assert sent == [pytest.approx(answered_at + 60.0)]
+
+
+def test_a_row_handed_a_slot_as_the_run_stops_is_refused_and_gives_the_slot_on() -> None:
+    """The slot left by a failed call goes to a waiting row that has sent nothing; the run
+    stops before that row resumes: it is refused, and the slot goes to the next in line."""
+
+    async def go() -> tuple[list[str], int]:
+        run = Scheduler(1)
+        outcomes: list[str] = []
+        holder = run.slot()
+        await holder.__aenter__()
+
+        async def wait(call: Any) -> None:
+            try:
+                async with call:
+                    outcomes.append("went")
+            except RowNotStarted as exc:
+                outcomes.append(str(exc))
+
+        waiting = [asyncio.ensure_future(wait(c)) for c in (run.row(1), run.slot())]
+        await asyncio.sleep(0)
+        await holder.__aexit__(RuntimeError, None, None)  # the slot goes to row 1...
+        run.stop_new_rows()  # ...which has not resumed yet
+        await asyncio.gather(*waiting)
+        return outcomes, run.in_flight
+
+    assert asyncio.run(go()) == (["the run is stopping", "went"], 0)
