@@ -796,3 +796,36 @@ def test_a_row_handed_a_slot_as_the_run_stops_is_refused_and_gives_the_slot_on()
         return outcomes, run.in_flight
 
     assert asyncio.run(go()) == (["the run is stopping", "went"], 0)
+
+
+def test_a_slot_given_back_unused_does_not_end_a_cautious_start() -> None:
+    """A cautious run's one slot, left by a failed call, goes to a waiting call that is
+    cancelled before it runs: the slot is given back, and still one call goes at a time."""
+
+    async def go() -> int:
+        run = Scheduler(3, cautious=True)
+        holder = run.row(0)
+        await holder.__aenter__()
+        waiter = asyncio.ensure_future(run.row(1).__aenter__())
+        await asyncio.sleep(0)
+        await holder.__aexit__(RuntimeError, None, None)  # the slot goes to the waiter...
+        waiter.cancel()  # ...cancelled before it runs
+        await asyncio.gather(waiter, return_exceptions=True)
+        entered = 0
+        release = asyncio.Event()
+
+        async def call(row: int) -> None:
+            nonlocal entered
+            async with run.row(row):
+                entered += 1
+                await release.wait()
+
+        calls = [asyncio.ensure_future(call(row)) for row in (2, 3, 4)]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        going = entered
+        release.set()
+        await asyncio.gather(*calls)
+        return going
+
+    assert asyncio.run(go()) == 1
