@@ -698,3 +698,103 @@ def test_rows_that_fill_a_request_are_counted_over_every_text_handed_in() -> Non
 
     assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
     assert embeddings.requests == [["a?", "b?", "c?", "d?"], ["e?"]]
+
+
+class FailsOnce(Recorder):
+    """Recorder whose first request holding a ``bad`` text fails; every later one succeeds."""
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        try:
+            return await super().aembed_texts(texts, **kwargs)
+        except ValueError:
+            self.bad.clear()
+            raise
+
+
+def test_a_row_expecting_a_question_whose_request_failed_fails_with_it() -> None:
+    # two rows expect one question; the first row's request of it fails, and the run forgets
+    # it. The second row then uses the future it expected (failed) rather than asking again:
+    # it fails with the same error, and the question was sent once
+    embeddings = FailsOnce(bad=["Q?"])
+
+    async def body(embedder: RunEmbedder) -> tuple[Any, Any]:
+        first, second = row(embedder, 0), row(embedder, 1)
+        first.expect("Q?")
+        second.expect("Q?")
+        failed, _ = await _sample(first, "Q?", ["pa?"])
+        expected, _ = await _sample(second, "Q?", ["pb?"])
+        return failed, expected
+
+    failed, expected = in_run(embeddings, body)
+    assert isinstance(failed, ValueError)
+    assert expected is failed
+    assert [text for request in embeddings.requests for text in request].count("Q?") == 1
+
+
+def test_a_sample_whose_question_failed_waits_for_its_probes_request_under_way() -> None:
+    # the probes' request is under way when the question's request fails: the sample waits
+    # for it before it fails, so what the probes cost is in the sample's usage
+    embeddings = Gated(held="probe?", bad=["Q?"])
+
+    async def body(embedder: RunEmbedder) -> Any:
+        sample = asyncio.ensure_future(_sample(row(embedder, 0), "Q?", ["probe?"]))
+        await embeddings.started.wait()
+        for _ in range(200):  # the question's request fails meanwhile
+            if sample.done():
+                break
+            await asyncio.sleep(0)
+        waited = not sample.done()
+        embeddings.gate.set()
+        return waited, await sample
+
+    waited, (error, usage) = in_run(embeddings, body)
+    assert isinstance(error, ValueError)
+    assert waited
+    # both requests counted, and the probes' tokens (the failed request reports none)
+    assert (usage.embedding_requests, usage.embedding_tokens) == (2, len("probe?"))
+
+
+def test_texts_waiting_leave_the_set_number_of_loop_steps_after_a_slot_is_left_free() -> None:
+    # the row whose call freed the slot gets FREE_SLOT_STEPS loop steps to hand in its texts;
+    # then what waits leaves (counted in loop steps the test yields, and tasks started)
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> int | None:
+        handing_in, judged = row(embedder, 0), row(embedder, 1)
+        scheduler = embedder.scheduler
+        async with judged.calls:  # the one slot: the text handed in waits
+            asked = probes(embedder, ["a?"], handing_in)
+            handing_in.close()
+            before = scheduler.tasks
+        steps = None
+        for step in range(1, 3 * batching.FREE_SLOT_STEPS):
+            await asyncio.sleep(0)
+            if scheduler.tasks > before:
+                steps = step
+                break
+        await asked
+        judged.close()
+        return steps
+
+    assert in_run(embeddings, body, limit=1) == batching.FREE_SLOT_STEPS
+    assert embeddings.requests == [["a?"]]
+
+
+def test_nothing_is_sent_once_the_run_is_closed() -> None:
+    # texts waiting when the run closes stay unsent when the last row arrives, and texts
+    # handed in after it (a full request's worth) start no request either
+    embeddings = Recorder()
+
+    async def body(embedder: RunEmbedder) -> int:
+        first = row(embedder, 0)
+        coming = [row(embedder, i) for i in range(1, 4)]
+        probes(embedder, ["a?"], first)
+        first.close()  # one text waits for the three rows still coming
+        embedder.scheduler.cancel()
+        for calls in coming:
+            calls.close()
+        probes(embedder, ["b?", "c?", "d?", "e?"], row(embedder, 4))
+        return embedder.scheduler.tasks
+
+    assert in_run(embeddings, body, max_batch=4) == 0
+    assert embeddings.requests == []
