@@ -251,11 +251,11 @@ class _Pace:
                 # flight together: the rate kept to, else the requests sent in the last minute
                 # (a provider's bucket holds a minute's worth: an early burst is no rate), or
                 # one per retry-after when more (what the provider invites)
-                known, sent = self.rpm, self.rpm or max(len(self.sent), 60 / after)
+                sent = self.rpm or max(len(self.sent), 60 / after)
                 self.ceiling = self.rpm = max(1.0, sent / 2)
-                # none free now, beyond the requests in flight (those admitted take theirs)
-                held = float(self.held_requests)
-                self.requests = min(self.requests, held) if known else held
+                # the provider's bucket is empty: none free until it refills, and requests
+                # in flight that it still admits take theirs
+                self.requests = min(self.requests, 0.0)
         elif self.ceiling is not None and not self.told and self.rpm and status < 400:
             self.rpm = self.rpm + 1  # additive increase once 429s stop
 

@@ -662,7 +662,7 @@ def test_a_request_in_flight_holds_its_text_and_the_reply_tokens_it_asks_for() -
     sent: list[float] = []
 
     async def go() -> None:
-        async with run.row(0).call("judge", 1):  # the first answer: 9,999 left
+        async with run.row(0).call("judge", 5_000):  # answered, usage not reported: 5,000 left
             pass
         held = asyncio.Event()
 
@@ -671,13 +671,13 @@ def test_a_request_in_flight_holds_its_text_and_the_reply_tokens_it_asks_for() -
                 await held.wait()
 
         task = asyncio.ensure_future(in_flight())
-        await asyncio.sleep(0)  # it takes 600: 9,399 left
-        await send(run, "judge", 9_000, sent, time)  # 9,450 needed: 51 come in 0.306 s
+        await asyncio.sleep(0)  # it holds 600: 4,400 free
+        await send(run, "judge", 4_500, sent, time)  # 4,725 needed: 325 come in 1.95 s
         held.set()
         await task
 
     asyncio.run(go())
-    assert sent == [pytest.approx(0.306)]
+    assert sent == [pytest.approx(1.95)]
 
 
 async def _started_before_an_answer(run: Scheduler, rows: list[float], later: list[float]) -> int:
@@ -752,21 +752,23 @@ def test_before_the_first_answer_the_buckets_do_not_refill() -> None:
     sent: list[float] = []
     answer = asyncio.Event()
 
+    answered: list[float] = []
+
     async def first() -> None:
         async with run.row(0).call("judge", 1):
             await answer.wait()
+            answered.append(time.now)  # the answer, as the run takes it
 
-    async def go() -> float:
+    async def go() -> None:
         held = asyncio.ensure_future(first())
         waiting = asyncio.ensure_future(send(run, "judge", 1, sent, time))
         for _ in range(10):  # the second request's waits move the clock on
             await asyncio.sleep(0)
-        answered_at = time.now
         answer.set()
         await asyncio.gather(held, waiting)
-        return answered_at
 
-    answered_at = asyncio.run(go())
+    asyncio.run(go())
+    answered_at = answered[0]
     assert answered_at > 60.0
     assert sent == [pytest.approx(answered_at + 60.0)]
 

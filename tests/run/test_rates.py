@@ -7,6 +7,7 @@ test counts the waits asked for, never how long anything took.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 import pytest
@@ -242,6 +243,29 @@ def test_without_headers_the_429s_of_requests_in_flight_together_halve_the_rate_
     asyncio.run(go())
     assert sent[10] == pytest.approx(2.0)  # the pause, then 60 / 30 s
     assert run.rate("judge")[0] == 15.0  # 60 (one per retry-after) halved twice, not eleven times
+
+
+def test_without_headers_requests_refused_together_free_no_request_when_they_come_back() -> None:
+    """The provider's bucket is empty at a 429: refused requests take nothing, yet give the
+    run nothing back either; the next go at the halved rate, not in a burst after the pause."""
+    run, time = scheduler()
+    sent: list[float] = []
+
+    async def refused() -> None:
+        with contextlib.suppress(Exception):
+            async with run.row(0).call("judge", 1):
+                await asyncio.sleep(0)
+                run.observe("judge", 429, {"retry-after": "1"})
+                raise rate_limit_error("1000")
+
+    async def go() -> None:
+        await asyncio.gather(*(refused() for _ in range(4)))
+        for _ in range(2):
+            await send(run, "judge", 1, sent, time)
+
+    asyncio.run(go())
+    assert run.rate("judge")[0] == 30.0  # one per retry-after, halved
+    assert sent == [pytest.approx(2.0), pytest.approx(4.0)]  # the pause, then 60 / 30 s each
 
 
 def test_given_limits_are_kept_whatever_the_headers_say() -> None:
