@@ -1,5 +1,5 @@
 """What the tests share besides fixtures: paths, the shared fixture cases, a forked command, a
-local OTLP trace receiver.
+local OTLP trace receiver, a scheduler on a stand-in clock.
 
 Importable from every test folder (``pythonpath = ["tests"]`` in pyproject.toml).
 """
@@ -201,3 +201,36 @@ class TranslationCounter(PretendJudge):
         if "statements" in response_model.model_fields:
             self.translations += 1
         return super()._reply(prompt, response_model)
+
+
+class FakeTime:
+    """A stand-in clock a scheduler reads, moved on only by the stand-in sleep it is given, so
+    a test counts the waits asked for, never how long anything took."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        import asyncio
+
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def scheduler(rates: Any = None, limit: int = 16) -> tuple[Any, FakeTime]:
+    """A run's scheduler of ``limit`` slots keeping to ``rates`` on a stand-in clock."""
+    from ragas_relevancy_ext.run.scheduler import Scheduler
+
+    time = FakeTime()
+    return Scheduler(limit, rates=rates, clock=time.clock, sleep=time.sleep), time
+
+
+async def send(run: Any, kind: Any, tokens: int, sent: list[float], now: FakeTime) -> None:
+    """One call of row 0 of about ``tokens``; ``sent`` gets the stand-in time it went."""
+    async with run.row(0).call(kind, tokens):
+        sent.append(now.now)

@@ -1,5 +1,5 @@
 """Scheduler's edges that mutation testing found unchecked, driven through its public methods
-and module-level helpers with a stand-in clock and sleep (``tests/run/test_rates.py``'s
+and module-level helpers with a stand-in clock and sleep (``tests/common.py``'s
 ``FakeTime``): how a provider's headers are read, how rate limits are kept to and learned, and
 how slots are handed out, held back and refused. Nothing here reads the wall clock: each test
 counts the waits asked for, the requests sent or the tasks left."""
@@ -12,38 +12,11 @@ from typing import Any
 
 import httpx
 import pytest
+from common import scheduler, send
 
 from ragas_relevancy_ext.run import scheduler as scheduling
 from ragas_relevancy_ext.run.scheduler import RateLimits, RowNotStarted, Scheduler
 from ragas_relevancy_ext.scoring.usage import Usage, record
-
-
-class FakeTime:
-    """A stand-in clock the scheduler reads, moved on only by the stand-in sleep it is given."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
-
-
-def scheduler(rates: RateLimits | None = None, limit: int = 16) -> tuple[Scheduler, FakeTime]:
-    """A scheduler of ``limit`` slots keeping to ``rates`` on a stand-in clock."""
-    time = FakeTime()
-    return Scheduler(limit, rates=rates, clock=time.clock, sleep=time.sleep), time
-
-
-async def send(run: Scheduler, kind: Any, tokens: int, sent: list[float], now: FakeTime) -> None:
-    """One call of row 0 of about ``tokens``; ``sent`` gets the stand-in time it went."""
-    async with run.row(0).call(kind, tokens):
-        sent.append(now.now)
 
 
 def test_rate_limits_share_divides_each_given_limit() -> None:
@@ -76,7 +49,8 @@ def test_rate_limits_refuse_what_is_not_a_whole_number_of_one_or_more(value: obj
 )
 def test_durations_as_providers_write_them(text: str | None, seconds: float | None) -> None:
     """``x-ratelimit-reset-*``/``retry-after`` durations: plain seconds or ``6m0s``-style."""
-    assert scheduling._seconds(text) == (None if seconds is None else pytest.approx(seconds))
+    parsed = scheduling._seconds(text)  # header text read as a duration, no clock
+    assert parsed == (None if seconds is None else pytest.approx(seconds))
 
 
 def test_a_header_that_is_missing_or_not_a_number_is_none() -> None:

@@ -11,6 +11,7 @@ import contextlib
 from typing import Any
 
 import pytest
+from common import FakeTime, scheduler, send
 
 from ragas_relevancy_ext import AnswerRelevancy, RateLimits, ResponseRelevancy
 from ragas_relevancy_ext.cli.setup import Settings
@@ -23,30 +24,6 @@ from ragas_relevancy_ext.scoring.usage import (
     record,
 )
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
-
-
-class FakeTime:
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
-
-
-def scheduler(rates: RateLimits | None = None, limit: int = 16) -> tuple[Scheduler, FakeTime]:
-    time = FakeTime()
-    return Scheduler(limit, rates=rates, clock=time.clock, sleep=time.sleep), time
-
-
-async def send(run: Scheduler, kind: str, tokens: int, sent: list[float], now: FakeTime) -> None:
-    async with run.row(0).call(kind, tokens):  # type: ignore[arg-type]
-        sent.append(now.now)
 
 
 def test_requests_per_minute_given_space_the_requests_out() -> None:
