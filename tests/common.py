@@ -234,3 +234,28 @@ async def send(run: Any, kind: Any, tokens: int, sent: list[float], now: FakeTim
     """One call of row 0 of about ``tokens``; ``sent`` gets the stand-in time it went."""
     async with run.row(0).call(kind, tokens):
         sent.append(now.now)
+
+
+async def calls_held_open(run: Any, *groups: Sequence[float]) -> tuple[list[float], list[float]]:
+    """Judge calls of each group's rows, the groups asked one after another (each given 20
+    loop steps to go), all held open until the last group had its steps: the rows whose calls
+    went before any was answered, and the rows of every call once all were answered."""
+    import asyncio
+
+    started: list[float] = []
+    release = asyncio.Event()
+
+    async def call(row: float) -> None:
+        async with run.row(row).call("judge", 10):
+            started.append(row)
+            await release.wait()
+
+    tasks: list[Any] = []
+    for group in groups:
+        tasks += [asyncio.ensure_future(call(row)) for row in group]
+        for _ in range(20):
+            await asyncio.sleep(0)
+    early = list(started)
+    release.set()
+    await asyncio.gather(*tasks)
+    return early, started

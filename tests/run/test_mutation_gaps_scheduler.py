@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from common import scheduler, send
+from common import calls_held_open, scheduler, send
 
 from ragas_relevancy_ext.run import scheduler as scheduling
 from ragas_relevancy_ext.run.scheduler import RateLimits, RowNotStarted, Scheduler
@@ -479,48 +479,16 @@ def test_a_text_of_no_tokens_beyond_the_reply_asked_for_scales_nothing() -> None
 
 
 def test_with_tokens_per_minute_the_first_request_goes_alone_even_of_the_first_row() -> None:
-    run, time = scheduler(RateLimits(tpm=100_000))
-    started: list[int] = []
-    release = asyncio.Event()
-
-    async def call(index: int) -> None:
-        async with run.row(0).call("judge", 10):
-            started.append(index)
-            await release.wait()
-
-    async def go() -> list[int]:
-        tasks = [asyncio.ensure_future(call(i)) for i in range(3)]
-        for _ in range(20):
-            await asyncio.sleep(0)
-        alone = list(started)
-        release.set()
-        await asyncio.gather(*tasks)
-        return alone
-
-    assert asyncio.run(go()) == [0]
-    assert sorted(started) == [0, 1, 2]
+    run, _ = scheduler(RateLimits(tpm=100_000))
+    early, started = asyncio.run(calls_held_open(run, [0, 0, 0]))
+    assert early == [0]
+    assert started == [0, 0, 0]
 
 
 def test_before_the_first_answer_other_rows_send_up_to_first_requests_in_all() -> None:
-    run, time = scheduler()
-    started: list[float] = []
-    release = asyncio.Event()
-
-    async def call(row: float) -> None:
-        async with run.row(row).call("judge", 10):
-            started.append(row)
-            await release.wait()
-
-    async def go() -> int:
-        tasks = [asyncio.ensure_future(call(row)) for row in range(12)]
-        for _ in range(20):
-            await asyncio.sleep(0)
-        early = len(started)
-        release.set()
-        await asyncio.gather(*tasks)
-        return early
-
-    assert asyncio.run(go()) == scheduling.FIRST_REQUESTS == 8
+    run, _ = scheduler()
+    early, started = asyncio.run(calls_held_open(run, range(12)))
+    assert len(early) == scheduling.FIRST_REQUESTS == 8
     assert len(started) == 12
 
 
@@ -651,32 +619,11 @@ def test_a_request_in_flight_holds_its_text_and_the_reply_tokens_it_asks_for() -
     assert sent == [pytest.approx(1.95)]
 
 
-async def _started_before_an_answer(run: Scheduler, rows: list[float], later: list[float]) -> int:
-    """Calls of ``rows`` (all asking at once), then once they went of ``later``, all held
-    open: how many went before any answered."""
-    started: list[float] = []
-    release = asyncio.Event()
-
-    async def call(row: float) -> None:
-        async with run.row(row).call("judge", 10):
-            started.append(row)
-            await release.wait()
-
-    tasks = []
-    for group in (rows, later):
-        tasks += [asyncio.ensure_future(call(row)) for row in group]
-        for _ in range(20):
-            await asyncio.sleep(0)
-    early = len(started)
-    release.set()
-    await asyncio.gather(*tasks)
-    return early
-
-
 def test_before_the_first_answer_only_the_row_that_sent_first_goes_unlimited() -> None:
     """Row 0 sent first: row 1's ten calls are held to FIRST_REQUESTS in all."""
     run, _ = scheduler()
-    assert asyncio.run(_started_before_an_answer(run, [0], [1] * 10)) == 8
+    early, _ = asyncio.run(calls_held_open(run, [0], [1] * 10))
+    assert len(early) == 8
 
 
 def test_the_row_that_sent_first_is_the_first_to_ask_even_while_paused() -> None:
@@ -684,7 +631,8 @@ def test_the_row_that_sent_first_is_the_first_to_ask_even_while_paused() -> None
     go before an answer, not row 1's."""
     run, _ = scheduler()
     run.observe("judge", 429, {"retry-after": "5"})
-    assert asyncio.run(_started_before_an_answer(run, [0, 1], [0] * 10)) == 12
+    early, _ = asyncio.run(calls_held_open(run, [0, 1], [0] * 10))
+    assert len(early) == 12
 
 
 def test_tokens_learned_during_a_request_are_corrected_by_what_it_used() -> None:

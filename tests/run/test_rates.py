@@ -11,7 +11,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from common import FakeTime, scheduler, send
+from common import FakeTime, calls_held_open, scheduler, send
 
 from ragas_relevancy_ext import AnswerRelevancy, RateLimits, ResponseRelevancy
 from ragas_relevancy_ext.cli.setup import Settings
@@ -395,25 +395,9 @@ def test_an_embeddings_429_pauses_every_embeddings_request_for_its_retry_after()
 
 def test_before_the_first_answer_the_first_rows_calls_all_go_but_other_rows_wait() -> None:
     """No burst on a guess, yet one row's N calls (angles mode) go out together."""
-    run, time = scheduler()
-    started: list[float] = []
-    release = asyncio.Event()
-
-    async def call(row: float) -> None:
-        async with run.row(row).call("judge", 10):
-            started.append(row)
-            await release.wait()
-
-    async def go() -> None:
-        tasks = [asyncio.ensure_future(call(0)) for _ in range(10)]
-        tasks += [asyncio.ensure_future(call(1)) for _ in range(3)]
-        for _ in range(20):
-            await asyncio.sleep(0)
-        assert started.count(0) == 10 and 1 not in started
-        release.set()
-        await asyncio.gather(*tasks)
-
-    asyncio.run(go())
+    run, _ = scheduler()
+    early, started = asyncio.run(calls_held_open(run, [0] * 10 + [1] * 3))
+    assert early.count(0) == 10 and 1 not in early
     assert started.count(1) == 3
 
 
