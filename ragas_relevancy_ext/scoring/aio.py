@@ -66,9 +66,7 @@ async def send(
     for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
         try:
             async with request(limiter, kind, texts, budget):
-                if not asks_again:
-                    return await make()
-                with PROVIDER_REPORTS.run_asks_again():
+                with PROVIDER_REPORTS.run_asks_again() if asks_again else contextlib.nullcontext():
                     return await make()
         except Exception as exc:
             if attempt == RATE_LIMIT_ATTEMPTS or not rate_limited(limiter, kind, exc):
