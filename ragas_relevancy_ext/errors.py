@@ -21,6 +21,7 @@ __all__ = [
     "UsageError",
     "answer_headers",
     "cause_of",
+    "deciding_error",
     "cause_phrase",
     "failure_text",
     "from_embeddings",
@@ -139,10 +140,16 @@ def from_embeddings(exc: BaseException) -> bool:
     return False
 
 
+def deciding_error(exc: BaseException) -> BaseException:
+    """The error that decided the cause: the SDK's transport or provider error wherever it is
+    in the chain (not a retry wrapper around it), else ``exc``."""
+    found = _transport(exc)
+    return exc if found is None else found[1]
+
+
 def failure_text(exc: BaseException) -> str:
     """``Type: message`` of the error that decided the cause (the SDK's, not a wrapper's)."""
-    found = _transport(exc)
-    error = found[1] if found is not None else exc
+    error = deciding_error(exc)
     return f"{type(error).__name__}: {error}"
 
 

@@ -12,20 +12,26 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib
-import json
 import math
 import struct
 import sys
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import numpy as np
 
 from ..errors import EmbeddingShapeError
 from . import aio, tracing
-from .usage import PROVIDER_REPORTS, Usage, record, tokens_from
+from .usage import (
+    PROVIDER_REPORTS,
+    Usage,
+    hook_clients,
+    note_answer,
+    note_answer_async,
+    record,
+    tokens_from,
+)
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings as LangChainEmbeddings
@@ -92,95 +98,52 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
 
 # -- usage: what the provider reported for each request -------------------------------------
 
-# The usage of each embeddings answer received during the embeddings call under way.
-_SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage", default=None)
-
 
 def usage_http_client(is_async: bool = True) -> Any:
-    """The OpenAI SDK's default HTTP client, with an httpx response hook that notes the
-    ``usage`` of each embeddings answer for :func:`metered`, and one that tells running
-    schedulers the provider's rate-limit headers and 429s (:data:`.usage.PROVIDER_REPORTS`).
-    The package builds its OpenAI clients on it; a client built without it reports no
-    embedding tokens (None) and teaches no limits."""
+    """The OpenAI SDK's default HTTP client, with the httpx response hooks that note each
+    answer of a watched call (:func:`.usage.note_answer`: the ``usage`` of embeddings answers)
+    and tell running schedulers the provider's rate-limit headers and 429s
+    (:data:`.usage.PROVIDER_REPORTS`). The package builds its OpenAI clients on it; a client
+    built without it is given the first hook on first use, and teaches no limits."""
     import openai
 
     if is_async:
-        hooks = {"response": [_note_async, PROVIDER_REPORTS]}
+        hooks = {"response": [note_answer_async, PROVIDER_REPORTS]}
         return openai.DefaultAsyncHttpxClient(event_hooks=hooks)
-    return openai.DefaultHttpxClient(event_hooks={"response": [_note, PROVIDER_REPORTS.note]})
-
-
-async def _note_async(response: Any) -> None:
-    if _SDK_USAGE.get() is not None and _is_embeddings_answer(response):
-        await response.aread()
-        _note(response)
-
-
-def _note(response: Any) -> None:
-    seen = _SDK_USAGE.get()
-    if seen is not None and _is_embeddings_answer(response):
-        try:
-            body = json.loads(response.read())
-        except ValueError:
-            body = None
-        seen.append(body.get("usage") if isinstance(body, dict) else None)
-
-
-def _is_embeddings_answer(response: Any) -> bool:
-    return response.is_success and response.request.url.path.endswith("/embeddings")
+    return openai.DefaultHttpxClient(event_hooks={"response": [note_answer, PROVIDER_REPORTS.note]})
 
 
 async def metered(embeddings: Any, call: Any) -> Any:
     """Await one embeddings call of ``embeddings`` and record its requests and tokens.
 
-    Tokens are the ``usage`` of each answer, noted on clients built on
-    :func:`usage_http_client`; any other client (a user's own, Gemini's embedContent, a local
+    Tokens are the ``usage`` of each answer an OpenAI SDK client received (the user's own
+    client too: :func:`.usage.hook_clients`); any other client (Gemini's embedContent, a local
     model) reports none, so its tokens are None. Requests: the answers seen (a LangChain
     client may split a long list), else 1. A call that failed counts one request and 0 tokens.
     With a tracer configured the call is an ``embeddings MODEL`` span.
     """
-    found = tracing.tracer()
-    if found is None:
-        return await _metered(embeddings, call)
-    with tracing.gen_ai_span(found, "embeddings", embeddings) as span:
-        vectors = await _metered(embeddings, call)
-        tracing.note_vectors(span, vectors)
-    return vectors
-
-
-async def _metered(embeddings: Any, call: Any) -> Any:
-    if _needs_sdk_embeddings(embeddings):  # the SDK imports it on first use: half a second
+    if hook_clients(embeddings) and _OPENAI_EMBEDDINGS not in sys.modules:
+        # the SDK imports it on first use: half a second, not on the event loop
         await asyncio.to_thread(importlib.import_module, _OPENAI_EMBEDDINGS)
-    seen: list[Any] = []
-    token = _SDK_USAGE.set(seen)
-    try:
-        vectors = await call
-    except Exception:
-        record(Usage(embedding_requests=max(1, len(seen))))
-        raise
-    finally:
-        _SDK_USAGE.reset(token)
-    counts = [None if u is None else tokens_from(u, "prompt_tokens", "total_tokens") for u in seen]
-    tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
-    record(Usage(embedding_requests=max(1, len(seen)), embedding_tokens=tokens))
-    return vectors
+    with tracing.client_call("embeddings", embeddings) as watch:
+        try:
+            watch.result = await call
+        except Exception:
+            record(Usage(embedding_requests=max(1, len(watch.exchanges))))
+            raise
+        answers = [e.answer for e in watch.exchanges]
+        counts = [
+            tokens_from(a.get("usage") or {}, "prompt_tokens", "total_tokens")
+            if isinstance(a, dict)
+            else None
+            for a in answers
+        ]
+        tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
+        record(Usage(embedding_requests=max(1, len(answers)), embedding_tokens=tokens))
+    return watch.result
 
 
 _OPENAI_EMBEDDINGS = "openai.resources.embeddings"
-
-
-def _needs_sdk_embeddings(embeddings: Any, depth: int = 0) -> bool:
-    """True when ``embeddings`` (or a wrapper's inner embeddings) holds an OpenAI client whose
-    SDK has not yet imported its embeddings module; nothing is imported here."""
-    if "openai" not in sys.modules or _OPENAI_EMBEDDINGS in sys.modules or depth > 2:
-        return False
-    import openai
-
-    clients = (openai.OpenAI, openai.AsyncOpenAI)
-    if any(isinstance(getattr(embeddings, n, None), clients) for n in ("client", "async_client")):
-        return True
-    inner = getattr(embeddings, "embeddings", None)
-    return inner is not None and _needs_sdk_embeddings(inner, depth + 1)
 
 
 async def metered_call(embeddings: Any, call: Any) -> Any:

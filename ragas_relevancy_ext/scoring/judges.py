@@ -72,13 +72,11 @@ async def ask_judge(
     """
     if isinstance(llm, JudgeWrapper):
         return await aio.call(llm, "agenerate", "generate", prompt, output_model)
-    found = tracing.tracer()
-    if found is None:
+    if tracing.tracer() is None:
         return await _ask(llm, prompt, output_model, callbacks, repairs)
-    with tracing.gen_ai_span(found, "chat", llm, prompt) as span:
-        reply = await _ask(llm, prompt, output_model, callbacks, repairs)
-        tracing.note_reply(span, reply)
-    return reply
+    with tracing.client_call("chat", llm, prompt) as watch:
+        watch.result = await _ask(llm, prompt, output_model, callbacks, repairs)
+    return watch.result
 
 
 async def _ask(

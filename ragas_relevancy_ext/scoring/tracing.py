@@ -1,7 +1,8 @@
 """OpenTelemetry spans (the ``[otel]`` extra): a span per scored sample with one event per probe,
-and a child span per judge call and embeddings request, named and attributed as the GenAI
-semantic conventions say. Texts (questions, responses, probes, prompts, replies) are recorded
-only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; keys never.
+and a child span per judge call and embeddings request, named and attributed as the official
+GenAI instrumentation (``opentelemetry-instrumentation-openai-v2``) names them. When another
+instrumentation already traces a call's requests, the package adds no span for that call.
+Texts are recorded as that instrumentation's switches say (:func:`capture_content`); keys never.
 
 OpenTelemetry is never imported here: :func:`tracer` is None unless the API is loaded and a
 tracer provider is set (the user's own, or one :func:`exporting` set up for the command line,
@@ -16,25 +17,34 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..errors import cause_of
+from ..errors import cause_of, deciding_error
 from .redaction import redact
-from .usage import UsageMeter, current_meter, metering
+from .usage import (
+    UsageMeter,
+    Watch,
+    current_meter,
+    hook_clients,
+    metering,
+    openai_clients,
+    watching,
+)
 
 __all__ = [
     "CAPTURE_CONTENT",
     "PROBE_EVENT",
     "SAMPLE_SPAN",
+    "OPT_IN",
     "attached_context",
+    "capture_content",
+    "client_call",
     "end_span",
-    "gen_ai_span",
-    "note_reply",
     "note_report",
-    "note_vectors",
     "row",
     "row_parents",
     "sample_span",
@@ -47,6 +57,7 @@ __all__ = [
 ]
 
 CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
+OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"  # gen_ai_latest_experimental: the newer capture modes
 SAMPLE_SPAN = "ragas_relevancy.sample"
 PROBE_EVENT = "ragas_relevancy.probe"
 SCOPE = "ragas_relevancy_ext"
@@ -73,27 +84,12 @@ def tracer() -> Any:
         api = sys.modules.get("opentelemetry.trace")
         if api is None:  # never imported: no provider can have been set
             return None
-        # what set_tracer_provider set, read without get_tracer_provider's look-up of its
-        # variable in os.environ (microseconds per call, as much as the rest of this together)
-        provider = getattr(api, "_TRACER_PROVIDER", _ASK)
-        if provider is None and not _provider_variable():
-            return None
-        if provider is None or provider is _ASK:
-            provider = api.get_tracer_provider()
+        provider = api.get_tracer_provider()
         if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
             return None
     if provider is not _State.seen:
         _State.seen, _State.seen_tracer = provider, provider.get_tracer(SCOPE, _version())
     return _State.seen_tracer
-
-
-_ASK = object()  # an API that keeps its provider elsewhere: ask get_tracer_provider
-
-
-@functools.cache
-def _provider_variable() -> bool:
-    """Whether OTEL_PYTHON_TRACER_PROVIDER names a provider for the API to load when asked."""
-    return bool(os.environ.get("OTEL_PYTHON_TRACER_PROVIDER"))
 
 
 @functools.cache
@@ -106,9 +102,24 @@ def _version() -> str | None:
         return None
 
 
-def capture_content() -> bool:
-    """Whether texts may be recorded (the conventions' opt-in variable is ``true``)."""
-    return os.environ.get(CAPTURE_CONTENT, "").strip().lower() == "true"
+# (on span attributes, on span events) for each value of the capture variable, under the opt-in
+_MODES = {
+    "SPAN_ONLY": (True, False),
+    "EVENT_ONLY": (False, True),
+    "SPAN_AND_EVENT": (True, True),
+}
+
+
+def capture_content() -> tuple[bool, bool]:
+    """Where texts go, (on span attributes, in span events), as the official GenAI
+    instrumentation reads its switches: with ``OTEL_SEMCONV_STABILITY_OPT_IN`` naming
+    ``gen_ai_latest_experimental``, the capture variable's ``SPAN_ONLY``, ``EVENT_ONLY`` or
+    ``SPAN_AND_EVENT``; without it, the older ``true`` (both). Anything else: nowhere."""
+    value = os.environ.get(CAPTURE_CONTENT, "").strip()
+    opted = os.environ.get(OPT_IN, "").split(",")
+    if "gen_ai_latest_experimental" in (o.strip() for o in opted):
+        return _MODES.get(value.upper(), (False, False))
+    return (True, True) if value.lower() == "true" else (False, False)
 
 
 @contextlib.contextmanager
@@ -161,7 +172,7 @@ def sample_span(
         "ragas_relevancy.probe_mode": mode,
         "ragas_relevancy.probe_prompt": prompt,
     }
-    if capture_content():
+    if capture_content()[0]:
         texts = {"user_input": user_input, "response": response}
         attributes.update(
             {f"ragas_relevancy.{k}": v for k, v in texts.items() if isinstance(v, str)}
@@ -189,7 +200,7 @@ def note_report(current: Any, report: Any) -> None:
             if value is not None:
                 attributes[f"ragas_relevancy.usage.{name}"] = value
     current.set_attributes(attributes)
-    texts = capture_content()
+    texts = capture_content()[1]
     for index, probe in enumerate(report.probes):
         event: dict[str, Any] = {
             "ragas_relevancy.probe.index": index,
@@ -206,85 +217,150 @@ def note_report(current: Any, report: Any) -> None:
 
 
 @contextlib.contextmanager
-def gen_ai_span(
-    found: Any, operation: str, client: Any, prompt: str | None = None
-) -> Iterator[Any]:
-    """A GenAI client span (``chat MODEL``, ``embeddings MODEL``) under the current span, with
-    the request's token usage as the provider reported it (read from a meter of its own, whose
-    usage then goes on to the caller's)."""
+def client_call(operation: str, client: Any, prompt: str | None = None) -> Iterator[Watch]:
+    """Watch one judge call (``chat``) or embeddings request of ``client`` (the answers of its
+    OpenAI SDK clients noted in the yielded :class:`.usage.Watch`; set ``watch.result``).
+
+    With a tracer configured, the call becomes a span when it ends (``chat MODEL``,
+    ``embeddings MODEL``), under the span current when it began and with the official
+    instrumentation's attributes, unless another instrumentation's span was current around
+    its requests: that one is then the call's span, and usage is not counted twice.
+    """
+    found = tracer()
+    if found is None:
+        with watching(Watch()) as watch:
+            yield watch
+        return
+    from opentelemetry import context, trace
+
+    parent = context.get_current()
+    mine = trace.get_current_span(parent)
+
+    def elsewhere() -> bool:
+        current = trace.get_current_span()
+        return current is not mine and current.is_recording()
+
+    if operation == "chat":
+        hook_clients(client)  # embeddings calls hook their clients themselves
+    watch, outer, own = Watch(bodies=True, elsewhere=elsewhere), current_meter(), UsageMeter()
+    start, error = time.time_ns(), None
+    try:
+        with watching(watch), metering(own):
+            yield watch
+    except BaseException as exc:
+        error = exc
+        raise
+    finally:
+        if outer is not None:
+            outer.add(own.usage)
+        if not watch.traced_elsewhere:
+            _client_span(found, operation, client, prompt, watch, own.usage, parent, start, error)
+
+
+# the request's parameters the official instrumentation records, by their name in the body
+_REQUEST = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "seed")
+
+
+def _client_span(
+    found: Any,
+    operation: str,
+    client: Any,
+    prompt: str | None,
+    watch: Watch,
+    usage: Any,
+    parent: Any,
+    start: int,
+    error: BaseException | None,
+) -> None:
     from opentelemetry.trace import Link, SpanKind
 
     provider, model, server = _describe(client)
     attributes: dict[str, Any] = {"gen_ai.operation.name": operation, "gen_ai.request.model": model}
     if provider:
-        attributes["gen_ai.provider.name"] = attributes["gen_ai.system"] = provider
+        attributes["gen_ai.provider.name"] = provider
     if server is not None:
         attributes["server.address"], port = server
         if port is not None:
             attributes["server.port"] = port
+    sent = next((e.sent for e in reversed(watch.exchanges) if isinstance(e.sent, dict)), {})
+    answer = next((e.answer for e in reversed(watch.exchanges) if isinstance(e.answer, dict)), {})
+    for key, name in (("gen_ai.response.model", "model"), ("gen_ai.response.id", "id")):
+        if isinstance(answer.get(name), str):
+            attributes[key] = answer[name]
+    choices = [c for c in answer.get("choices") or () if isinstance(c, dict)]
     if operation == "chat":
         attributes["gen_ai.output.type"] = "json"
-        if prompt is not None and capture_content():
-            parts = [{"type": "text", "content": prompt}]
-            attributes["gen_ai.input.messages"] = json.dumps([{"role": "user", "parts": parts}])
+        for name in _REQUEST:
+            if isinstance(sent.get(name), (int, float)):
+                attributes[f"gen_ai.request.{name}"] = sent[name]
+        if choices:
+            reasons = [c.get("finish_reason") or "error" for c in choices]
+            attributes["gen_ai.response.finish_reasons"] = reasons
+        tokens = [("input", usage.judge_prompt_tokens), ("output", usage.judge_completion_tokens)]
+        attributes["ragas_relevancy.requests"] = usage.judge_requests
+    else:
+        tokens = [("input", usage.embedding_tokens)]
+        attributes["ragas_relevancy.requests"] = usage.embedding_requests
+        vectors = watch.result
+        if isinstance(vectors, Sequence) or hasattr(vectors, "shape"):
+            attributes["ragas_relevancy.vectors"] = len(vectors)
+            if len(vectors) and hasattr(vectors[0], "__len__"):
+                attributes["gen_ai.embeddings.dimension.count"] = len(vectors[0])
+    for name, count in tokens:
+        if count is not None:
+            attributes[f"gen_ai.usage.{name}_tokens"] = count
     links = [Link(c) for c in _LINKS.get() or () if c.is_valid]
     if links:
         attributes["ragas_relevancy.samples"] = len(links) + 1
-    outer, own = current_meter(), UsageMeter()
-    with found.start_as_current_span(
-        f"{operation} {model}",
-        kind=SpanKind.CLIENT,
-        attributes=attributes,
-        links=links,
-        record_exception=False,
-        set_status_on_exception=False,
-    ) as current:
-        try:
-            with metering(own):
-                yield current
-        except BaseException as exc:
-            _failed(current, exc)
-            raise
-        finally:
-            if outer is not None:
-                outer.add(own.usage)
-            _note_usage(current, own.usage, operation)
+    current = found.start_span(
+        f"{operation} {model}", parent, SpanKind.CLIENT, attributes, links, start_time=start
+    )
+    on_span, in_event = capture_content()
+    if operation == "chat" and (on_span or in_event):
+        texts = _messages(sent, prompt, choices, watch.result)
+        if on_span:
+            current.set_attributes(texts)
+        if in_event:
+            current.add_event("gen_ai.client.inference.operation.details", texts)
+    if error is not None:
+        _failed(current, error)
+    current.end()
 
 
-def _note_usage(current: Any, usage: Any, operation: str) -> None:
-    if operation == "chat":
-        pairs = [("input", usage.judge_prompt_tokens), ("output", usage.judge_completion_tokens)]
-        current.set_attribute("ragas_relevancy.requests", usage.judge_requests)
-    else:
-        pairs = [("input", usage.embedding_tokens)]
-        current.set_attribute("ragas_relevancy.requests", usage.embedding_requests)
-    for name, tokens in pairs:
-        if tokens is not None:
-            current.set_attribute(f"gen_ai.usage.{name}_tokens", tokens)
+def _messages(sent: dict[str, Any], prompt: Any, choices: list[Any], reply: Any) -> dict[str, str]:
+    """The messages sent and answered, in the GenAI conventions' JSON: as the request's body
+    and answer held them (a system message of instructor's too), else the prompt and reply."""
+    asked = sent.get("messages") or [{"role": "user", "content": prompt}]
+    answered = [c.get("message") or {} for c in choices]
+    if not choices and hasattr(reply, "model_dump_json"):
+        answered = [{"role": "assistant", "content": reply.model_dump_json()}]
+    reasons = [c.get("finish_reason") or "error" for c in choices] or ["stop"] * len(answered)
+    outputs = [
+        {**_message(m, "assistant"), "finish_reason": r}
+        for m, r in zip(answered, reasons, strict=True)
+    ]
+    return {
+        "gen_ai.input.messages": json.dumps([_message(m, "user") for m in asked]),
+        "gen_ai.output.messages": json.dumps(outputs),
+    }
 
 
-def note_reply(current: Any, reply: Any) -> None:
-    """The judge's reply: response model and id (instructor keeps the completion), and the
-    reply itself when texts are recorded."""
-    raw = getattr(reply, "_raw_response", None)
-    for key, name in (("gen_ai.response.model", "model"), ("gen_ai.response.id", "id")):
-        value = getattr(raw, name, None)
-        if isinstance(value, str):
-            current.set_attribute(key, value)
-    if capture_content() and hasattr(reply, "model_dump_json"):
-        parts = [{"type": "text", "content": reply.model_dump_json()}]
-        message = {"role": "assistant", "parts": parts, "finish_reason": "stop"}
-        current.set_attribute("gen_ai.output.messages", json.dumps([message]))
-
-
-def note_vectors(current: Any, vectors: Any) -> None:
-    """How many vectors came back, and their width."""
-    try:
-        current.set_attribute("ragas_relevancy.vectors", len(vectors))
-        if len(vectors):
-            current.set_attribute("gen_ai.embeddings.dimension.count", len(vectors[0]))
-    except TypeError:  # not a list of lists: the vector checks will say so
-        pass
+def _message(message: Any, role: str) -> dict[str, Any]:
+    """One chat message (an OpenAI body's) as the conventions' role and parts."""
+    message = message if isinstance(message, dict) else {}
+    content = message.get("content")
+    items = [content] if isinstance(content, str) else content or []
+    texts = [
+        i if isinstance(i, str) else i.get("text") for i in items if isinstance(i, (str, dict))
+    ]
+    parts: list[dict[str, Any]] = [{"type": "text", "content": t} for t in texts if t is not None]
+    for call in message.get("tool_calls") or ():
+        function = call.get("function") or {}
+        name, arguments = function.get("name"), function.get("arguments")
+        parts.append(
+            {"type": "tool_call", "id": call.get("id"), "name": name, "arguments": arguments}
+        )
+    return {"role": message.get("role") or role, "parts": parts}
 
 
 def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | None]:
@@ -297,21 +373,24 @@ def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | No
     if isinstance(provider, str):  # LangChain's kind: "openai-chat"
         provider = provider.lower().partition("-")[0]
         provider = _PROVIDERS.get(provider, provider)
-    sdk = getattr(target, "client", None)  # instructor's client, or the OpenAI SDK's
-    url = getattr(sdk, "base_url", None) or getattr(getattr(sdk, "client", None), "base_url", None)
-    host = urlsplit(str(url or getattr(target, "openai_api_base", None) or ""))
+    sdks = openai_clients(target)  # the OpenAI SDK clients it sends through
+    url = sdks[0].base_url if sdks else getattr(target, "openai_api_base", None)
+    host = urlsplit(str(url or ""))
     server = (host.hostname, host.port) if host.hostname else None
-    return provider if isinstance(provider, str) else None, model, server
+    if not isinstance(provider, str):
+        provider = "openai" if sdks else None
+    return provider, model, server
 
 
 def _failed(current: Any, exc: BaseException, cause: bool = False) -> None:
-    """``error.type``, an error status and an exception event, the message's keys masked."""
-    name = type(exc)
-    message = redact(str(exc))[:1000]
-    _error_status(current, f"{name.__module__}.{name.__qualname__}", message)
-    current.add_event(
-        "exception", {"exception.type": name.__qualname__, "exception.message": message}
-    )
+    """``error.type`` (of the provider's error, not a retry wrapper's), an error status and an
+    exception event, the message's keys masked."""
+    error = deciding_error(exc)
+    name, message = type(error), redact(str(error))[:1000]
+    kind = name.__qualname__
+    kind = kind if name.__module__ == "builtins" else f"{name.__module__}.{kind}"
+    _error_status(current, kind, message)
+    current.add_event("exception", {"exception.type": kind, "exception.message": message})
     if cause:
         current.set_attribute("ragas_relevancy.cause", str(cause_of(exc)))
 

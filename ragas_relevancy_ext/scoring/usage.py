@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
+import json
+import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 NOT_REPORTED = "not reported"
@@ -227,6 +230,114 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
         f"{amount(usage.embedding_requests)} request(s), {tokens((usage.embedding_tokens, ''))} | "
         f"cached {amount(usage.cached)}"
     )
+
+
+# -- the HTTP exchanges of one call, as the provider answered them ---------------------------
+
+
+@dataclass
+class Exchange:
+    """One answer an OpenAI SDK client received during a watched call: its path and status,
+    the JSON sent and answered (read as :class:`Watch` asks), and whether another
+    instrumentation's span was current around it (the call is then traced elsewhere)."""
+
+    path: str
+    status: int
+    sent: Any = None
+    answer: Any = None
+
+
+@dataclass
+class Watch:
+    """What one judge or embeddings call exchanged (see :func:`watching`). Embeddings answers
+    are always read (their ``usage``); with ``bodies`` the others and what was sent too.
+    ``elsewhere`` (given by a traced call) tells whether a span not its own is current."""
+
+    bodies: bool = False
+    elsewhere: Callable[[], bool] | None = None
+    exchanges: list[Exchange] = field(default_factory=list)
+    traced_elsewhere: bool = False
+    result: Any = None  # what the call returned (a reply, vectors), for its span
+
+
+_WATCH: ContextVar[Watch | None] = ContextVar("ragas_relevancy_watch", default=None)
+
+
+@contextlib.contextmanager
+def watching(watch: Watch) -> Iterator[Watch]:
+    """Inside the block, the hooks of :func:`hook_clients` note each answer in ``watch``."""
+    token = _WATCH.set(watch)
+    try:
+        yield watch
+    finally:
+        _WATCH.reset(token)
+
+
+def _reads(watch: Watch | None, response: Any) -> bool:
+    if watch is None or not response.is_success:
+        return False
+    return watch.bodies or response.request.url.path.endswith("/embeddings")
+
+
+def note_answer(response: Any) -> None:
+    """The httpx response hook (sync clients): note ``response`` in the watched call, if any."""
+    watch = _WATCH.get()
+    if watch is None:
+        return
+    exchange = Exchange(response.request.url.path, response.status_code)
+    if _reads(watch, response):
+        exchange.answer = _json(response.read())
+    if watch.bodies:
+        exchange.sent = _json(response.request.content)
+    if watch.elsewhere is not None and watch.elsewhere():
+        watch.traced_elsewhere = True
+    watch.exchanges.append(exchange)
+
+
+async def note_answer_async(response: Any) -> None:
+    """:func:`note_answer` for async clients (the body read without blocking)."""
+    if _reads(_WATCH.get(), response):
+        await response.aread()
+    note_answer(response)
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def openai_clients(obj: Any, depth: int = 0) -> list[Any]:
+    """The OpenAI SDK clients a judge or embeddings object (or a wrapper of one) sends
+    through; nothing is imported (none when the SDK is not loaded)."""
+    openai = sys.modules.get("openai")
+    if openai is None or depth > 3 or obj is None or isinstance(obj, (str, bool)):
+        return []
+    if isinstance(obj, (openai.OpenAI, openai.AsyncOpenAI)):
+        return [obj]
+    found: list[Any] = []
+    for name in ("client", "async_client", "root_client", "root_async_client", "_client"):
+        found += [c for c in openai_clients(getattr(obj, name, None), depth + 1) if c not in found]
+    for name in ("langchain_llm", "embeddings"):  # RAGAS's and the package's wrappers
+        found += [c for c in openai_clients(getattr(obj, name, None), depth + 1) if c not in found]
+    return found
+
+
+def hook_clients(obj: Any) -> list[Any]:
+    """Give the OpenAI SDK clients of ``obj`` (the user's own too) the answer hook, once, so
+    usage and replies are read from the provider's answers whatever client was built."""
+    clients = openai_clients(obj)
+    for client in clients:
+        http = getattr(client, "_client", None)
+        hooks = getattr(http, "event_hooks", None)
+        if not isinstance(hooks, dict):
+            continue
+        is_async = inspect.iscoroutinefunction(getattr(http, "send", None))
+        hook = note_answer_async if is_async else note_answer
+        if hook not in hooks.get("response", ()):
+            http.event_hooks = {**hooks, "response": [*hooks.get("response", ()), hook]}
+    return clients
 
 
 # Set while a run sends a request whose 429 it asks again itself, after pausing the kind.
