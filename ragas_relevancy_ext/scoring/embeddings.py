@@ -25,6 +25,7 @@ from ..errors import EmbeddingShapeError
 from . import aio, tracing
 from .usage import (
     PROVIDER_REPORTS,
+    Exchange,
     Usage,
     hook_clients,
     note_answer,
@@ -129,9 +130,10 @@ async def metered(embeddings: Any, call: Any) -> Any:
         try:
             watch.result = await call
         except Exception:
-            record(Usage(embedding_requests=max(1, len(watch.exchanges))))
+            answered = sum(map(_embeddings_answer, watch.exchanges))
+            record(Usage(embedding_requests=max(1, answered)))
             raise
-        answers = [e.answer for e in watch.exchanges]
+        answers = [e.answer for e in watch.exchanges if _embeddings_answer(e)]
         counts = [
             tokens_from(a.get("usage") or {}, "prompt_tokens", "total_tokens")
             if isinstance(a, dict)
@@ -141,6 +143,10 @@ async def metered(embeddings: Any, call: Any) -> Any:
         tokens = sum(counts) if counts and None not in counts else None  # type: ignore[arg-type]
         record(Usage(embedding_requests=max(1, len(answers)), embedding_tokens=tokens))
     return watch.result
+
+
+def _embeddings_answer(exchange: Exchange) -> bool:
+    return exchange.path.endswith("/embeddings") and 200 <= exchange.status < 300
 
 
 _OPENAI_EMBEDDINGS = "openai.resources.embeddings"

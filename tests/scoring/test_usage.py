@@ -302,20 +302,16 @@ def test_a_synchronous_client_reports_the_servers_tokens(server: LoopbackServer)
     assert_embeddings_match(usage, server)
 
 
-def test_a_users_own_client_reports_requests_and_no_embedding_tokens(
-    server: LoopbackServer,
-) -> None:
-    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")  # not ours
+def test_a_users_own_client_reports_the_tokens_its_answers_carry(server: LoopbackServer) -> None:
+    client = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")  # not built by us
     metric = AnswerRelevancy(
         llm=judge_of("instructor", server),
         embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
     )
-    reports = run(metric)
-    usage = total(reports)
+    usage = total(run(metric))
     assert_judge_matches(usage, server)
-    assert usage.embedding_requests == server.usage("embeddings")["requests"] > 0
-    assert usage.embedding_tokens is None  # not reported, never 0
-    assert "tokens not reported" in format_report(reports[0])
+    assert usage.embedding_tokens is not None and usage.embedding_tokens > 0
+    assert_embeddings_match(usage, server)
 
 
 def test_gemini_embeddings_report_requests_and_no_tokens(server: LoopbackServer) -> None:
@@ -631,10 +627,12 @@ def test_judge_usage_is_read_where_each_provider_puts_it() -> None:
 )
 def test_embedding_tokens_are_read_from_each_answers_usage(answers: list[Any], tokens: Any) -> None:
     from ragas_relevancy_ext.scoring import embeddings as module
-    from ragas_relevancy_ext.scoring.usage import metering
+    from ragas_relevancy_ext.scoring import usage as module_usage
+    from ragas_relevancy_ext.scoring.usage import Exchange, metering
 
     async def call() -> list[list[float]]:
-        module._SDK_USAGE.get().extend(answers)  # as the HTTP client's hook notes them
+        watch = module_usage._WATCH.get()  # as the HTTP client's hook notes each answer
+        watch.exchanges.extend(Exchange("/v1/embeddings", 200, answer={"usage": a}) for a in answers)
         return [[1.0, 0.0]]
 
     async def measure() -> Usage:
