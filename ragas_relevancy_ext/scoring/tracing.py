@@ -39,6 +39,7 @@ __all__ = [
     "CAPTURE_CONTENT",
     "PROBE_EVENT",
     "SAMPLE_SPAN",
+    "TEXTS_EVENT",
     "OPT_IN",
     "attached_context",
     "capture_content",
@@ -60,6 +61,7 @@ CAPTURE_CONTENT = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 OPT_IN = "OTEL_SEMCONV_STABILITY_OPT_IN"  # gen_ai_latest_experimental: the newer capture modes
 SAMPLE_SPAN = "ragas_relevancy.sample"
 PROBE_EVENT = "ragas_relevancy.probe"
+TEXTS_EVENT = "ragas_relevancy.texts"  # the question and response, when texts go in events
 SCOPE = "ragas_relevancy_ext"
 _PROVIDERS = {"openai": "openai", "google": "gcp.gemini", "gemini": "gcp.gemini"}
 _PROVIDERS.update({"anthropic": "anthropic", "groq": "groq", "mistral": "mistral_ai"})
@@ -201,6 +203,9 @@ def note_report(current: Any, report: Any) -> None:
                 attributes[f"ragas_relevancy.usage.{name}"] = value
     current.set_attributes(attributes)
     texts = capture_content()[1]
+    if texts:  # in an event, as sample_span's attributes hold them for the span modes
+        asked = {"user_input": report.user_input, "response": report.response}
+        current.add_event(TEXTS_EVENT, {f"ragas_relevancy.{k}": v for k, v in asked.items() if v})
     for index, probe in enumerate(report.probes):
         event: dict[str, Any] = {
             "ragas_relevancy.probe.index": index,
@@ -289,7 +294,10 @@ def _client_span(
             attributes[key] = answer[name]
     choices = [c for c in answer.get("choices") or () if isinstance(c, dict)]
     if operation == "chat":
-        attributes["gen_ai.output.type"] = "json"
+        kind = sent.get("response_format")
+        kind = kind.get("type") if isinstance(kind, dict) else kind
+        if isinstance(kind, str):  # as the official instrumentation names it
+            attributes["gen_ai.output.type"] = "json" if kind.startswith("json_") else kind
         for name in _REQUEST:
             if isinstance(sent.get(name), (int, float)):
                 attributes[f"gen_ai.request.{name}"] = sent[name]

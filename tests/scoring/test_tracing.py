@@ -18,7 +18,6 @@ from opentelemetry.trace import StatusCode
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
 from ragas_relevancy_ext.scoring import tracing
 from ragas_relevancy_ext.scoring.tracing import CAPTURE_CONTENT, PROBE_EVENT, SAMPLE_SPAN
-from ragas_relevancy_ext.testing.loopback import LoopbackServer
 from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
     LangchainHashEmbeddings,
@@ -135,7 +134,11 @@ def test_texts_are_recorded_only_when_opted_in(spans, monkeypatch):
     (sample,) = by_name(spans, SAMPLE_SPAN)
     assert sample.attributes["ragas_relevancy.user_input"] == QUESTION
     assert sample.attributes["ragas_relevancy.response"] == ANSWER
-    asked = [e.attributes["ragas_relevancy.probe.question"] for e in sample.events]
+    asked = [
+        e.attributes["ragas_relevancy.probe.question"]
+        for e in sample.events
+        if e.name == PROBE_EVENT
+    ]
     assert asked == [p.question for p in report.probes]
     (chat,) = by_name(spans, "chat")
     sent = json.loads(chat.attributes["gen_ai.input.messages"])
@@ -251,30 +254,3 @@ def test_rows_of_a_batch_go_under_the_spans_their_caller_gave_them(spans):
         parent.end()
     by_parent = {s.parent.span_id: s for s in by_name(spans, SAMPLE_SPAN)}
     assert set(by_parent) == {p.get_span_context().span_id for p in parents}
-
-
-@pytest.mark.slow
-def test_real_sdk_calls_carry_model_server_and_token_usage_and_never_the_key(spans):
-    from ragas.embeddings import OpenAIEmbeddings
-    from ragas.llms import llm_factory
-
-    with LoopbackServer(width=32) as server:
-        client = server.openai_client(api_key=KEY)
-        metric = AnswerRelevancy(
-            llm=llm_factory("loop-judge", provider="openai", client=client),
-            embeddings=OpenAIEmbeddings(client=client, model="loop-embed"),
-        )
-        report = metric.score(user_input=QUESTION, response=ANSWER).report
-        port = server.port
-    (chat,) = by_name(spans, "chat loop-judge")
-    assert chat.attributes["gen_ai.provider.name"] == "openai"
-    assert chat.attributes["server.address"] == "127.0.0.1"
-    assert chat.attributes["server.port"] == port
-    assert chat.attributes["gen_ai.usage.input_tokens"] == report.usage.judge_prompt_tokens > 0
-    assert chat.attributes["gen_ai.usage.output_tokens"] == report.usage.judge_completion_tokens
-    assert chat.attributes["gen_ai.response.model"] == "loop-judge"
-    embedded = by_name(spans, "embeddings loop-embed")
-    assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in embedded) == (
-        report.usage.embedding_tokens
-    )
-    assert KEY not in every_text(spans)

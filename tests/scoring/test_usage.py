@@ -632,7 +632,9 @@ def test_embedding_tokens_are_read_from_each_answers_usage(answers: list[Any], t
 
     async def call() -> list[list[float]]:
         watch = module_usage._WATCH.get()  # as the HTTP client's hook notes each answer
-        watch.exchanges.extend(Exchange("/v1/embeddings", 200, answer={"usage": a}) for a in answers)
+        watch.exchanges.extend(
+            Exchange("/v1/embeddings", 200, answer={"usage": a}) for a in answers
+        )
         return [[1.0, 0.0]]
 
     async def measure() -> Usage:
