@@ -212,7 +212,7 @@ def _probes(report: RelevancyReport) -> Text:
 
 def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top: int) -> str:
     """A self-contained page in the style of the run pages (:mod:`.output.html`)."""
-    from .output.html import long_text, page_head, stats_list, text
+    from .output.html import change_class, long_text, page_head, stats_list, text
 
     r = c.result
     figures = [
@@ -239,13 +239,15 @@ def _page(c: Comparison, margin: float, id_column: str | None, worse: bool, top:
         ra, rb = c.a.reports[i], c.b.reports[j]
         cards.append(
             f'<article class="card"><h3>rows {c.a.numbers[i]}/{c.b.numbers[j]} '
-            f'<span class="score">{fmt(ra.score)} → {fmt(rb.score)} ({delta:+.4f})</span></h3>'
+            f'<span class="score {change_class(delta)}">{fmt(ra.score)} → {fmt(rb.score)} '
+            f"({delta:+.4f})</span></h3>"
             f"{long_text(ra.user_input, 'q')}<table><tr><th>A</th><th>B</th></tr>"
             f"<tr><td>{probes(ra)}</td><td>{probes(rb)}</td></tr></table></article>"
         )
     lines = "".join(f"<p>{text(line)}</p>" for line in _lines(c, margin, id_column, worse))
     return (
         f"{page_head('Answer relevancy: B against A')}\n"
-        f"<p>A: {text(c.a.path)}<br>B: {text(c.b.path)}</p>\n{stats_list(figures)}\n{lines}\n"
+        f"<p>A: {text(c.a.path)}<br>B: {text(c.b.path)}</p>\n"
+        f"{stats_list(figures, {3: change_class(r.diff)})}\n{lines}\n"
         f'<h2>Moved most</h2>\n<div class="cards">{"".join(cards)}</div>\n</body></html>\n'
     )

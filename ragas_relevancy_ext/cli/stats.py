@@ -245,8 +245,9 @@ class CostSummary:
         embeddings = replace(self.total, judge_prompt_tokens=0, judge_completion_tokens=0)
         return embeddings.cost(0.0, 0.0, self.prices.embeddings)
 
-    def lines(self) -> list[str]:
-        """Totals, per-row means and the cost, "not reported" where the provider said nothing."""
+    def lines(self, flags: bool = True) -> list[str]:
+        """Totals, per-row means and the cost, "not reported" where the provider said nothing;
+        a price not given is named by its option (``flags``) or, for a page, in words."""
         total, n = self.total, self.rows
         if not n:
             saved = f"usage {NOT_REPORTED}: {self.missing} row(s) saved without usage"
@@ -257,14 +258,15 @@ class CostSummary:
         return [
             f"usage ({covered}): {format_usage(total)}",
             f"per row: {format_usage(total, n)}",
-            f"cost: {self._cost_text()}",
+            f"cost: {self._cost_text(flags)}",
         ]
 
-    def _cost_text(self) -> str:
+    def _cost_text(self, flags: bool) -> str:
         judge, embeddings = self.judge_usd(), self.embeddings_usd()
+        named = ("--price-in and --price-out", "--price-embeddings") if flags else (None, None)
         parts = [
-            f"judge {_usd(judge, self.total.judge_tokens, '--price-in and --price-out')}",
-            f"embeddings {_usd(embeddings, self.total.embedding_tokens, '--price-embeddings')}",
+            f"judge {_usd(judge, self.total.judge_tokens, named[0])}",
+            f"embeddings {_usd(embeddings, self.total.embedding_tokens, named[1])}",
         ]
         if judge is not None and embeddings is not None:
             per_row = (judge + embeddings) / self.rows if self.rows else math.nan
@@ -278,11 +280,13 @@ def _dollars(value: float) -> str:
     return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.4g}"
 
 
-def _usd(value: float | None, tokens: int | None, flags: str) -> str:
+def _usd(value: float | None, tokens: int | None, flags: str | None) -> str:
     if value is not None:
         return _dollars(value)
     if tokens is None:
         return f"not known: tokens {NOT_REPORTED}"
+    if flags is None:
+        return "not known: no price per million tokens was given for this run"
     return f"not known: give {flags} (USD per million tokens)"
 
 

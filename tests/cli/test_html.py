@@ -5,9 +5,15 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
+from html.parser import HTMLParser
+from pathlib import Path
 
+from test_diff import invoke as invoke_diff
+from test_diff import write as write_run
 from test_writers import make_report  # one report maker for both files
 
+from ragas_relevancy_ext.cli.output.console import OFFLINE_CAUTION
 from ragas_relevancy_ext.cli.output.html import (
     CLIP,
     FULL_CAP,
@@ -17,8 +23,9 @@ from ragas_relevancy_ext.cli.output.html import (
     worst_rows,
 )
 from ragas_relevancy_ext.cli.output.html import write as write_html
-from ragas_relevancy_ext.cli.stats import summarise
+from ragas_relevancy_ext.cli.stats import summarise, summarise_cost
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
+from ragas_relevancy_ext.scoring.usage import Usage
 
 HOSTILE = '<script>alert("x")</script><img src=x onerror=alert(1)>'
 
@@ -95,7 +102,7 @@ def test_worst_rows_name_the_probe_that_pulled_each_down():
         "no probe stands out",
     ]
     # and in the card, the probe itself carries how much it pulled
-    assert '<span class="flag pull">pulled the score down by 0.35</span>' in page
+    assert '<span class="flag down">pulled the score down by 0.35</span>' in page
 
 
 def test_worst_rows_count_the_ties_left_out():
@@ -190,9 +197,121 @@ def test_the_nan_figure_names_its_causes():
 
 def test_on_a_phone_the_probe_table_s_long_header_wraps_and_the_bar_column_goes():
     page = page_for(make_report())
-    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1).replace("\n", "")
-    rules = re.findall(r"([^{}]+)\{([^{}]*)\}", style)
+    rules = css_rules(page)
     assert (".probes th:first-child", "white-space:normal") in rules  # not nowrap as every th
-    phone = style.split("@media (max-width:600px){", 1)[1]
-    assert ".probes td:nth-child(2),.probes th:nth-child(2){display:none}" in phone
-    assert '<table class="probes"><tr><th>probe (a question' in page  # the cells the rules pick
+    hidden = hidden_on_a_phone(page)
+    assert ".bars" in hidden and page.count('<td class="bars"><div class="bar">') == 2
+    for text in ("When did A17 ship?", "What shipped?"):  # the probes stay, their bars go
+        cells = [c for c in classes_around(page, text) if "probes" in c]
+        assert cells and not [s for c in cells for s in hidden if hides(s, c)]
+
+
+def css_rules(page: str) -> list[tuple[str, str]]:
+    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1).replace("\n", "")
+    return re.findall(r"([^{}]+)\{([^{}]*)\}", style)
+
+
+def hidden_on_a_phone(page: str) -> list[str]:
+    """The selectors the page hides at 390 px (its max-width:600px block)."""
+    style = re.search(r"<style>(.*?)</style>", page, re.S).group(1).replace("\n", "")
+    phone, depth = style.split("@media (max-width:600px){", 1)[1], 1
+    for end, char in enumerate(phone):  # up to the block's own closing brace
+        depth += {"{": 1, "}": -1}.get(char, 0)
+        if depth == 0:
+            phone = phone[:end]
+            break
+    found = re.findall(r"([^{}]+)\{[^{}]*display:none", phone)
+    return [selector.strip() for group in found for selector in group.split(",")]
+
+
+def hides(selector: str, classes: set[str]) -> bool:
+    """Whether ``selector`` (class names only: ``.a .b``) picks an element whose classes and
+    its ancestors' are ``classes``; a selector that counts columns by position is refused."""
+    assert re.fullmatch(r"(\.[\w-]+\s*)+", selector), f"not by class: {selector}"
+    return set(re.findall(r"\.([\w-]+)", selector)) <= classes
+
+
+class ClassPaths(HTMLParser):
+    """The classes of every element open around each piece of text (and its own)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.open: list[tuple[str, set[str]]] = []
+        self.texts: list[tuple[str, set[str]]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in ("br", "meta", "input", "line", "rect"):
+            self.open.append((tag, set((dict(attrs).get("class") or "").split())))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.open and self.open.pop()[0] != tag:
+            pass
+
+    def handle_data(self, data: str) -> None:
+        self.texts.append((data, set().union(*(c for _, c in self.open))))
+
+
+def classes_around(page: str, text: str) -> list[set[str]]:
+    """For each place ``text`` is shown, the classes of it and the elements around it."""
+    parser = ClassPaths()
+    parser.feed(page)
+    return [classes for data, classes in parser.texts if text in data]
+
+
+def diff_page(tmp_path: Path) -> str:
+    """``diff --html`` of two runs in which question 1 drops and question 2 rises."""
+    rows = [(f"Question {i}?", [0.5, 0.55, 0.6], {}) for i in range(8)]
+    moved = list(rows)
+    moved[1] = ("Question 1?", [0.3, 0.35, 0.4], {})
+    moved[2] = ("Question 2?", [0.9, 0.85, 0.95], {})
+    a, b = write_run(tmp_path / "a.jsonl", rows), write_run(tmp_path / "b.jsonl", moved)
+    page = tmp_path / "diff.html"
+    assert invoke_diff("diff", a, b, "--html", page, "--top", "2").exit_code in (0, 1)
+    return page.read_text(encoding="utf-8")
+
+
+def test_on_a_phone_the_diff_page_keeps_its_probe_questions(tmp_path):
+    page = diff_page(tmp_path)
+    questions = ["Question 1? probe 0", "Question 2? probe 2"]  # each run's probes of the rows
+    hidden = hidden_on_a_phone(page)
+    assert hidden  # the narrow-screen rules the score page needs are on this page too
+    for question in questions:
+        cells = [c for c in classes_around(page, question) if "probes" in c]
+        assert cells  # a question cell of a probe table
+        assert not [s for c in cells for s in hidden if hides(s, c)], question
+
+
+def test_a_drop_is_red_and_a_rise_green_on_both_pages(tmp_path):
+    def colour(css_class: str, page: str) -> tuple[int, int, int]:
+        (rule,) = [body for selector, body in css_rules(page) if selector == f".{css_class}"]
+        hex_ = re.search(r"background:#([0-9a-f]{6})", rule).group(1)
+        return int(hex_[0:2], 16), int(hex_[2:4], 16), int(hex_[4:6], 16)
+
+    page = diff_page(tmp_path)
+    chips = dict(re.findall(r'<span class="score ([a-z]*)">[^<]*\(([+-])\d', page))
+    assert chips == {"down": "-", "up": "+"}  # the drop 0.5500 -> 0.3500 and the rise
+    tile = re.search(r'<li><b class="([a-z]+)">[^<]*</b><span>B - A', page)
+    red, green, _ = colour("down", page)
+    assert red > green  # a drop is red
+    red, green, _ = colour("up", page)
+    assert green > red  # a rise is green
+    assert tile is not None and tile.group(1) == "up"  # B's mean is higher: its tile is green
+    score_page = page_for(make_report(0.3, probes=[Probe("Q?", 0, 0.9), Probe("R?", 0, 0.1)]))
+    assert re.search(r'<span class="flag down">pulled the score down by', score_page)
+    red, green, _ = colour("down", score_page)
+    assert red > green
+
+
+def test_tiles_keep_each_figure_whole_and_the_page_names_no_command_line_option(tmp_path):
+    items = [(1, make_report(usage=Usage(1, 800, 50, 2, 30))), (2, make_report(0.4))]
+    summary = summarise([(n, r.score, r.user_input) for n, r in items])
+    summary = replace(summary, cost=summarise_cost([r.usage for _, r in items]))
+    page = render_html(items, summary, {"judge": "offline", "caution": OFFLINE_CAUTION})
+    tiles = [body.split(";") for selector, body in css_rules(page) if selector == ".stats b"]
+    assert tiles and all("white-space:normal" not in body for body in tiles)
+    assert any("white-space:nowrap" in body for body in tiles)
+    assert "What it cost" in page and "no price per million tokens was given" in page
+    for shown in (page, diff_page(tmp_path)):  # no option to give: a reader runs no command
+        parser = ClassPaths()
+        parser.feed(re.sub(r"<style>.*?</style>", "", shown, flags=re.S))
+        assert not re.findall(r"(?<![\w-])--[a-z]", " ".join(data for data, _ in parser.texts))

@@ -28,6 +28,7 @@ from ...scoring.report import (
     weak_point,
 )
 from . import Item
+from .console import OFFLINE_CAUTION
 from .files import check_target, write_atomically
 
 if TYPE_CHECKING:
@@ -78,6 +79,11 @@ def is_ours(path: str | Path) -> bool:
 def render_html(items: Sequence[Item], summary: Summary, meta: Mapping[str, str]) -> str:
     """The page as a string."""
     caution = meta.get("caution")
+    if caution == OFFLINE_CAUTION:  # the terminal's words name an option; a reader runs none
+        caution = (
+            "these scores come from the offline judge, which makes each probe from the answer's "
+            "first sentence: they show how the metric works, not how good the answers are"
+        )
     used = "".join(
         f"<tr><th>{text(k)}</th><td>{text(v)}</td></tr>" for k, v in meta.items() if k != "caution"
     )
@@ -123,10 +129,19 @@ def text(value: object) -> str:
     return escape(neutralise_controls(str(value)))
 
 
-def stats_list(figures: Sequence[tuple[str, str]]) -> str:
-    """(figure, what it is) pairs as a row of tiles."""
-    tiles = "".join(f"<li><b>{text(v)}</b><span>{text(k)}</span></li>" for v, k in figures)
+def stats_list(figures: Sequence[tuple[str, str]], marks: Mapping[int, str] | None = None) -> str:
+    """(figure, what it is) pairs as a row of tiles; ``marks``: a class for some figures."""
+    marked = {i: f' class="{css}"' for i, css in (marks or {}).items() if css}
+    tiles = "".join(
+        f"<li><b{marked.get(i, '')}>{text(v)}</b><span>{text(k)}</span></li>"
+        for i, (v, k) in enumerate(figures)
+    )
     return f'<ul class="stats">{tiles}</ul>'
+
+
+def change_class(delta: float) -> str:
+    """The colour of a change: ``down`` (red) for a drop, ``up`` (green) for a rise."""
+    return "down" if delta < 0 else "up" if delta > 0 else ""
 
 
 def long_text(text: str, css_class: str = "text") -> str:
@@ -180,7 +195,7 @@ def _stats(kinds: Counter[str], summary: Summary) -> str:
 
 def _cost(summary: Summary) -> str:
     """What the run cost: totals, per-row means and USD, as the summary's lines say it."""
-    lines = summary.cost.lines() if summary.cost is not None else []
+    lines = summary.cost.lines(flags=False) if summary.cost is not None else []
     items = "".join(f"<li>{text(line)}</li>" for line in lines)
     return f'<h2>What it cost</h2><ul class="cost">{items}</ul>' if items else ""
 
@@ -365,16 +380,16 @@ def _probe_table(report: RelevancyReport) -> str:
         pull = pulls.get(id(probe), 0.0)
         flag_html = _flags(
             (probe.noncommittal, "flag", "noncommittal"),
-            (id(probe) in pulls, "flag pull", f"pulled the score down by {pull:.2f}"),
+            (id(probe) in pulls, "flag down", f"pulled the score down by {pull:.2f}"),
             (tag, "flag", f"in {tag}"),
         )
         width = max(0.0, min(1.0, probe.cosine)) * 100 if _finite(probe.cosine) else 0.0
         rows.append(
             f"<tr><td>{long_text(probe.question, 'probe')}{flag_html}</td>"
-            f'<td><div class="bar"><span style="width:{width:.1f}%"></span></div></td>'
+            f'<td class="bars"><div class="bar"><span style="width:{width:.1f}%"></span></div></td>'
             f'<td class="num">{fmt(probe.cosine)}</td></tr>'
         )
-    head = "<tr><th>probe (a question the judge wrote from the answer)</th><th></th>"
+    head = '<tr><th>probe (a question the judge wrote from the answer)</th><th class="bars"></th>'
     return f'<table class="probes">{head}<th>similarity</th></tr>{"".join(rows)}</table>'
 
 
