@@ -329,7 +329,7 @@ def hook_clients(obj: Any) -> list[Any]:
     usage and replies are read from the provider's answers whatever client was built."""
     clients = openai_clients(obj)
     for client in clients:
-        http = getattr(client, "_client", None)
+        http: Any = getattr(client, "_client", None)
         hooks = getattr(http, "event_hooks", None)
         if not isinstance(hooks, dict):
             continue
