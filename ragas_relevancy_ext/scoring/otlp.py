@@ -13,7 +13,7 @@ from urllib.parse import SplitResult, urlsplit
 
 from ..errors import UsageError
 from .redaction import redact
-from .tracing import attached_context, tracer, use_provider
+from .tracing import _State, attached_context, tracer, use_provider
 
 __all__ = [
     "OTEL_EXTRA",
@@ -29,11 +29,6 @@ __all__ = [
 OTEL_EXTRA = "pip install 'ragas-relevancy-ext[otel]'"
 TRACES_PATH = "/v1/traces"
 SERVICE = "ragas-relevancy"
-
-
-class _Exporting:
-    provider: Any = None  # set up by export_to, and the URL it sends to
-    url: str | None = None
 
 
 def otlp_traces_url(
@@ -86,21 +81,19 @@ def exporting(url: str | None, service: str = SERVICE) -> Iterator[bool]:
     if url is None:
         yield False
         return
-    saved = _Exporting.provider, _Exporting.url
-    _Exporting.provider = None  # a provider of its own, shut down at the end
+    previous = use_provider(None)
     provider = export_to(url, service)
     try:
         yield True
     finally:
-        _Exporting.provider, _Exporting.url = saved
-        use_provider(saved[0])
+        use_provider(previous)
         provider.shutdown()  # sends what is left
 
 
 def export_to(url: str, service: str = SERVICE) -> Any:
-    """Send this process's spans to ``url`` from now on (a Ray actor: for its lifetime)."""
-    if _Exporting.provider is not None and _Exporting.url == url:
-        return _Exporting.provider
+    """Send this process's spans to ``url`` from now on (a Ray actor: for its lifetime), from a
+    tracer provider of the package's own; the exporter and batch processor read their other
+    settings (headers, timeout, compression, batch sizes) from ``OTEL_*`` themselves."""
     if not sdk_installed():
         raise UsageError(f"sending traces needs the [otel] extra: {OTEL_EXTRA}")
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -108,20 +101,19 @@ def export_to(url: str, service: str = SERVICE) -> Any:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    # OTEL_SERVICE_NAME, when set, names the service; headers, timeout and compression come
-    # from the standard OTEL_EXPORTER_OTLP_* variables, which the exporter reads itself
+    # OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES are read by Resource.create; given
+    # attributes win over them, so the default name is given only when the variable is unset
     named = {} if os.environ.get("OTEL_SERVICE_NAME", "").strip() else {"service.name": service}
     provider = TracerProvider(resource=Resource.create(named))
     provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=url)))
-    _Exporting.provider, _Exporting.url = provider, url
     use_provider(provider)
     return provider
 
 
 def flush() -> None:
     """Send the spans waiting in the exporter :func:`export_to` set up (a Ray batch's)."""
-    if _Exporting.provider is not None:
-        _Exporting.provider.force_flush()
+    if _State.own is not None:
+        _State.own.force_flush()
 
 
 def carrier() -> dict[str, str]:

@@ -104,14 +104,6 @@ def _version() -> str | None:
         return None
 
 
-# (on span attributes, on span events) for each value of the capture variable, under the opt-in
-_MODES = {
-    "SPAN_ONLY": (True, False),
-    "EVENT_ONLY": (False, True),
-    "SPAN_AND_EVENT": (True, True),
-}
-
-
 def capture_content() -> tuple[bool, bool]:
     """Where texts go, (on span attributes, in span events), as the official GenAI
     instrumentation reads its switches: with ``OTEL_SEMCONV_STABILITY_OPT_IN`` naming
@@ -120,7 +112,8 @@ def capture_content() -> tuple[bool, bool]:
     value = os.environ.get(CAPTURE_CONTENT, "").strip()
     opted = os.environ.get(OPT_IN, "").split(",")
     if "gen_ai_latest_experimental" in (o.strip() for o in opted):
-        return _MODES.get(value.upper(), (False, False))
+        mode = value.upper()
+        return mode in ("SPAN_ONLY", "SPAN_AND_EVENT"), mode in ("EVENT_ONLY", "SPAN_AND_EVENT")
     return (True, True) if value.lower() == "true" else (False, False)
 
 
