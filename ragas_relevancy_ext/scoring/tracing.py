@@ -252,24 +252,30 @@ def client_call(operation: str, client: Any, prompt: str | None = None) -> Itera
         if outer is not None:
             outer.add(own.usage)
         if not watch.traced_elsewhere:
-            _client_span(found, operation, client, prompt, watch, own.usage, parent, start, error)
+            call = found.start_span(
+                **_client_span(operation, client, watch, own.usage),
+                context=parent,
+                start_time=start,
+            )
+            on_span, in_event = capture_content()
+            if operation == "chat" and (on_span or in_event):
+                texts = _messages(watch, prompt)
+                if on_span:
+                    call.set_attributes(texts)
+                if in_event:
+                    call.add_event("gen_ai.client.inference.operation.details", texts)
+            if error is not None:
+                _failed(call, error)
+            call.end()
 
 
 # the request's parameters the official instrumentation records, by their name in the body
 _REQUEST = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency_penalty", "seed")
 
 
-def _client_span(
-    found: Any,
-    operation: str,
-    client: Any,
-    prompt: str | None,
-    watch: Watch,
-    usage: Any,
-    parent: Any,
-    start: int,
-    error: BaseException | None,
-) -> None:
+def _client_span(operation: str, client: Any, watch: Watch, usage: Any) -> dict[str, Any]:
+    """The name, kind, attributes and links of a call's span, from what it sent and was
+    answered (the last request and answer), as the official instrumentation records them."""
     from opentelemetry.trace import Link, SpanKind
 
     provider, model, server = _describe(client)
@@ -280,8 +286,7 @@ def _client_span(
         attributes["server.address"], port = server
         if port is not None:
             attributes["server.port"] = port
-    sent = next((e.sent for e in reversed(watch.exchanges) if isinstance(e.sent, dict)), {})
-    answer = next((e.answer for e in reversed(watch.exchanges) if isinstance(e.answer, dict)), {})
+    sent, answer = _last(watch, "sent"), _last(watch, "answer")
     for key, name in (("gen_ai.response.model", "model"), ("gen_ai.response.id", "id")):
         if isinstance(answer.get(name), str):
             attributes[key] = answer[name]
@@ -313,28 +318,24 @@ def _client_span(
     links = [Link(c) for c in _LINKS.get() or () if c.is_valid]
     if links:
         attributes["ragas_relevancy.samples"] = len(links) + 1
-    current = found.start_span(
-        f"{operation} {model}", parent, SpanKind.CLIENT, attributes, links, start_time=start
-    )
-    on_span, in_event = capture_content()
-    if operation == "chat" and (on_span or in_event):
-        texts = _messages(sent, prompt, choices, watch.result)
-        if on_span:
-            current.set_attributes(texts)
-        if in_event:
-            current.add_event("gen_ai.client.inference.operation.details", texts)
-    if error is not None:
-        _failed(current, error)
-    current.end()
+    name = f"{operation} {model}"
+    return dict(name=name, kind=SpanKind.CLIENT, attributes=attributes, links=links)
 
 
-def _messages(sent: dict[str, Any], prompt: Any, choices: list[Any], reply: Any) -> dict[str, str]:
+def _last(watch: Watch, part: str) -> dict[str, Any]:
+    """The last request body (``sent``) or answer (``answer``) of the call read as JSON."""
+    bodies = (getattr(e, part) for e in reversed(watch.exchanges))
+    return next((body for body in bodies if isinstance(body, dict)), {})
+
+
+def _messages(watch: Watch, prompt: Any) -> dict[str, str]:
     """The messages sent and answered, in the GenAI conventions' JSON: as the request's body
     and answer held them (a system message of instructor's too), else the prompt and reply."""
-    asked = sent.get("messages") or [{"role": "user", "content": prompt}]
+    asked = _last(watch, "sent").get("messages") or [{"role": "user", "content": prompt}]
+    choices = [c for c in _last(watch, "answer").get("choices") or () if isinstance(c, dict)]
     answered = [c.get("message") or {} for c in choices]
-    if not choices and hasattr(reply, "model_dump_json"):
-        answered = [{"role": "assistant", "content": reply.model_dump_json()}]
+    if not choices and hasattr(watch.result, "model_dump_json"):
+        answered = [{"role": "assistant", "content": watch.result.model_dump_json()}]
     reasons = [c.get("finish_reason") or "error" for c in choices] or ["stop"] * len(answered)
     outputs = [
         {**_message(m, "assistant"), "finish_reason": r}
