@@ -8,10 +8,11 @@ import asyncio
 import os
 import re
 import threading
-import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
+
+from .aio import PerLoop
 
 AUTO = "auto"
 Classify = Callable[[str], tuple[str, float]]  # a text's language code and the model's score
@@ -93,9 +94,7 @@ class AdaptedPrompts:
 
     def __init__(self) -> None:
         self._done: dict[tuple[Any, ...], Any] = {}
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._locks = PerLoop(asyncio.Lock)
 
     async def get(self, prompt: Any, language: str, llm: Any) -> Any:
         """``prompt`` adapted to ``language`` with ``llm``; ``"auto"`` gives it unchanged."""
@@ -104,9 +103,7 @@ class AdaptedPrompts:
         key = (type(prompt), prompt.instruction, repr(prompt.examples), language)
         if key in self._done:
             return self._done[key]
-        loop = asyncio.get_running_loop()
-        lock = self._locks.setdefault(loop, asyncio.Lock())
-        async with lock:
+        async with self._locks.get():
             if key not in self._done:
                 self._done[key] = await prompt.adapt(language, llm=_adapt_llm(llm))
         return self._done[key]
