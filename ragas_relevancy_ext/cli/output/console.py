@@ -15,7 +15,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from rich import box
 from rich.console import Console
@@ -50,7 +50,7 @@ def make_console(stderr: bool = False) -> Console:
     console = TerminalConsole(file=stream, **plain)
     if not console.is_terminal:
         width = None if "COLUMNS" in os.environ else PIPED_WIDTH
-        console = TerminalConsole(file=TrimmedLines(stream), width=width, **plain)
+        console = TerminalConsole(file=cast(IO[str], TrimmedLines(stream)), width=width, **plain)
     return console
 
 
