@@ -97,7 +97,7 @@ def test_diverse_duplicates_are_dropped_and_the_missing_asked_again():
 def test_at_most_two_extra_calls_then_scores_what_it_has():
     replies = [[(P1, 0)] * 3, [(P1, 0)], [(P1, 0)], [(P2, 0)]]
     result, judge = run(replies)
-    assert judge.calls == 1 + MAX_EXTRA_CALLS == 3
+    assert judge.calls == 1 + MAX_EXTRA_CALLS
     assert [p.question for p in result.report.probes] == [P1]
     assert result.value == pytest.approx(result.report.probes[0].cosine)
     assert any("kept 1 of 3 probes after 3 judge call(s)" in n for n in result.report.notes)
