@@ -32,6 +32,7 @@ __all__ = [
     "MODE_NAMES",
     "ProbeMode",
     "ProbeSet",
+    "Prompt",
     "PromptSpec",
     "collect_probes",
     "normalise_question",
