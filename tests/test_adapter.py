@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import copy
+import pickle
 import random
 import sys
 from typing import Any
@@ -188,6 +190,36 @@ def test_concurrent_async_calls_share_the_cap() -> None:
 
     assert asyncio.run(both()) == [per_text(TEXTS[:6]), per_text(TEXTS[6:12])]
     assert inner.peak == 2  # the object's cap, across both calls
+
+
+def test_a_later_max_concurrency_holds_in_a_loop_already_used() -> None:
+    inner = CollapsingEmbeddings(max_delay=0.005)
+    wrapped = OneTextPerCall(inner, max_concurrency=2)
+
+    async def run() -> int:
+        await wrapped.aembed_texts(TEXTS[:6])
+        first, inner.peak = inner.peak, 0
+        wrapped.max_concurrency = 4
+        await wrapped.aembed_texts(TEXTS[:12])
+        return first
+
+    assert asyncio.run(run()) == 2 and inner.peak == 4
+
+
+@pytest.mark.parametrize(
+    "copy_of", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))], ids=["deepcopy", "pickle"]
+)
+def test_an_object_in_use_copies_and_the_copy_keeps_the_cap(copy_of: Any) -> None:
+    wrapped = OneTextPerCall(CollapsingEmbeddings(max_delay=0.005), max_concurrency=2)
+
+    async def in_use() -> Any:
+        await wrapped.aembed_texts(TEXTS[:4])
+        return copy_of(wrapped)  # made while the loop's cap exists
+
+    copied = asyncio.run(in_use())
+    copied.inner.peak = 0
+    assert copied.embed_texts(TEXTS[:6]) == per_text(TEXTS[:6])
+    assert copied.inner.peak == 2
 
 
 def test_a_runs_slot_bounds_each_texts_request() -> None:

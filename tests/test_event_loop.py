@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import threading
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ def model_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
     monkeypatch.setattr(py3langid.langid, "IDENTIFIER", None)
     monkeypatch.setattr(py3langid.langid, "_load_identifier", load)
-    monkeypatch.setattr(languages, "_DETECTOR", Future(), raising=False)
+    monkeypatch.setattr(languages, "_DETECTORS", {})
     return loads
 
 

@@ -148,12 +148,12 @@ def test_async_encodes_run_one_at_a_time_in_one_thread(local_model: Any, monkeyp
     assert threading.get_ident() not in threads  # never on the event loop's thread
     for batch, got in zip(batches, vectors, strict=True):
         assert np.allclose(got, local_model.embed_texts(batch), atol=1e-6)
-    copied = copy.copy(local_model)  # a copy makes its own worker thread
-    assert "_encode_pool" not in copied.__dict__
+    seen = set(threads)
+    copied = copy.deepcopy(local_model)  # a copy encodes in a worker thread of its own
     assert asyncio.run(copied.aembed_text("Where is order A1?")) == pytest.approx(
         vectors[1][0], abs=1e-6
     )
-    assert copied.__dict__["_encode_pool"] is not local_model.__dict__["_encode_pool"]
+    assert len(threads - seen) == 1
 
 
 def test_device_and_batch_size_reach_the_model(monkeypatch) -> None:
@@ -171,11 +171,10 @@ def test_device_and_batch_size_reach_the_model(monkeypatch) -> None:
     assert seen == [4]
 
 
-def test_a_copy_made_before_first_use_encodes_in_a_thread_of_its_own(local_model: Any) -> None:
-    import copy
-
+def test_a_copy_made_before_or_after_first_use_encodes(local_model: Any) -> None:
     fresh = local_embeddings(device="cpu")
-    twin = copy.deepcopy(fresh)  # before any encode: no worker thread to leave behind yet
+    twin = copy.deepcopy(fresh)  # before any encode
     vectors = asyncio.run(twin.aembed_texts(["Where is order A17?"]))
     assert np.allclose(vectors, local_model.embed_texts(["Where is order A17?"]), atol=1e-6)
-    assert "_encode_pool" in vars(twin) and "_encode_pool" not in vars(fresh)
+    again = copy.deepcopy(twin)  # after one: its worker thread is not copied, a new one is made
+    assert asyncio.run(again.aembed_texts(["Where is order A17?"])) == vectors

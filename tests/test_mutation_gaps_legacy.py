@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-from concurrent.futures import Future
 from typing import Any
 
 import py3langid.langid
@@ -191,7 +190,7 @@ def model_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
 
     monkeypatch.setattr(py3langid.langid, "IDENTIFIER", None)
     monkeypatch.setattr(py3langid.langid, "_load_identifier", load)
-    monkeypatch.setattr(languages, "_DETECTOR", Future(), raising=False)
+    monkeypatch.setattr(languages, "_DETECTORS", {})
     return loads
 
 

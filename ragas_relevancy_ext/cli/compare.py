@@ -34,7 +34,7 @@ from .output.console import (
 )
 from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
-__all__ = ["Comparison", "compare", "compare_rows", "compare_table", "cost_table"]
+__all__ = ["RowParity", "compare", "compare_rows", "compare_table", "cost_table"]
 
 DEFAULT_OURS = ProbePrompt("diverse")  # type: ignore[call-arg]  # the default probe mode
 
@@ -94,7 +94,7 @@ def compare(
 
 
 @dataclass
-class Comparison:
+class RowParity:
     """One row compared: stock's score (None when stock failed), ours, and any error."""
 
     row: Row
@@ -117,7 +117,7 @@ class Comparison:
         return not (gap <= tol) and not (math.isnan(self.stock) and math.isnan(self.ours))
 
 
-async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[Comparison]:
+async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[RowParity]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time, and ours in
     ``cost_mode``, for its score and usage."""
     from ..errors import cause_of, failure_text
@@ -128,16 +128,16 @@ async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[
     check = functools.partial(compare_with_stock, judge, embeddings, cost_mode=cost_mode)
     rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
 
-    async def one(row: Row) -> Comparison:
+    async def one(row: Row) -> RowParity:
         async with rows_in_flight:
             try:
                 result = await check(row.user_input, row.response, settings.strictness)
             except Exception as exc:  # one row failing is reported with the others
                 error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
-                return Comparison(row, None, math.nan, False, error=error)
+                return RowParity(row, None, math.nan, False, error=error)
         stock_error = redact(result.stock_error) if result.stock_error else None
         cost = result.cost_report
-        return Comparison(
+        return RowParity(
             row,
             result.stock_score,
             result.ours_score,
@@ -152,7 +152,7 @@ async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[
 
 
 def _print_cost(
-    console: Console, results: list[Comparison], mode: str, strictness: int, prices: Prices
+    console: Console, results: list[RowParity], mode: str, strictness: int, prices: Prices
 ) -> None:
     """Stock's requests and tokens against ours, row by row and in total, and in USD."""
     from .stats import summarise_cost
@@ -165,7 +165,7 @@ def _print_cost(
         print_cost(console, summarise_cost(usages, prices), prefix=f"{name} ")
 
 
-def compare_table(results: Sequence[Comparison], mode: str) -> Table:
+def compare_table(results: Sequence[RowParity], mode: str) -> Table:
     """The rows side by side: stock, ours in stock mode, their gap and whether the prompts were
     the same (the parity check), then the score ours gives in ``mode``."""
     table = simple_table(
@@ -193,14 +193,16 @@ def compare_table(results: Sequence[Comparison], mode: str) -> Table:
 
 # Headers on two lines, so 80 columns hold them whole
 _COST_HEADERS = ("judge\nreq", "prompt\ntok", "compl.\ntok", "emb\nreq", "emb\ntok")
-_COST_HEADERS += ("prompt\n×stock", "tokens\n×stock")
+_RATIO_HEADERS = ("prompt\n×stock", "tokens\n×stock")
 
 
 def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
     """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
     tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
     tokens (never 0)."""
-    table = simple_table(*right("row", style="dim"), "probes", *right(*_COST_HEADERS))
+    table = simple_table(
+        *right("row", style="dim"), "probes", *right(*_COST_HEADERS, *_RATIO_HEADERS)
+    )
 
     def add(label: str, stock: Usage | None, ours: Usage | None, style: str = "") -> None:
         table.add_row(label, "stock", *_usage_cells(stock), "", "", style=style)
@@ -217,8 +219,13 @@ def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str
 def _usage_cells(usage: Usage | None) -> list[str]:
     if usage is None:
         return ["-"] * 5
-    counts = (usage.judge_requests, usage.judge_prompt_tokens, usage.judge_completion_tokens)
-    counts += (usage.embedding_requests, usage.embedding_tokens)
+    counts = (
+        usage.judge_requests,
+        usage.judge_prompt_tokens,
+        usage.judge_completion_tokens,
+        usage.embedding_requests,
+        usage.embedding_tokens,
+    )
     return ["n/r" if count is None else f"{count:,}" for count in counts]
 
 

@@ -23,8 +23,8 @@ from .output.console import (
     print_causes,
     print_caution,
     print_header,
+    print_scores,
     print_summary,
-    print_table,
 )
 from .saved import SavedRun, run_bars
 
@@ -89,7 +89,7 @@ def show(
     print_header(console, {**fields, "showing": showing})
     if table is not False:
         reasons = row is not None or worst is not None
-        print_table(console, chosen, probes=probes, reasons=reasons)
+        print_scores(console, chosen, probes, reasons, rows=max(n for n, _ in chosen))
     summary = summary_of(items)
     if row is None:
         print_summary(console, summary, dict(items))

@@ -5,15 +5,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from .usage import PROVIDER_REPORTS, estimate_tokens
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync", "send"]
+__all__ = ["DEFAULT_MAX_CONCURRENCY", "PerLoop", "request", "run_method", "run_sync", "send"]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
@@ -22,7 +23,7 @@ DEFAULT_MAX_CONCURRENCY = 16
 RATE_LIMIT_ATTEMPTS = 6
 
 
-async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
+async def run_method(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
     """``await obj.<async_name>(...)``, or ``obj.<sync_name>(...)`` in a worker thread when
     ``obj`` sits on a synchronous client (``is_async`` False), so the loop is never blocked."""
     if getattr(obj, "is_async", True) is False:
@@ -83,3 +84,24 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
         return asyncio.run(coro)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="ragas-relevancy-sync") as pool:
         return pool.submit(contextvars.copy_context().run, asyncio.run, coro).result()
+
+
+class PerLoop(Generic[T]):
+    """One ``make()`` per running event loop, as asyncio's locks and semaphores belong to the
+    loop they first wait in (a sync call runs a loop of its own); a copy or pickle starts empty."""
+
+    def __init__(self, make: Callable[[], T]) -> None:
+        self.make = make
+        self._made: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, T] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self) -> T:
+        """The running loop's own, made on its first use."""
+        loop = asyncio.get_running_loop()
+        if loop not in self._made:
+            self._made[loop] = self.make()
+        return self._made[loop]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (PerLoop, (self.make,))

@@ -46,7 +46,7 @@ def unit_rows(matrix: np.ndarray) -> np.ndarray:
         return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
 
 
-def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
+def non_finite(values: Sequence[float] | np.ndarray, what: str = "cosine") -> str | None:
     """A sentence naming the values that are NaN or infinite, or None when all are finite."""
     bad = [i for i, v in enumerate(values, 1) if not math.isfinite(float(v))]
     if not bad:
@@ -55,7 +55,7 @@ def non_finite(values: Sequence[float], what: str = "cosine") -> str | None:
     return f"{len(bad)} of {len(values)} {what}(s) not finite ({listed})"
 
 
-def relevancy_score(cosines: Sequence[float], noncommittal: Sequence[int]) -> float:
+def relevancy_score(cosines: Sequence[float] | np.ndarray, noncommittal: Sequence[int]) -> float:
     """Mean cosine, times 0 when every probe is noncommittal; NaN (not measured) with no probe."""
     if len(cosines) != len(noncommittal):
         raise ValueError(f"{len(cosines)} cosines but {len(noncommittal)} noncommittal flags")

@@ -92,7 +92,7 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
     check_options(embeddings, kwargs)
     if embeddings_kind(embeddings) == "modern":
         return await metered(
-            embeddings, aio.call(embeddings, "aembed_text", "embed_text", text, **kwargs)
+            embeddings, aio.run_method(embeddings, "aembed_text", "embed_text", text, **kwargs)
         )
     return await metered(embeddings, embeddings.aembed_query(text))
 
@@ -180,7 +180,7 @@ async def embed_texts(
 
     def make() -> Any:
         if kind == "modern":
-            call = aio.call(embeddings, "aembed_texts", "embed_texts", list(texts))
+            call = aio.run_method(embeddings, "aembed_texts", "embed_texts", list(texts))
         else:
             call = embeddings.aembed_documents(list(texts))
         return metered(embeddings, call)

@@ -71,7 +71,7 @@ async def ask_judge(
     each call to a judge (not to a wrapper such as the cache) is a ``chat MODEL`` span.
     """
     if isinstance(llm, JudgeWrapper):
-        return await aio.call(llm, "agenerate", "generate", prompt, output_model)
+        return await aio.run_method(llm, "agenerate", "generate", prompt, output_model)
     if tracing.tracer() is None:
         return await _ask(llm, prompt, output_model, callbacks, repairs)
     with tracing.client_call("chat", llm, prompt) as watch:
@@ -108,7 +108,7 @@ async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> R
     if isinstance(llm, InstructorLLM):
         output_model = instructor_model(output_model)
     try:
-        reply = await aio.call(llm, "agenerate", "generate", prompt, output_model)
+        reply = await aio.run_method(llm, "agenerate", "generate", prompt, output_model)
     except UnboundLocalError as exc:  # instructor < 1.4, after all its attempts
         record(Usage(judge_requests=_instructor_attempts(llm)))
         raise _true_failure(llm, exc) from exc.__context__

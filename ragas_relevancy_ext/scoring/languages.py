@@ -1,18 +1,21 @@
-"""Probe languages: which language a text is in (``py3langid``, loaded off the event loop on
-first use), and a prompt adapted to a named language once (``"auto"``: the prompt as it is)."""
+"""Probe languages: which language a text is in (``py3langid``, its model loaded in a thread of
+its own on first use), and a prompt adapted to a named language once (``"auto"``: the prompt as
+it is)."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import re
 import threading
-import weakref
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any
 
+from .aio import PerLoop
+
 AUTO = "auto"
+Classify = Callable[[str], tuple[str, float]]  # a text's language code and the model's score
 
 _NAMES = {
     "ar": "Arabic", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
@@ -39,69 +42,50 @@ def language_name(code: str | None) -> str:
     return "unknown" if code is None else _NAMES.get(code, code)
 
 
-_DETECTOR: Future[Any] = Future()  # py3langid's classify, model loaded (None: not installed)
-_LOADING = threading.Lock()
-_STARTING = threading.Lock()
+# py3langid's classify once its model is loaded (None: not installed), per process: a forked
+# child starts its own load rather than wait for a thread it does not have.
+_DETECTORS: dict[int, Future[Classify | None]] = {}
 
 
-def _after_fork() -> None:
-    """A forked child has none of its parent's threads: their load restarts, their locks free."""
-    global _DETECTOR, _LOADING, _STARTING
-    _LOADING, _STARTING = threading.Lock(), threading.Lock()
-    if not _DETECTOR.done():
-        _DETECTOR = Future()
+def load_in_background() -> Future[Classify | None]:
+    """This process's language model, loading in a daemon thread started on the first call
+    (nothing waits for it at exit)."""
+    pid = os.getpid()
+    if pid not in _DETECTORS:
+        loading: Future[Classify | None] = Future()
+        if _DETECTORS.setdefault(pid, loading) is loading:  # one thread, whoever asks first
+            name = "ragas-relevancy-languages"
+            threading.Thread(target=_load, args=(loading,), name=name, daemon=True).start()
+    return _DETECTORS[pid]
 
 
-os.register_at_fork(after_in_child=_after_fork)
-
-
-def _load_detector() -> Any:
-    """py3langid's ``classify`` with its model loaded once per process; None when py3langid is
-    not installed."""
-    with _LOADING:
-        if not _DETECTOR.done():
-            try:
-                import py3langid
-            except ImportError:
-                _DETECTOR.set_result(None)
-            else:
-                try:
-                    py3langid.classify("loads the model")
-                except BaseException as exc:
-                    _DETECTOR.set_exception(exc)
-                    raise
-                _DETECTOR.set_result(py3langid.classify)
-    return _DETECTOR.result()
-
-
-def load_in_background() -> Future[Any]:
-    """Start loading the language model in a daemon thread (once; nothing waits for it at
-    exit); its future."""
-    detector = _DETECTOR
-    with _STARTING:  # the future's RUNNING state says a thread was started for it
-        if detector.running() or detector.done():
-            return detector
-        detector.set_running_or_notify_cancel()
-    name = "ragas-relevancy-languages"
-    threading.Thread(target=_quietly_load, name=name, daemon=True).start()
-    return detector
-
-
-def _quietly_load() -> None:
-    with contextlib.suppress(Exception):  # said again where a language is first read
-        _load_detector()
+def _load(detector: Future[Classify | None]) -> None:
+    try:
+        import py3langid  # type: ignore[import-untyped]
+    except ImportError:
+        detector.set_result(None)
+        return
+    try:
+        py3langid.classify("loads the model")
+    except BaseException as exc:  # raised again where a language is read
+        detector.set_exception(exc)
+    else:
+        detector.set_result(py3langid.classify)
 
 
 async def detector_ready() -> None:
     """Wait, without blocking the event loop, until the language model is loaded."""
-    if not _DETECTOR.done():
-        await asyncio.wrap_future(load_in_background())
+    detector = load_in_background()
+    if not detector.done():
+        await asyncio.wrap_future(detector)
 
 
 def detect_language(text: str) -> str | None:
     """The ISO 639-1 code of ``text``'s language; None without py3langid or letters."""
-    detector = _load_detector() if any(ch.isalpha() for ch in text) else None
-    return None if detector is None else str(detector(text)[0])
+    if not any(ch.isalpha() for ch in text):
+        return None
+    classify = load_in_background().result()
+    return None if classify is None else str(classify(text)[0])
 
 
 class AdaptedPrompts:
@@ -110,9 +94,7 @@ class AdaptedPrompts:
 
     def __init__(self) -> None:
         self._done: dict[tuple[Any, ...], Any] = {}
-        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
-            weakref.WeakKeyDictionary()
-        )
+        self._locks = PerLoop(asyncio.Lock)
 
     async def get(self, prompt: Any, language: str, llm: Any) -> Any:
         """``prompt`` adapted to ``language`` with ``llm``; ``"auto"`` gives it unchanged."""
@@ -121,9 +103,7 @@ class AdaptedPrompts:
         key = (type(prompt), prompt.instruction, repr(prompt.examples), language)
         if key in self._done:
             return self._done[key]
-        loop = asyncio.get_running_loop()
-        lock = self._locks.setdefault(loop, asyncio.Lock())
-        async with lock:
+        async with self._locks.get():
             if key not in self._done:
                 self._done[key] = await prompt.adapt(language, llm=_adapt_llm(llm))
         return self._done[key]

@@ -15,13 +15,15 @@ import string
 import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import is_reply_error
 from . import aio
 from .redaction import redact
 
 if TYPE_CHECKING:
+    from langchain_core.callbacks import CallbackManagerForChainRun
+    from ragas.prompt import PydanticPrompt
     from ragas.prompt.metrics.base_prompt import BasePrompt
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "MODE_NAMES",
     "ProbeMode",
     "ProbeSet",
+    "Prompt",
     "PromptSpec",
     "collect_probes",
     "normalise_question",
@@ -41,8 +44,9 @@ __all__ = [
 
 MAX_EXTRA_CALLS = 2
 
-# A probe prompt as users give it: a mode's name or a prompt object (PydanticPrompt or BasePrompt).
-PromptSpec = "str | BasePrompt"
+# A prompt object RAGAS renders, and a probe prompt as users give it: a mode's name or an object.
+Prompt: TypeAlias = "PydanticPrompt[Any, Any] | BasePrompt"
+PromptSpec: TypeAlias = "str | Prompt"
 
 # Apostrophes are dropped, any other punctuation becomes a space: one str.translate.
 _FOLD = str.maketrans({**dict.fromkeys(string.punctuation + "¿¡“”", " "), **dict.fromkeys("'‘’")})
@@ -100,7 +104,7 @@ class ProbeSet:
 # (the prompt's input data) -> the judge's reply as the prompt's output model; counts the call.
 Ask = Callable[[Any], Awaitable[Any]]
 # (ask, prompt, response, strictness, probes): fills ``probes``.
-Collect = Callable[[Ask, "BasePrompt", str, int, ProbeSet], Awaitable[None]]
+Collect = Callable[[Ask, "Prompt", str, int, ProbeSet], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -118,12 +122,12 @@ class ProbeMode:
     legacy_prompt: str = ""
     ragas_replies: bool = False
 
-    def prompt_class(self, legacy: bool = False) -> type[BasePrompt]:
+    def prompt_class(self, legacy: bool = False) -> type[Prompt]:
         """The mode's default prompt class for the modern or the legacy metric (imports RAGAS)."""
         name = (self.legacy_prompt or self.prompt) if legacy else self.prompt
         return getattr(importlib.import_module(".prompts", __package__), name)
 
-    def prompt_classes(self) -> list[type[BasePrompt]]:
+    def prompt_classes(self) -> list[type[Prompt]]:
         """Every prompt class of the mode, the modern default first."""
         classes = [self.prompt_class()]
         return classes + [self.prompt_class(legacy=True)] if self.legacy_prompt else classes
@@ -153,7 +157,7 @@ def _registered(name: str, prompt: str, help: str, **more: Any) -> Callable[[Col
 
 @_registered("diverse", "DiverseProbePrompt", "one judge call returns N distinct probes")
 async def _collect_diverse(
-    ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
+    ask: Ask, prompt: Prompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     while len(probes.questions) < strictness and probes.judge_calls < 1 + MAX_EXTRA_CALLS:
         missing = strictness - len(probes.questions)
@@ -181,7 +185,7 @@ async def _collect_diverse(
 
 @_registered("sequential", "SequentialProbePrompt", "N calls, each shown the probes so far")
 async def _collect_sequential(
-    ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
+    ask: Ask, prompt: Prompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     budget = strictness + MAX_EXTRA_CALLS
     while len(probes.questions) < strictness and probes.judge_calls < budget:
@@ -199,7 +203,7 @@ async def _collect_sequential(
     ragas_replies=True,
 )
 async def _collect_stock(
-    ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
+    ask: Ask, prompt: Prompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     data = prompt.input_model(response=response)
     await _ask_at_once(ask, [data] * strictness, probes, first_call=1, as_stock=True)
@@ -207,7 +211,7 @@ async def _collect_stock(
 
 @_registered("angles", "AngleProbePrompt", "N concurrent one-probe calls, each from another angle")
 async def _collect_angles(
-    ask: Ask, prompt: BasePrompt, response: str, strictness: int, probes: ProbeSet
+    ask: Ask, prompt: Prompt, response: str, strictness: int, probes: ProbeSet
 ) -> None:
     # call i is worded from angle i (the built-in angles for a prompt without its own); what is
     # missing is asked again from fresh angles
@@ -230,7 +234,7 @@ async def _collect_angles(
 MODE_NAMES: tuple[str, ...] = tuple(MODES)
 
 
-def resolve_probe_prompt(spec: Any, legacy: bool = False) -> tuple[ProbeMode, BasePrompt]:
+def resolve_probe_prompt(spec: Any, legacy: bool = False) -> tuple[ProbeMode, Prompt]:
     """Turn a mode's name (a new default prompt, modern or ``legacy``) or a prompt object (its
     input and output models pick the mode; TypeError when none fits) into (mode, prompt)."""
     if isinstance(spec, str):
@@ -274,7 +278,7 @@ def prompt_label(mode: ProbeMode, prompt: Any) -> str:
     return label if language == "english" else f"{label} ({language})"
 
 
-def render(prompt: Any, data: Any) -> str:
+def render(prompt: Prompt, data: Any) -> str:
     """The text ``prompt`` sends for ``data``, byte for byte as RAGAS renders it; the part
     before the input is rendered once per prompt object and reused while it is unedited."""
     process = getattr(prompt, "process_input", None)
@@ -327,7 +331,8 @@ class _PromptStep:
     every reply (or the error); without callbacks or a name, nothing is traced."""
 
     def __init__(self, name: str | None, callbacks: Any):
-        self.name, self.callbacks, self.run = name, callbacks, None
+        self.name, self.callbacks = name, callbacks
+        self.run: CallbackManagerForChainRun | None = None
         self.replies: list[Any] = []
 
     def open(self, data: Any) -> Any:
@@ -366,7 +371,7 @@ def completion_budget(llm: Any) -> int:
 async def collect_probes(
     llm: Any,
     mode: ProbeMode,
-    prompt: BasePrompt,
+    prompt: Prompt,
     response: str,
     strictness: int,
     limiter: contextlib.AbstractAsyncContextManager[Any] | None = None,
@@ -451,7 +456,7 @@ def _is_sub(model: object, base: type) -> bool:
     return isinstance(model, type) and issubclass(model, base)
 
 
-def _prompt_families() -> tuple[type, ...]:
+def _prompt_families() -> tuple[type[PydanticPrompt[Any, Any]], type[BasePrompt]]:
     from ragas.prompt import PydanticPrompt
     from ragas.prompt.metrics.base_prompt import BasePrompt
 

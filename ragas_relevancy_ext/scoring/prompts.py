@@ -48,7 +48,7 @@ class DiverseProbeInput(BaseModel):
 
     response: str = Field(..., description="The answer to write questions for")
     n: int = Field(..., description="How many questions to write")
-    avoid: list[str] | None = Field(None, description="Questions already written")
+    avoid: list[str] | None = Field(default=None, description="Questions already written")
 
 
 class DiverseProbeOutput(BaseModel):
@@ -98,7 +98,9 @@ class SequentialProbeInput(BaseModel):
     """The response and the probes written so far."""
 
     response: str = Field(..., description="The answer to write a question for")
-    previous_questions: list[str] | None = Field(None, description="Questions already written")
+    previous_questions: list[str] | None = Field(
+        default=None, description="Questions already written"
+    )
 
 
 class SequentialProbePrompt(PydanticPrompt[SequentialProbeInput, AnswerRelevanceOutput]):

@@ -14,14 +14,12 @@ from .aio import DEFAULT_MAX_CONCURRENCY
 from .cosines import all_noncommittal, non_finite, probe_cosines, relevancy_score
 from .embeddings import embed_question_and_probes
 from .languages import AUTO, AdaptedPrompts, check_language, load_in_background
-from .probe_modes import ProbeMode, collect_probes, prompt_label, resolve_probe_prompt
+from .probe_modes import ProbeMode, Prompt, collect_probes, prompt_label, resolve_probe_prompt
 from .redaction import redact
 from .report import Probe, RelevancyReport, not_scored_reason
 from .usage import Usage, UsageMeter, metering
 
 if TYPE_CHECKING:
-    from ragas.prompt.metrics.base_prompt import BasePrompt
-
     from ..run.batching import RowEmbeddings
     from .embeddings import Embeddings
     from .judges import Judge
@@ -74,7 +72,7 @@ class ProbeOptions:
 
     strictness: int
     mode: ProbeMode
-    prompt: BasePrompt
+    prompt: Prompt
     prompt_name: str
     max_concurrency: int = DEFAULT_MAX_CONCURRENCY
     language: str = AUTO

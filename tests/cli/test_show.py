@@ -195,10 +195,7 @@ def test_piped_lines_carry_no_trailing_spaces():
     assert sink.getvalue() == "a\nb  c\ntail"  # only the ends of lines
 
 
-def test_the_terminal_table_marks_the_probe_that_pulled_the_score_down():
-    from rich.console import Console
-
-    from ragas_relevancy_ext.cli.output.console import scores_table
+def test_the_table_marks_the_probe_that_pulled_the_score_down():
     from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
 
     report = RelevancyReport(
@@ -211,17 +208,14 @@ def test_the_terminal_table_marks_the_probe_that_pulled_the_score_down():
         [Probe("Where is A17?", 0, 0.9), Probe("Do you sell cats?", 1, 0.2)],
         distinct_probes=2,
     )
-    sink = io.StringIO()
-    Console(file=sink, width=160).print(scores_table([(7, report)], reasons=True))
-    lines = [line.rstrip() for line in sink.getvalue().splitlines()]
-    assert "0.90   Where is A17?" in lines[4]
-    assert lines[5].endswith("0.20   Do you sell cats?  nc  pulled the score down by 0.35")
-    words = " ".join(" ".join(lines[6:]).split())
-    assert words.startswith(report.reason[:60])  # the reason beneath the probes
-    assert 'The probe "Do you sell cats?" (similarity 0.20) pulled it down by 0.35.' in words
+    lines = table_lines([(7, report)], reasons=True)
+    assert lines[3] == f"{' ' * 17}0.90   Where is A17?"
+    assert lines[4] == f"{' ' * 17}0.20   Do you sell cats?  nc  pulled the score down by 0.35"
+    assert lines[5] == " " * 24 + report.reason  # the reason beneath the probes, whole
+    assert 'The probe "Do you sell cats?" (similarity 0.20) pulled it down by 0.35.' in lines[5]
 
 
-# -- the per-row table: on request, and laid out without rich's per-cell objects --------------
+# -- the per-row table: styled lines, not rich's per-cell layout -----------------------------
 
 TABLE_HEAD = "question, response (>), probes (nc = noncommittal)"
 
@@ -246,28 +240,29 @@ def odd_reports():
     ]  # fmt: skip
 
 
-def rich_text(table, width: int) -> str:
+def table_lines(items, terminal: bool = False, **options) -> list[str]:
+    """:func:`print_scores` of ``items`` as a console piped (or a terminal's) prints it."""
     from rich.console import Console
 
+    from ragas_relevancy_ext.cli.output.console import print_scores
+
     sink = io.StringIO()
-    console = Console(file=TrimmedLines(sink), width=width, highlight=False, markup=False)
-    console.print(table)
-    console.file.flush()
-    return sink.getvalue()
+    console = Console(file=sink, width=80, force_terminal=terminal, highlight=False, markup=False)
+    print_scores(console, items, rows=max(n for n, _ in items), **options)
+    return sink.getvalue().splitlines()
 
 
-def test_plain_lines_hold_every_cell_whole_in_the_table_s_columns():
-    from ragas_relevancy_ext.cli.output.console import plain_lines
-
-    items = odd_reports()
-    lines = list(plain_lines(items, True, True, row_width=4))
+def test_every_cell_is_whole_in_the_table_s_columns():
+    lines = table_lines(odd_reports(), reasons=True)
     assert lines[0] == f" row    score   cosine   {TABLE_HEAD}"
     assert lines[1] == "   1   0.5500            Where is A17?"
     url = "https://example.com/" + "very-long-path-segment-" * 6
     assert f"{' ' * 25}> {url}" in lines  # never cut: the terminal folds it
     assert f"{' ' * 25}Second line of the probe" in lines  # a newline in a cell
     assert f"{' ' * 17}-0.05   Return  policy?" in lines  # tabs expanded
+    assert f"{' ' * 25}note: a note on tabs" in lines
     assert " 333      NaN            Is it <U+202E>waterproof?" in lines  # controls as codes
+    assert lines[lines.index("4444   0.0000            Can I pay later?") - 1] == ""
 
 
 def count_rich_tables(monkeypatch) -> list[int]:
@@ -284,35 +279,14 @@ def count_rich_tables(monkeypatch) -> list[int]:
     return rendered
 
 
-def test_a_terminal_gets_rich_colours_up_to_the_limit_and_plain_text_beyond(monkeypatch):
-    from rich.console import Console
-
-    from ragas_relevancy_ext.cli.output import console as output
-
+def test_a_terminal_gets_the_piped_text_in_colours(monkeypatch):
     rendered = count_rich_tables(monkeypatch)
-    items = odd_reports()
-    small, big = io.StringIO(), io.StringIO()
-    terminal = {"force_terminal": True, "width": 120, "color_system": "standard"}
-    output.print_table(Console(file=small, **terminal), items, rows=output.RICH_ROWS)
-    assert rendered == [1] and "\x1b[" in small.getvalue()  # colours
-    output.print_table(Console(file=big, **terminal), items, rows=output.RICH_ROWS + 1)
-    assert rendered == [1] and "\x1b[" not in big.getvalue()
-    assert big.getvalue().splitlines() == list(output.plain_lines(items))
-
-
-def test_a_piped_table_up_to_the_limit_is_rich_s_own_text(monkeypatch):
-    from rich.console import Console
-
-    from ragas_relevancy_ext.cli.output import console as output
-
-    rendered = count_rich_tables(monkeypatch)
-    items = odd_reports()
-    sink = io.StringIO()
-    piped = Console(file=TrimmedLines(sink), width=80, highlight=False, markup=False)
-    output.print_table(piped, items, reasons=True, rows=output.RICH_ROWS)
-    piped.file.flush()
-    assert rendered == [1] and "\x1b[" not in sink.getvalue()
-    assert sink.getvalue() == rich_text(output.scores_table(items, reasons=True), 80)
+    piped = table_lines(odd_reports(), reasons=True)
+    coloured = table_lines(odd_reports(), terminal=True, reasons=True)
+    assert rendered == [0]
+    assert "\x1b[" not in "".join(piped)
+    assert "\x1b[31m   NaN\x1b[0m" in "".join(coloured)  # a row not scored, in red
+    assert [re.sub(r"\x1b\[[0-9;]*m", "", line).rstrip() for line in coloured] == piped
 
 
 def test_show_prints_a_big_report_without_rich_tables_and_no_table_on_request(

@@ -87,7 +87,7 @@ def test_show_shows_control_characters_as_codes(saved: Path, env, how) -> None:
     assert_shown_safely(result.stdout, terminal=env is TERMINAL)
 
 
-def test_the_plain_table_beyond_the_rich_limit_shows_codes(saved: Path) -> None:
+def test_the_piped_table_with_every_reason_shows_codes(saved: Path) -> None:
     from ragas_relevancy_ext.cli.output import console as output
     from ragas_relevancy_ext.cli.saved import SavedRun
 
@@ -96,7 +96,7 @@ def test_the_plain_table_beyond_the_rich_limit_shows_codes(saved: Path) -> None:
     sink = io.StringIO()
     console = output.make_console()
     console.file = sink
-    output.print_table(console, items, reasons=True, rows=output.RICH_ROWS + 1)
+    output.print_scores(console, items, reasons=True)
     assert_shown_safely(sink.getvalue(), terminal=False)
 
 

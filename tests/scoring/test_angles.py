@@ -99,7 +99,7 @@ def test_duplicates_are_dropped_and_re_asked_from_fresh_angles_avoiding_the_kept
 def test_re_asks_run_at_once_and_stop_after_the_extra_calls():
     judge = ScriptedJudge([(P1, 0)] * 8, latency=0.01)
     result = score(judge)
-    assert judge.calls == 3 + MAX_EXTRA_CALLS == 5
+    assert judge.calls == 3 + MAX_EXTRA_CALLS
     assert judge.peak == 3  # the first round; the re-asks (2) went out together
     assert angles_sent(judge) == list(ANGLES[:5])
     assert [p.question for p in result.report.probes] == [P1]

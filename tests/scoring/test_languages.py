@@ -7,6 +7,7 @@ Judges are scripted (fixtures/multilingual.json); embeddings are offline charact
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import math
 from typing import Any
@@ -283,14 +284,14 @@ def mixed_reports() -> list[tuple[int, RelevancyReport]]:
 def test_table_and_page_show_a_probes_language_only_where_it_differs() -> None:
     from rich.console import Console
 
-    from ragas_relevancy_ext.cli.output.console import scores_table
+    from ragas_relevancy_ext.cli.output.console import print_scores
     from ragas_relevancy_ext.cli.output.html import render_html
     from ragas_relevancy_ext.cli.stats import summarise
 
     items = mixed_reports()
-    console = Console(width=200, record=True)
-    console.print(scores_table(items))
-    text = console.export_text()
+    console = Console(file=io.StringIO(), width=200)
+    print_scores(console, items)
+    text = console.file.getvalue()
     assert text.count("[English]") == 6  # 3 English probes on each of the 2 stock rows
     summary = summarise([(n, r.score, r.user_input) for n, r in items])
     page = render_html(items, summary, {"file": "multilingual"})

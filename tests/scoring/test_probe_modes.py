@@ -1,20 +1,40 @@
-"""Probe modes (stock, sequential, diverse) and every malformed judge reply, scripted."""
+"""Probe modes (stock, sequential, diverse) and every malformed judge reply, scripted; the
+registry (a mode per name, the mode a prompt object fits, the error for one that fits none),
+the text each prompt renders, and the trace step RAGAS sees."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import json
 import math
+from typing import Any
 
 import pytest
+from langchain_core.callbacks import BaseCallbackHandler
+from ragas.callbacks import ChainType
+from ragas.llms.base import LangchainLLMWrapper
+from ragas.prompt import PydanticPrompt
+from ragas.prompt.metrics.base_prompt import BasePrompt
 
 from ragas_relevancy_ext import AnswerRelevancy, DiverseProbePrompt, SequentialProbePrompt
 from ragas_relevancy_ext.errors import JudgeReplyError
-from ragas_relevancy_ext.scoring.probe_modes import MAX_EXTRA_CALLS
+from ragas_relevancy_ext.scoring import probe_modes
+from ragas_relevancy_ext.scoring.probe_modes import (
+    MAX_EXTRA_CALLS,
+    ProbeMode,
+    ProbeSet,
+    collect_probes,
+    normalise_question,
+    register,
+    render,
+    resolve_probe_prompt,
+)
 from ragas_relevancy_ext.scoring.prompts import AnswerRelevancePrompt
 from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
     PretendJudge,
+    ScriptedChatModel,
     ScriptedJudge,
     prompt_input,
 )
@@ -77,7 +97,7 @@ def test_diverse_duplicates_are_dropped_and_the_missing_asked_again():
 def test_at_most_two_extra_calls_then_scores_what_it_has():
     replies = [[(P1, 0)] * 3, [(P1, 0)], [(P1, 0)], [(P2, 0)]]
     result, judge = run(replies)
-    assert judge.calls == 1 + MAX_EXTRA_CALLS == 3
+    assert judge.calls == 1 + MAX_EXTRA_CALLS
     assert [p.question for p in result.report.probes] == [P1]
     assert result.value == pytest.approx(result.report.probes[0].cosine)
     assert any("kept 1 of 3 probes after 3 judge call(s)" in n for n in result.report.notes)
@@ -246,9 +266,7 @@ def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():
 
 @pytest.mark.parametrize("mode", ["diverse", "sequential", "stock"])
 def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode, monkeypatch):
-    from ragas_relevancy_ext.scoring.probe_modes import MODES, render
-
-    prompt = MODES[mode].prompt_class()()
+    prompt = probe_modes.MODES[mode].prompt_class()()
     family = type(prompt).__mro__[1]
     rendered = []
     original = family.to_string
@@ -288,8 +306,6 @@ def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode
 
 
 def test_a_prompt_rendering_its_own_way_is_rendered_every_time():
-    from ragas_relevancy_ext.scoring.probe_modes import render
-
     class Counted(DiverseProbePrompt):
         calls = 0
 
@@ -333,3 +349,237 @@ def test_stock_mode_keeps_replies_as_written_and_flags_as_given():
     assert result.value == 0.0 and result.report.all_noncommittal
     assert result.report.duplicates_dropped == 0
     assert result.report.notes == ["call 3: dropped an empty question"]
+
+
+def notes_of(replies: list[Any], mode: str, strictness: int = 2) -> list[str]:
+    result, _ = run(replies, mode=mode, strictness=strictness)
+    return list(result.report.notes)
+
+
+def test_stock_notes_whether_a_dropped_question_was_empty_or_only_white_space():
+    probes = ProbeSet()
+    probes.keep_as_stock("", 0, "call 1")
+    probes.keep_as_stock("  \n", 1, "call 2")
+    probes.keep_as_stock(P1, 1, "call 3")
+    assert probes.notes == [
+        "call 1: dropped an empty question",
+        "call 2: dropped a whitespace-only question",
+    ]
+    assert (probes.questions, probes.noncommittal) == ([P1], [1])
+
+
+@pytest.mark.parametrize("mode", ["sequential", "angles"])
+def test_a_dropped_probe_is_noted_with_the_call_that_brought_it(mode):
+    notes = notes_of([("  ", 0), (P1, 0), (P2, 0)], mode)
+    assert notes[0] == "call 1: dropped an empty question"
+
+
+def test_a_reply_error_without_a_message_is_noted_with_its_type_only():
+    notes = notes_of([JudgeReplyError(""), [(P1, 0), (P2, 0)]], "diverse")
+    assert notes == ["call 1: reply did not parse (JudgeReplyError: )"]
+
+
+def test_a_reply_error_is_noted_by_its_first_line_cut_at_160_characters():
+    first = "x" * 170
+    notes = notes_of([JudgeReplyError(first + "\nsecond line"), [(P1, 0), (P2, 0)]], "diverse")
+    assert notes == [f"call 1: reply did not parse (JudgeReplyError: {'x' * 160})"]
+
+
+def test_normalise_question_joins_words_with_one_space():
+    assert normalise_question("  What's the  RETURN-policy?\n") == "whats the return policy"
+
+
+def test_offer_says_whether_it_kept_the_probe():
+    probes = ProbeSet()
+    assert probes.offer(P1, 0, "call 1") is True
+    assert probes.offer(" ", 0, "call 1") is False
+    assert probes.offer(P2, 2, "call 1") is False
+    assert probes.offer(P1.upper(), 1, "call 2") is False
+    assert (probes.questions, probes.duplicates_dropped) == ([P1], 1)
+
+
+# -- the registry ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "modern", "legacy"),
+    [
+        ("diverse", "DiverseProbePrompt", "DiverseProbePrompt"),
+        ("sequential", "SequentialProbePrompt", "SequentialProbePrompt"),
+        ("stock", "AnswerRelevancePrompt", "ResponseRelevancePrompt"),
+        ("angles", "AngleProbePrompt", "AngleProbePrompt"),
+    ],
+)
+def test_each_mode_name_gives_its_prompt_to_either_flavour_and_the_prompt_fits_it_back(
+    name, modern, legacy
+):
+    mode, prompt = resolve_probe_prompt(name)
+    assert (mode.name, type(prompt).__name__) == (name, modern)
+    assert type(resolve_probe_prompt(name, legacy=True)[1]).__name__ == legacy
+    assert [c.__name__ for c in mode.prompt_classes()] == list(dict.fromkeys([modern, legacy]))
+    for flavour in (False, True):
+        given = resolve_probe_prompt(name, legacy=flavour)[1]
+        assert resolve_probe_prompt(given) == (mode, given)
+
+
+def test_register_adds_a_mode_that_a_fitting_prompt_then_resolves_to(monkeypatch):
+    monkeypatch.setattr(probe_modes, "MODES", {})
+
+    async def collect(*args: Any) -> None:
+        return None
+
+    mode = ProbeMode("only", "DiverseProbePrompt", collect, "the one mode")
+    assert register(mode) is mode
+    assert probe_modes.MODES == {"only": mode}
+    prompt = DiverseProbePrompt()
+    assert resolve_probe_prompt(prompt) == (mode, prompt)
+
+
+class Unnamed:
+    """A model stand-in without a ``__name__``."""
+
+    def __repr__(self) -> str:
+        return "<unnamed model>"
+
+
+def test_a_prompt_fitting_no_mode_names_its_models_even_without_a_name():
+    class Odd(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+
+    prompt = Odd()
+    prompt.input_model = Unnamed()  # type: ignore[assignment]
+    prompt.output_model = None  # type: ignore[assignment]
+    with pytest.raises(TypeError) as caught:
+        resolve_probe_prompt(prompt)
+    assert str(caught.value).startswith(
+        "Odd (ragas.prompt.pydantic_prompt.PydanticPrompt) has input/output models "
+        "<unnamed model>/None, which fit no probe mode"
+    )
+
+
+def test_a_prompt_without_both_models_fits_no_mode():
+    class Bare(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+
+    class BareModern(BasePrompt):
+        instruction = "Say something."
+
+        def to_string(self, data: Any = None) -> str:
+            return self.instruction
+
+    class HalfMade(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+        input_model = DiverseProbePrompt.input_model
+
+    for prompt, models in [
+        (Bare(), "None/None"),
+        (BareModern(), "None/None"),
+        (HalfMade(), "DiverseProbeInput/None"),
+    ]:
+        with pytest.raises(TypeError, match=f"has input/output models {models}, which fit no"):
+            resolve_probe_prompt(prompt)
+
+
+def test_a_prompt_fitting_no_mode_is_told_every_mode_s_models():
+    class Bare(PydanticPrompt):  # type: ignore[type-arg]
+        instruction = "Say something."
+
+    with pytest.raises(TypeError) as caught:
+        resolve_probe_prompt(Bare())
+    assert str(caught.value).endswith(
+        "a probe prompt needs the input/output models of one of "
+        "(diverse: DiverseProbeInput/DiverseProbeOutput; "
+        "sequential: SequentialProbeInput/AnswerRelevanceOutput; "
+        "stock: AnswerRelevanceInput/AnswerRelevanceOutput or "
+        "ResponseRelevanceInput/ResponseRelevanceOutput; "
+        "angles: AngleProbeInput/AngleProbeOutput)"
+    )
+
+
+# -- the text a prompt renders -----------------------------------------------------------------
+
+
+class Shouting(DiverseProbePrompt):
+    """A prompt that edits its input before rendering, as RAGAS lets a prompt do."""
+
+    def process_input(self, input: Any) -> Any:
+        return input.model_copy(update={"response": input.response.upper()})
+
+
+def test_render_sends_the_input_as_the_prompt_processes_it():
+    prompt = Shouting()
+    data = prompt.input_model(response=A, n=2)
+    for _ in range(2):  # rendered, then from the kept head
+        text = render(prompt, data)
+        assert text == prompt.to_string(prompt.process_input(data))
+        assert A.upper() in text and A not in text
+
+
+def test_render_leaves_out_empty_fields_after_a_kept_head():
+    prompt = DiverseProbePrompt()
+    with_avoid = prompt.input_model(response=A, n=2, avoid=[P1])
+    without = prompt.input_model(response=A, n=2)
+    assert render(prompt, with_avoid) == prompt.to_string(with_avoid)
+    assert render(prompt, without) == prompt.to_string(without)
+    assert "avoid" not in render(prompt, without).rsplit("input: ", 1)[1]
+
+
+# -- the trace step RAGAS sees -----------------------------------------------------------------
+
+
+class ChainStarts(BaseCallbackHandler):
+    """Notes each traced chain: its name and metadata when it starts, and how it ends."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.metadata: list[Any] = []
+        self.ends: list[Any] = []
+        self.errors: list[BaseException] = []
+
+    def on_chain_start(self, serialized: Any, inputs: Any, **kwargs: Any) -> None:
+        self.names.append(kwargs.get("name") or (serialized or {}).get("name", "?"))
+        self.metadata.append(kwargs.get("metadata"))
+
+    def on_chain_end(self, outputs: Any, **kwargs: Any) -> None:
+        self.ends.append(outputs)
+
+    def on_chain_error(self, error: BaseException, **kwargs: Any) -> None:
+        self.errors.append(error)
+
+
+@pytest.mark.parametrize("trace_name", [None, "probe_prompt"])
+def test_a_prompt_step_is_traced_only_when_named(trace_name):
+    handler = ChainStarts()
+    judge = ScriptedJudge([[(P1, 0), (P2, 0)]])
+    mode, prompt = resolve_probe_prompt("diverse")
+    probes = asyncio.run(
+        collect_probes(judge, mode, prompt, A, 2, callbacks=[handler], trace_name=trace_name)
+    )
+    assert probes.questions == [P1, P2]
+    assert handler.names == ([] if trace_name is None else [trace_name])
+    if trace_name is not None:  # marked as a RAGAS prompt, ended once with no error
+        assert handler.metadata == [{"type": ChainType.RAGAS_PROMPT}]
+        assert len(handler.ends) == 1 and not handler.errors
+
+
+def test_a_traced_prompt_step_ends_with_the_error_that_stopped_it():
+    handler = ChainStarts()
+    mode, prompt = resolve_probe_prompt("sequential")
+    failure = ConnectionError("judge unreachable")
+    judge = ScriptedJudge([(P1, 0), failure])
+    with pytest.raises(ConnectionError):
+        asyncio.run(collect_probes(judge, mode, prompt, A, 2, None, [handler], "probes"))
+    assert handler.errors == [failure]
+    assert handler.ends == []
+
+
+def test_our_modes_read_a_ragas_judge_s_reply_without_ragas_repair_requests():
+    model = ScriptedChatModel(replies={A: ["no JSON here", [(P1, 0), (P2, 0)]]})
+    mode, prompt = resolve_probe_prompt("diverse")
+    probes = asyncio.run(collect_probes(LangchainLLMWrapper(model), mode, prompt, A, 2))
+    assert probes.questions == [P1, P2]
+    assert probes.judge_calls == 2
+    assert probes.notes == [
+        "call 1: reply did not parse (JudgeReplyError: judge reply holds no JSON object: "
+        "'no JSON here')"
+    ]

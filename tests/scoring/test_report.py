@@ -1,4 +1,5 @@
-"""The reason sentence and the text table, word for word, for every case a person meets."""
+"""The reason sentence and the text table, word for word, for every case a person meets: scored,
+not scored (for each cause), set aside, and probes in another language."""
 
 from __future__ import annotations
 
@@ -7,16 +8,22 @@ from functools import partial
 
 import pytest
 
+from ragas_relevancy_ext.errors import Cause
 from ragas_relevancy_ext.scoring.report import (
     Probe,
     RelevancyReport,
     clip,
+    explain,
     format_report,
+    language_tag,
     neutralise_controls,
+    not_scored_cause,
+    not_scored_reason,
     plural,
     pull_downs,
     weak_point,
 )
+from ragas_relevancy_ext.scoring.usage import Usage
 
 
 def report(*cosines: float, flags: list[int] | None = None, **changes) -> RelevancyReport:
@@ -199,6 +206,11 @@ def test_pull_downs_are_leave_one_out_lowest_first():
     assert [p.question for p, _ in pull_downs(report(1.0, 0.82, 0.4))] == ["Probe 2?"]
     assert pull_downs(report(0.9)) == []
     assert pull_downs(report(0.9, 0.1, flags=[1, 1])) == []
+    assert pull_downs(report(0.9, math.nan, 0.1)) == []  # a cosine not measured: none
+    assert pull_downs(report(0.9, -math.inf)) == []
+    # exactly 0.15 below the best is not drifted; just over it is
+    assert pull_downs(report(1.0, 0.85, 0.85)) == []
+    assert [p.question for p, _ in pull_downs(report(1.0, 0.84, 0.84))] == ["Probe 1?", "Probe 2?"]
 
 
 def test_plural_and_bidi():
@@ -208,6 +220,8 @@ def test_plural_and_bidi():
         "2 calls",
     ]
     assert plural(2, "reply", "replies") == "2 replies"
+    assert plural(1, "reply", "replies") == "1 reply"
+    assert plural(0, "reply", "replies") == "0 replies"
     text = "abc\u202edcba\u2066x\u2069"
     assert neutralise_controls(text) == "abc<U+202E>dcba<U+2066>x<U+2069>"
     assert clip(text, 100) == "abc<U+202E>dcba<U+2066>x<U+2069>"
@@ -248,3 +262,145 @@ def test_weak_point_names_what_pulled_a_row_down():
     assert weak_point(report(0.9, 0.85, 0.8)) == "no probe stands out"
     assert weak_point(report(judge_calls=2)) == "no usable probe"
     assert weak_point(report(error="boom", score=math.nan)) == "not scored: boom"
+
+
+def test_neutralise_controls_one_line_and_boundaries():
+    text = "a\tb\nc\x00\x08\x0b\x1f\x7f\x9f\xa0\u061c\u200e\u200f\u202a\u2069\u206a"
+    assert neutralise_controls(text) == (
+        "a\tb\nc<U+0000><U+0008><U+000B><U+001F><U+007F><U+009F>\xa0<U+061C><U+200E><U+200F>"
+        "<U+202A><U+2069>\u206a"
+    )
+    assert neutralise_controls("a\tb\nc", one_line=True) == "a<U+0009>b<U+000A>c"
+    assert neutralise_controls("\u202b\u202d\u2067") == "<U+202B><U+202D><U+2067>"
+
+
+def test_the_text_table_tags_probes_in_another_language_and_shows_usage():
+    made = RelevancyReport(
+        "Q?",
+        "A.",
+        0.5,
+        2,
+        "angles",
+        False,
+        [Probe("Wo?", 0, 0.5, "de"), Probe("Where?", 0, 0.5, "en")],
+        judge_calls=2,
+        distinct_probes=2,
+        notes=["bell\x07"],
+        question_language="en",
+        reason="why\x1b[2J",
+        usage=Usage(judge_requests=2),
+    )
+    lines = format_report(made).splitlines()
+    assert lines[3] == "  0.5000   0  Wo? [German]"
+    assert lines[4] == "  0.5000   0  Where?"
+    assert lines[6] == "note: bell<U+0007>"
+    assert lines[7].startswith("usage: judge 2 request(s), ")
+    assert lines[8] == "reason: why<U+001B>[2J"
+    assert len(lines) == 9
+
+
+def test_the_text_table_clips_the_question_and_probes_to_300():
+    long = "w" * 400
+    lines = format_report(report(0.5, user_input=long, probes=[Probe(long, 0, 0.5)])).splitlines()
+    assert lines[0] == "question: " + "w" * 299 + "…"
+    assert lines[3] == "  0.5000   0  " + "w" * 299 + "…"
+    assert format_report(report(0.5, user_input="w" * 300)).splitlines()[0] == (
+        "question: " + "w" * 300
+    )
+
+
+@pytest.mark.parametrize(
+    ("probe", "question", "tag"),
+    [
+        ("en", "ja", " [English]"),
+        ("xx", "ja", " [xx]"),
+        ("ja", "ja", ""),
+        (None, "ja", ""),
+        ("en", None, ""),
+    ],
+)
+def test_language_tag(probe, question, tag):
+    assert language_tag(probe, question) == tag
+
+
+# -- rows not scored ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cause", "error", "embeddings", "text"),
+    [
+        (Cause.AUTH, "401", False, "Not scored (auth): the judge refused the API key: 401"),
+        (Cause.AUTH, "401", True, "Not scored (auth): the embeddings refused the API key: 401"),
+        ("auth", "401", False, "Not scored (auth): the judge refused the API key: 401"),
+        ("from_the_future", "x", False, "Not scored (from_the_future): x"),
+    ],
+)
+def test_not_scored_reason(cause, error, embeddings, text):
+    assert not_scored_reason(cause, error, embeddings) == text
+    if not embeddings:  # the judge's, unless said otherwise
+        assert not_scored_reason(cause, error) == text
+
+
+def test_a_failed_reports_reason_names_judge_or_embeddings():
+    judge = report(score=math.nan, error="RateLimitError: 429", cause=Cause.RATE_LIMITED)
+    assert judge.reason == (
+        "Not scored (rate_limited): the judge answered rate limited (429): RateLimitError: 429"
+    )
+    for kind in ("EmbeddingCallError", "EmbeddingShapeError"):
+        failed = report(score=math.nan, error=f"{kind}: bad", cause="embeddings_error")
+        assert failed.cause is Cause.EMBEDDINGS_ERROR
+        assert explain(failed).startswith("Not scored (embeddings_error): ")
+        assert failed.reason.endswith(f": {kind}: bad")
+        timeout = report(score=math.nan, error=f"{kind}: t", cause=Cause.TIMEOUT)
+        assert timeout.reason == (
+            f"Not scored (timeout): the embeddings did not answer in time: {kind}: t"
+        )
+    skipped = report(score=math.nan, error="skipped: no response", cause=Cause.BAD_INPUT)
+    assert skipped.reason == "Not scored: skipped: no response"
+
+
+def test_not_scored_cause_in_one_word():
+    assert not_scored_cause(report(score=math.nan, error="skipped: empty row")) == "skipped"
+    skipped_with_cause = report(score=math.nan, error="skipped: x", cause=Cause.BAD_INPUT)
+    assert not_scored_cause(skipped_with_cause) == "skipped"
+    assert not_scored_cause(report(score=math.nan, error="E: x", cause=Cause.AUTH)) == "auth"
+    assert not_scored_cause(report(score=math.nan, error="ValueError: a: b")) == "ValueError"
+    assert not_scored_cause(report(score=math.nan)) == "no_usable_probe"
+    assert not_scored_cause(report(0.5, score=math.nan)) == "no_usable_probe"
+
+
+# -- scores at the edges -----------------------------------------------------------------------
+
+
+def test_a_score_at_the_low_mark_is_not_low():
+    at = report(0.5, 0.5, 0.5)
+    assert weak_point(at) == "no probe stands out"
+    assert "Next:" not in at.reason
+    assert weak_point(report(0.49, 0.49, 0.49)) == "every probe far from the question"
+
+
+def test_a_score_of_zero_with_probes_reads_score_0():
+    assert report(0.0, 0.0).reason.startswith("Score 0.00 is the average similarity")
+    assert report().reason.startswith("Score 0: the judge wrote no usable probe question in 1 call")
+    low = report(score=0.004)
+    assert low.reason.startswith("Score 0.00: the judge wrote no usable probe question")
+
+
+def test_a_nan_probe_with_a_finite_score_is_reported_as_not_a_number():
+    assert report(0.5, math.nan, score=0.5).reason.startswith(
+        "Score 0.50: a similarity came out as 0.5, not a number, so the score means nothing."
+    )
+
+
+def test_weak_point_of_a_failed_row_clips_its_error_or_reason():
+    long = "E: " + "x" * 100
+    assert weak_point(report(score=math.nan, error=long)) == "not scored: " + long[:89] + "…"
+    no_error = report(score=math.nan, judge_calls=2)
+    assert weak_point(no_error) == "not scored: " + no_error.reason[:89] + "…"
+    assert weak_point(report(0.9, 0.1)).startswith("“Probe 1?” (0.10) pulled it down by 0.40")
+
+
+def test_weak_point_clips_the_probe_to_70():
+    long = "q" * 80
+    made = report(0.9, 0.1, probes=[Probe("a?", 0, 0.9), Probe(long, 0, 0.1)])
+    assert weak_point(made) == f"“{'q' * 69}…” (0.10) pulled it down by 0.40"

@@ -1,16 +1,28 @@
 """The report's numbers, clipping, table edges and JSON round trip, character for character;
-and what a clean run and a run without probes put into a report."""
+what a clean run and a run without probes put into a report; and a row's key, the rule that
+sets a row aside, and text made safe for JSON."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import math
 
 import pytest
 
 from ragas_relevancy_ext import AnswerRelevancy, Probe, RelevancyReport
-from ragas_relevancy_ext.scoring.report import clip, fmt, format_report
+from ragas_relevancy_ext.errors import Cause
+from ragas_relevancy_ext.scoring.report import (
+    as_text,
+    clean_text,
+    clip,
+    fmt,
+    format_report,
+    input_problem,
+    json_safe,
+    row_key,
+)
 from ragas_relevancy_ext.scoring.usage import Usage
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
@@ -84,6 +96,7 @@ def test_clip(text, width, clipped):
         (None, 4, "NaN"),
         (math.nan, 4, "NaN"),
         (math.inf, 2, "NaN"),
+        (-math.inf, 4, "NaN"),
     ],
 )
 def test_fmt(value, digits, text):
@@ -137,6 +150,129 @@ def test_to_dict_exactly_and_back():
     assert again == original
     del data["usage"]  # a report saved before usage was kept: not measured, not zero
     assert RelevancyReport.from_dict(data).usage is None
+
+
+def test_every_number_survives_json_and_a_minimal_line_loads():
+    made = report(
+        probes=[Probe("Q1?", 0, 0.9), Probe("Q2?", 0, math.nan)],
+        probe_similarity=math.inf,
+        score=0.5,
+        score_stderr=0.125,
+    )
+    data = made.to_dict()
+    assert (data["score"], data["score_stderr"], data["probe_similarity"]) == (0.5, 0.125, None)
+    assert [p["cosine"] for p in data["probes"]] == [0.9, None]
+    back = RelevancyReport.from_dict(json.loads(json.dumps(data)))
+    assert back.score_stderr == 0.125 and back.probes[0] == Probe("Q1?", 0, 0.9)
+    minimal = {k: data[k] for k in ("user_input", "response", "strictness", "probe_prompt")}
+    bare = RelevancyReport.from_dict({**minimal, "score": 1, "all_noncommittal": False})
+    assert bare.probes == [] and bare.score == 1.0 and isinstance(bare.score, float)
+    flagged = RelevancyReport.from_dict(
+        {**data, "probes": [{"question": "Q?", "noncommittal": True, "cosine": 1}]}
+    )
+    assert flagged.probes == [Probe("Q?", 1, 1.0)]
+    assert type(flagged.probes[0].noncommittal) is int
+
+
+def test_given_readings_are_kept_and_empty_ones_worked_out():
+    given = report(reason="given", question_language="de", score_stderr=0.25)
+    assert (given.reason, given.question_language, given.score_stderr) == ("given", "de", 0.25)
+    probes = [Probe("Q1?", 0, 0.9), Probe("Q2?", 0, 0.7)]
+    assert report(probes=probes, score_stderr=None).score_stderr == pytest.approx(0.1)
+    assert report(probes=probes).score_stderr == pytest.approx(0.1)
+    assert report(question_language="").question_language == "en"
+
+
+def test_a_cause_is_read_back_and_set_for_a_report_without_probes():
+    def failed(**changes) -> RelevancyReport:
+        return report(score=math.nan, probes=[], reason="", **changes)
+
+    assert failed().cause is Cause.NO_USABLE_PROBE
+    assert failed(error="E: x").cause is None
+    assert report(score=math.nan).cause is None  # probes, a score not finite: no cause given
+    assert report(score=0.0, probes=[]).cause is None
+    assert failed(cause="auth").cause is Cause.AUTH
+    assert failed(cause="newer_cause").cause == "newer_cause"  # a later version's: kept
+    data = failed(error="E: x", cause=Cause.TIMEOUT).to_dict()
+    assert data["cause"] == "timeout"
+    assert RelevancyReport.from_dict(data).cause is Cause.TIMEOUT
+    assert report().to_dict()["cause"] is None
+
+
+# --- rows: set aside, keyed, made safe for JSON -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("record", "problem"),
+    [
+        ({"user_input": None, "response": None}, "empty row"),
+        ({"user_input": " ", "response": "\n"}, "empty row"),
+        ({}, "empty row"),
+        ({"user_input": "Q?", "response": None}, "no response"),
+        ({"response": "A."}, "no user_input"),
+        ({"user_input": "Q?", "response": math.nan}, "response is NaN, not text"),
+        ({"user_input": math.inf, "response": "A."}, "user_input is Infinity, not text"),
+        ({"user_input": "Q?", "response": -math.inf}, "response is -Infinity, not text"),
+        ({"user_input": 3, "response": "A."}, "user_input is int, not text"),
+        ({"user_input": "Q?", "response": 2.5}, "response is float, not text"),
+        ({"user_input": "Q?", "response": "  "}, "response is empty"),
+        ({"user_input": "", "response": "A."}, "user_input is empty"),
+        ({"user_input": "Q?", "response": "A.", "extra": None}, None),
+    ],
+)
+def test_input_problem_names_each_unscorable_row(record, problem):
+    assert input_problem(record) == problem
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def test_row_key_is_20_hex_digits_of_sha256_over_the_tag_and_texts():
+    assert row_key("Q?", "A.") == _sha("\x00Q?\x00A.")
+    assert row_key("Q?", "A.", "tag") == _sha("tag\x00Q?\x00A.")
+    assert row_key(3, None, "t") == _sha("t\x00\x013\x00\x01null")
+    assert row_key("Q?", {"a": 1}) == _sha('\x00Q?\x00\x01{"a": 1}')
+    # values JSON cannot hold are written as their text
+    assert row_key("Q?", b"x") == _sha("\x00Q?\x00\x01\"b'x'\"")
+    assert row_key("Q\ud800", "A.") == _sha("\x00Q\ufffd\x00A.")
+
+
+def test_row_key_of_a_row_set_aside_names_the_problem():
+    assert row_key(3, "A.", "t", "user_input is int, not text") == _sha(
+        "t|skipped|user_input is int, not text\x00\x00A."
+    )
+    assert row_key("Q\ud800", None, "", "no response") == _sha(
+        "|skipped|no response\x00Q\ufffd\x00"
+    )
+    assert row_key("Q?", "A.", "t", "x") != row_key("Q?", "A.", "t")
+
+
+def test_as_text_and_clean_text():
+    assert as_text(3) == ""
+    assert as_text(None) == ""
+    assert as_text("plain") == "plain"
+    assert as_text("a\udc80b") == "a\ufffdb"
+    assert clean_text("é\ud83d") == "é\ufffd"
+    assert clean_text("ascii") == "ascii"
+    assert clean_text("\ud7ff\ue000") == "\ud7ff\ue000"  # just outside the surrogates
+
+
+def test_json_safe_at_any_depth():
+    value = {
+        "k\ud800": [1.5, math.nan, ("x\udfff", math.inf)],
+        3: {"inner": -math.inf, "ok": True},
+        "n": None,
+    }
+    assert json_safe(value) == {
+        "k\ufffd": [1.5, None, ["x\ufffd", None]],
+        3: {"inner": None, "ok": True},
+        "n": None,
+    }
+    assert json_safe("t\ud800") == "t\ufffd"
+    assert json_safe(2.0) == 2.0
+    assert json_safe(7) == 7
+    json.dumps(json_safe(value), allow_nan=False)
 
 
 def test_nan_becomes_null_in_json_and_nan_again():
@@ -224,6 +360,7 @@ def test_a_pending_field_survives_a_copy_and_stays_frozen_on_probes():
     import copy
     import pickle
 
+    assert Probe("x", 0, 0.5, "ja").language == "ja"  # given: kept
     probe = Probe("Where is order A17?", 0, 0.5, "")
     copied = copy.deepcopy(probe)
     assert "language" not in vars(copied)  # still to be detected

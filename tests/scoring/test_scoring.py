@@ -1,4 +1,6 @@
-"""The pure scoring core, checked against seed 004's worked numbers."""
+"""The pure scoring core (cosines, the noncommittal rule, probe similarity, the standard error),
+checked against seed 004's worked numbers and at the float edges: values clipped to [-1, 1],
+NaN without warnings, the sentence naming values that are not finite."""
 
 from __future__ import annotations
 
@@ -12,8 +14,10 @@ from ragas_relevancy_ext.scoring.cosines import (
     all_noncommittal,
     cosine_similarities,
     mean_pairwise_cosine,
+    non_finite,
     probe_cosines,
     relevancy_score,
+    score_stderr,
     unit_rows,
 )
 from ragas_relevancy_ext.scoring.probe_modes import normalise_question
@@ -133,3 +137,105 @@ def test_distinct_probes_count_folded_questions_in_every_mode(probe_prompt):
             probes.offer(question, 0, "call")
     assert probes.distinct() == 2
     assert len(probes.questions) == (3 if probe_prompt == "stock" else 2)
+
+
+def _vectors(n: int = 60, size: int = 8) -> list[np.ndarray]:
+    rng = np.random.default_rng(20260)
+    return [rng.normal(size=size) for _ in range(n)]
+
+
+def test_a_probe_equal_or_opposite_to_the_question_stays_inside_one():
+    # unit-length arithmetic rounds a vector's cosine with itself (or its negation) past 1 (or
+    # -1) for about one vector in five; a score and a probe similarity stay inside [-1, 1]
+    for v in _vectors():
+        cosines, similarity = probe_cosines(v, np.stack([v, -v, v]))
+        assert cosines.max() <= 1.0 and cosines.min() >= -1.0
+        assert cosines[0] == pytest.approx(1.0) and cosines[1] == pytest.approx(-1.0)
+        assert similarity is not None and -1.0 <= similarity <= 1.0
+        same, opposite = (
+            mean_pairwise_cosine(np.stack([v, v, v])),
+            mean_pairwise_cosine(np.stack([v, -v])),
+        )
+        assert same is not None and same <= 1.0 and same == pytest.approx(1.0)
+        assert opposite is not None and opposite >= -1.0 and opposite == pytest.approx(-1.0)
+
+
+def test_non_finite_names_each_bad_value_by_its_position_up_to_five():
+    assert non_finite([0.5, 0.25]) is None
+    assert non_finite([0.5, math.nan, math.inf], "cosine") == (
+        "2 of 3 cosine(s) not finite (cosine 2 is nan, cosine 3 is inf)"
+    )
+    assert non_finite([-math.inf], "value") == "1 of 1 value(s) not finite (value 1 is -inf)"
+    message = non_finite([math.nan] * 7)
+    assert message is not None
+    assert message.startswith("7 of 7 cosine(s) not finite (cosine 1 is nan, ")
+    assert "cosine 5 is nan)" in message and "cosine 6" not in message
+
+
+def test_unit_rows_gives_nan_rows_without_a_warning():
+    matrix = np.array([[0.0, 0.0], [1e308, 1e308], [3.0, 4.0], [math.inf, 1.0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = unit_rows(matrix)
+    assert np.isnan(rows[0]).all()
+    assert rows[1] == pytest.approx([math.sqrt(0.5)] * 2)
+    assert rows[2] == pytest.approx([0.6, 0.8])
+    assert np.isnan(rows[3]).any()
+
+
+def test_the_standard_error_is_the_spread_over_the_root_of_the_count():
+    cosines = [0.5, 0.7, 0.9]
+    assert score_stderr(cosines, 0.7, False) == pytest.approx(0.2 / math.sqrt(3))
+    # not measured: one probe, a score 0 by the noncommittal rule, a cosine or score not finite
+    assert math.isnan(score_stderr([0.5], 0.5, False))
+    assert math.isnan(score_stderr(cosines, 0.0, True))
+    assert math.isnan(score_stderr([0.5, math.nan], 0.5, False))
+    for score in (math.nan, math.inf, None):
+        assert math.isnan(score_stderr(cosines, score, False))
+
+
+def test_an_all_zero_question_gives_nan_cosines_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cosines, similarity = probe_cosines(np.zeros(3), np.array([[1.0, 0.0, 0.0], [0, 1, 0]]))
+    assert np.isnan(cosines).all()
+    assert similarity == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("scale", [1e200, 1e-200])
+def test_cosines_of_huge_or_tiny_vectors_are_those_of_the_same_directions(scale):
+    # dot products of entries near 1e200 overflow and those near 1e-200 underflow: either alone
+    # sends the vectors through unit length first
+    question, *probes = _vectors(4)
+    expected, similarity = probe_cosines(question, np.stack(probes))
+    cosines, scaled_similarity = probe_cosines(question * scale, np.stack(probes) * scale)
+    assert cosines == pytest.approx(expected, rel=1e-12)
+    assert scaled_similarity == pytest.approx(similarity, rel=1e-12)
+
+
+def test_a_product_that_underflows_is_no_error_under_the_callers_numpy_settings():
+    # 1e-200 squared is below the smallest float: numpy reports it when the caller asked it to
+    question = np.array([1.0, 1e-200])
+    probes = np.array([[1.0, 1e-200], [1e-200, 1.0]])
+    with np.errstate(all="raise"):
+        cosines, similarity = probe_cosines(question, probes)
+    assert cosines == pytest.approx([1.0, 2e-200])
+    assert similarity == pytest.approx(2e-200)
+
+
+def test_an_infinite_entry_gives_nan_cosines_without_a_warning():
+    # inf * 0 in the dot products is an invalid operation numpy warns about
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cosines, similarity = probe_cosines(
+            np.array([math.inf, 1.0]), np.array([[0.0, 1.0], [1.0, 1.0]])
+        )
+    assert np.isnan(cosines).all()
+    assert similarity == pytest.approx(math.sqrt(0.5))
+
+
+def test_probes_whose_pairs_have_no_cosine_have_no_similarity():
+    cosines, similarity = probe_cosines(np.ones(3), np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
+    assert math.isnan(cosines[0]) and cosines[1] == pytest.approx(math.sqrt(1 / 3))
+    assert similarity is None
+    assert mean_pairwise_cosine(np.array([[0.0, 0.0], [1.0, 0.0]])) is None

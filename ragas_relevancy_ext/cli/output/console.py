@@ -15,7 +15,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from rich import box
 from rich.console import Console
@@ -50,7 +50,7 @@ def make_console(stderr: bool = False) -> Console:
     console = TerminalConsole(file=stream, **plain)
     if not console.is_terminal:
         width = None if "COLUMNS" in os.environ else PIPED_WIDTH
-        console = TerminalConsole(file=TrimmedLines(stream), width=width, **plain)
+        console = TerminalConsole(file=cast(IO[str], TrimmedLines(stream)), width=width, **plain)
     return console
 
 
@@ -196,117 +196,69 @@ def status_line(text: str, enabled: bool = True) -> Iterator[Callable[[str], Non
         yield lambda text: status.update(text)
 
 
-CHUNK = 100  # rows per printed table: the table streams, whatever the number of rows
-# A table of more rows is printed as plain lines (no box, no wrapping, no colours): rich lays out
-# every cell as objects of its own, 19.5 s of CPU for a 5,000-row report against 2 s plain.
-RICH_ROWS = 200
+TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
 
 
 def print_scores(
-    console: Console, items: Iterable[Item], probes: bool = True, rows: int = 0
-) -> None:
-    """:func:`print_table` a chunk of rows at a time, with fixed columns so chunks align."""
-    width, rest, first = max(3, len(str(rows))), iter(items), True
-    while (chunk := list(itertools.islice(rest, CHUNK))) or first:
-        print_table(console, chunk, probes, header=first, row_width=width, rows=rows)
-        first = False
-
-
-def print_table(
     console: Console,
-    items: Sequence[Item],
+    items: Iterable[Item],
     probes: bool = True,
     reasons: bool = False,
-    *,
-    header: bool = True,
-    row_width: int | None = None,
-    rows: int | None = None,
+    rows: int = 0,
 ) -> None:
-    """:func:`scores_table` printed by rich (in colour on a terminal) when the whole table has at
-    most :data:`RICH_ROWS` rows (``rows``, else ``len(items)``), else as :func:`plain_lines`."""
-    if (rows if rows is not None else len(items)) <= RICH_ROWS:
-        console.print(scores_table(items, probes, reasons, header=header, row_width=row_width))
-        return
-    lines = plain_lines(items, probes, reasons, header=header, row_width=row_width)
-    console.file.write("".join(line + "\n" for line in lines))
-    console.file.flush()
+    """The per-row table, each sample printed as it comes: row, score and question; beneath
+    them the response (and the score's standard error), each probe with its cosine, the notes,
+    and the reason when ``reasons`` (always when not scored or 0). Each cell stays whole on its
+    line (a terminal folds a long one) and a sample is one styled text, not rich's per-cell
+    layout, so a table of any length prints fast; ``rows``: the largest row number."""
+    width = max(3, len(str(rows)))
+    head = f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
+    print_lines(console, head, style="bold")
+    indent = "\n" + " " * (width + 21)  # a cell's own line breaks stay in its column
+    for number, report in items:
+        sample = Text()
+        for row, (score, style), cosine, text in _sample_lines(number, report, probes, reasons):
+            sample.append(f"{row:>{width}}", "dim").append("   ")
+            sample.append(f"{score:>6}", style).append(f"   {cosine:>6}   ")
+            for part, part_style in text:
+                sample.append(part.expandtabs().replace("\n", indent), part_style)
+            sample.append("\n")
+        sample.append("\n")  # a blank line between samples
+        if console.is_terminal:
+            console.print(sample, end="", soft_wrap=True)
+        else:  # no styles to write: the plain text, at a fifth of rich's CPU
+            console.file.write(neutralise_controls(sample.plain))
+
+
+Cell = tuple[str, str]  # a text and its style
 
 
 def _sample_lines(
     number: int, report: RelevancyReport, probes: bool, reasons: bool
-) -> Iterator[tuple[str, Text, str, Text]]:
-    """One sample's lines of the table: (row, score, cosine, text), texts neutralised."""
-    no_text = Text("")
-    score = Text(fmt(report.score), style=_score_style(report.score))
-    yield str(number), score, "", Text(clip(report.user_input, 300), style="bold")
+) -> Iterator[tuple[str, Cell, str, list[Cell]]]:
+    """One sample's lines of the table: row, score, cosine and the text's parts, neutralised."""
+    blank, score = ("", ""), (fmt(report.score), _score_style(report.score))
+    yield str(number), score, "", [(clip(report.user_input, 300), "bold")]
     se = report.score_stderr
-    spread = Text(f"±{se:.3f}", style="dim") if se is not None and math.isfinite(se) else no_text
-    yield "", spread, "", Text("> " + clip(report.response, 300), style="dim")
+    spread = (f"±{se:.3f}", "dim") if se is not None and math.isfinite(se) else blank
+    yield "", spread, "", [("> " + clip(report.response, 300), "dim")]
     if probes:
         pulls = {id(probe): pull for probe, pull in pull_downs(report)}
         for probe in report.probes:
-            line = Text(neutralise_controls(probe.question))
+            line = [(neutralise_controls(probe.question), "")]
             if probe.noncommittal:
-                line.append("  nc", style="yellow")
+                line.append(("  nc", "yellow"))
             if id(probe) in pulls:
-                line.append(f"  pulled the score down by {pulls[id(probe)]:.2f}", style="magenta")
-            line.append(language_tag(probe.language, report.question_language), style="cyan")
-            yield "", no_text, fmt(probe.cosine, 2), line
+                line.append((f"  pulled the score down by {pulls[id(probe)]:.2f}", "magenta"))
+            line.append((language_tag(probe.language, report.question_language), "cyan"))
+            yield "", blank, fmt(probe.cosine, 2), line
         for note in report.notes:
-            yield "", no_text, "", Text(f"note: {neutralise_controls(note)}", style="yellow")
+            yield "", blank, "", [(f"note: {neutralise_controls(note)}", "yellow")]
     reason = neutralise_controls(report.reason)
     if report.error or not report.probes or report.all_noncommittal:
-        yield "", no_text, "", Text(reason, style="red")
+        yield "", blank, "", [(reason, "red")]
     elif reasons:
-        yield "", no_text, "", Text(reason, style="italic")
-
-
-TEXT_HEADER = "question, response (>), probes (nc = noncommittal)"
-
-
-def scores_table(
-    items: Sequence[Item],
-    probes: bool = True,
-    reasons: bool = False,
-    *,
-    header: bool = True,
-    row_width: int | None = None,
-) -> Table:
-    """One line per sample (row, score, question), its response and probes beneath it, and its
-    reason when ``reasons`` (always when not scored or 0); chunks line up given ``row_width``."""
-    table = simple_table(
-        *right("row", style="dim", no_wrap=True, width=row_width),
-        *right("score", "cosine", no_wrap=True, width=6),
-        TEXT_HEADER,
-        show_header=header,
-    )
-    for number, report in items:
-        for cells in _sample_lines(number, report, probes, reasons):
-            table.add_row(*cells)
-        table.add_section()
-    return table
-
-
-def plain_lines(
-    items: Sequence[Item],
-    probes: bool = True,
-    reasons: bool = False,
-    *,
-    header: bool = True,
-    row_width: int | None = None,
-) -> Iterator[str]:
-    """The cells of :func:`scores_table` as plain lines, texts unwrapped and neutralised (this
-    text bypasses the console)."""
-    width = row_width or max([3, *(len(str(number)) for number, _ in items)])
-    if header:
-        yield f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
-    for number, report in items:
-        for row, score, cosine, text in _sample_lines(number, report, probes, reasons):
-            first, *rest = neutralise_controls(text.plain).expandtabs(8).split("\n")
-            yield f"{row:>{width}}   {score.plain:>6}   {cosine:>6}   {first}".rstrip(" ")
-            indent = " " * (width + 21)
-            yield from (f"{indent}{more}".rstrip(" ") for more in rest)
-        yield ""
+        yield "", blank, "", [(reason, "italic")]
 
 
 def _score_style(score: float) -> str:

@@ -1,6 +1,9 @@
-"""The embeddings module's edges that mutation testing found unchecked: each error names the
-embeddings class and the text at fault, replies numpy cannot read as one array are judged as
-strictly as those it can, and the usage hook counts the tokens of embeddings answers only."""
+"""The one place that knows embeddings kinds: each kind asked as it wants (options for modern
+ones only), a request slot held per request, the OpenAI SDK's embeddings module loaded off the
+loop, the usage hook counting embeddings answers only; and the vector checks, which name the
+embeddings and the text at fault, judge replies numpy cannot read as one array (ragged, or
+vectors given as iterators) as strictly as those it can, and read lists of numbers bit for bit
+as numpy reads them."""
 
 from __future__ import annotations
 
@@ -8,9 +11,12 @@ import asyncio
 import importlib
 import math
 import sys
+from decimal import Decimal
+from fractions import Fraction
 from typing import Any
 
 import httpx
+import numpy as np
 import openai
 import pytest
 from ragas.embeddings.base import BaseRagasEmbedding
@@ -80,60 +86,6 @@ def test_a_width_mismatch_between_question_and_probes_names_the_embeddings() -> 
         r"length 2 for the 2 probe\(s\)$",
     ):
         asyncio.run(embed_question_and_probes(WidthByCount(), "q", ["a", "b"]))
-
-
-# -- replies numpy cannot read as one array --------------------------------------------------
-
-
-def test_a_reply_of_words_names_the_source_and_the_type_it_got() -> None:
-    with pytest.raises(
-        EmbeddingShapeError,
-        match=r"^Words returned list for 1 text\(s\), not a list of numeric vectors \(",
-    ):
-        check_vectors([["one", "two"]], 1, "Words")
-
-
-def test_a_ragged_count_error_names_the_source_and_how_to_fix_it() -> None:
-    with pytest.raises(EmbeddingShapeError) as caught:
-        check_vectors([[0.1, 0.2], [0.3], [0.4, 0.5]], 2, "Ragged")
-    assert str(caught.value) == (
-        "Ragged returned 3 vector(s) of length(s) [2, 1, 2] for 2 text(s); expected one vector "
-        "per text. If the provider answers a list with one vector, wrap it in "
-        "ragas_relevancy_ext.OneTextPerCall."
-    )
-
-
-def test_one_empty_vector_given_as_an_iterator_is_named_as_empty() -> None:
-    with pytest.raises(EmbeddingShapeError, match=r"^Lazy returned empty vectors for 1 text\(s\)$"):
-        check_vectors([iter([])], 1, "Lazy")
-
-
-def test_a_bad_row_among_iterators_is_named_by_source_and_index() -> None:
-    with pytest.raises(
-        EmbeddingShapeError,
-        match=r"^Lazy returned a vector with NaN or infinite values for text 1 of 2$",
-    ):
-        check_vectors([iter([1.0, 0.0]), iter([math.nan, 1.0])], 2, "Lazy")
-    with pytest.raises(
-        EmbeddingShapeError,
-        match=r"^Lazy returned an all-zero vector for text 1 of 2; its cosine is undefined$",
-    ):
-        check_vectors([iter([1.0, 0.0]), iter([0.0, 0.0])], 2, "Lazy")
-
-
-def test_an_all_zero_vector_is_named_with_why_it_is_refused() -> None:
-    with pytest.raises(
-        EmbeddingShapeError,
-        match=r"^Zero returned an all-zero vector for text 0 of 1; its cosine is undefined$",
-    ):
-        check_vectors([[0.0, 0.0]], 1, "Zero")
-
-
-def test_up_to_four_lengths_are_listed_and_more_are_summed_up() -> None:
-    with pytest.raises(EmbeddingShapeError, match=r"different lengths \[2, 1, 2, 1\] for 4"):
-        check_vectors([[1.0, 2.0], [1.0], [1.0, 2.0], [1.0]], 4, "Ragged")
-    with pytest.raises(EmbeddingShapeError, match=r"different lengths \[1, 2\] for 5"):
-        check_vectors([[1.0, 2.0], [1.0], [1.0, 2.0], [1.0], [1.0, 2.0]], 5, "Ragged")
 
 
 # -- request slots -------------------------------------------------------------------------------
@@ -421,3 +373,101 @@ def test_the_hooks_leave_other_answers_and_answers_outside_a_call_unread() -> No
     for response in outside + inside:
         with pytest.raises(httpx.ResponseNotRead):
             _ = response.content
+
+
+# -- the vector checks --------------------------------------------------------------------------
+
+
+def test_a_ragged_reply_with_more_vectors_than_texts_is_a_count_error_naming_the_fix():
+    with pytest.raises(EmbeddingShapeError) as caught:
+        check_vectors([[0.1, 0.2], [0.3], [0.4, 0.5]], 2, "Ragged")
+    assert str(caught.value) == (
+        "Ragged returned 3 vector(s) of length(s) [2, 1, 2] for 2 text(s); expected one vector "
+        "per text. If the provider answers a list with one vector, wrap it in "
+        "ragas_relevancy_ext.OneTextPerCall."
+    )
+
+
+def test_up_to_four_lengths_are_listed_and_more_are_summed_up():
+    with pytest.raises(EmbeddingShapeError, match=r"different lengths \[2, 1\] for 2"):
+        check_vectors([[0.1, 0.2], [0.3]], 2, "Ragged")
+    with pytest.raises(EmbeddingShapeError, match=r"different lengths \[2, 1, 2, 1\] for 4"):
+        check_vectors([[1.0, 2.0], [1.0], [1.0, 2.0], [1.0]], 4, "Ragged")
+    with pytest.raises(EmbeddingShapeError, match=r"different lengths \[1, 2\] for 5"):
+        check_vectors([[1.0, 2.0], [1.0], [1.0, 2.0], [1.0], [1.0, 2.0]], 5, "Ragged")
+
+
+def test_a_reply_of_words_names_the_source_and_the_type_it_got():
+    with pytest.raises(
+        EmbeddingShapeError,
+        match=r"^Words returned list for 1 text\(s\), not a list of numeric vectors \(",
+    ):
+        check_vectors([["one", "two"]], 1, "Words")
+
+
+@pytest.mark.parametrize("count", [1, 2])
+def test_empty_vectors_given_as_iterators_are_named_as_empty(count):
+    with pytest.raises(
+        EmbeddingShapeError, match=rf"^Lazy returned empty vectors for {count} text\(s\)$"
+    ):
+        check_vectors([iter([]) for _ in range(count)], count, "Lazy")
+
+
+def test_vectors_given_as_iterators_are_read_like_lists():
+    vectors = check_vectors([iter([1.0, 0.0]), iter([0.0, 2.0])], 2, "Lazy")
+    assert vectors.tolist() == [[1.0, 0.0], [0.0, 2.0]]
+
+
+def test_a_bad_row_among_iterators_is_named_by_source_and_index():
+    with pytest.raises(
+        EmbeddingShapeError,
+        match=r"^Lazy returned a vector with NaN or infinite values for text 1 of 2$",
+    ):
+        check_vectors([iter([1.0, 0.0]), iter([math.nan, 1.0])], 2, "Lazy")
+    with pytest.raises(
+        EmbeddingShapeError,
+        match=r"^Lazy returned an all-zero vector for text 1 of 2; its cosine is undefined$",
+    ):
+        check_vectors([iter([1.0, 0.0]), iter([0.0, 0.0])], 2, "Lazy")
+
+
+def test_an_all_zero_vector_is_named_with_why_it_is_refused():
+    with pytest.raises(
+        EmbeddingShapeError,
+        match=r"^Zero returned an all-zero vector for text 0 of 1; its cosine is undefined$",
+    ):
+        check_vectors([[0.0, 0.0]], 1, "Zero")
+
+
+def _numbers():
+    rng = np.random.default_rng(19)
+    yield rng.normal(size=(3, 1536)).tolist()  # what SDKs answer
+    yield (rng.normal(size=(2, 8)) * 1e300).tolist() + [[1e-320] * 8]
+    yield [[1, 2**60 + 1, True, 3], [np.float32(0.1), np.int64(7), Decimal("0.1"), Fraction(1, 3)]]
+    yield [[0.5, -0.0, 2.0]]
+    yield [[1.0, "2.5"]]  # numpy reads number strings
+    yield [[1.0, 2.0], (3.0, 4.0)]
+    yield [np.array([1.0, 2.0])]
+    yield np.ones((2, 3))
+
+
+@pytest.mark.parametrize("vectors", list(_numbers()))
+def test_numbers_are_read_bit_for_bit_as_numpy_reads_them(vectors):
+    expected = np.asarray(vectors, dtype=float)
+    checked = check_vectors(vectors, len(vectors), "Lists")
+    assert checked.dtype == expected.dtype and checked.shape == expected.shape
+    assert checked.tobytes() == expected.tobytes()
+
+
+@pytest.mark.parametrize(
+    ("vectors", "problem"),
+    [
+        ([[1.0, None], [1.0, 2.0]], "a vector with NaN or infinite values for text 0 of 2"),
+        ([[1.0, 2.0], [3.0]], "2 vectors of different lengths [2, 1] for 2 text(s)"),
+        ([[]], "empty vectors for 1 text(s)"),
+    ],
+)
+def test_what_numpy_reads_as_no_vectors_is_named(vectors, problem):
+    with pytest.raises(EmbeddingShapeError) as caught:
+        check_vectors(vectors, len(vectors), "Holes")
+    assert str(caught.value) == f"Holes returned {problem}"
