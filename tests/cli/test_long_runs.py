@@ -171,6 +171,20 @@ def test_report_lines_are_marked_and_carry_the_data_row_and_file_line(tmp_path):
     assert all(f'id="row-{n}"' in page_text for n in (1, 2, 3))  # the skipped row included
 
 
+def test_rows_set_aside_carry_the_cause_bad_input(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    good = json.dumps(rows_of(1)[0])
+    data.write_text(f'{good}\n[1, 2]\n{{"user_input": 5, "response": "x"}}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert result.exit_code == 3, result.output
+    assert [(r["cause"], "skipped" in r) for r in records(out)] == [
+        (None, False),
+        ("bad_input", True),
+        ("bad_input", True),
+    ]
+
+
 def test_a_csv_quote_that_swallows_rows_is_warned_of_on_the_command_line(tmp_path):
     data = tmp_path / "rows.csv"
     data.write_text('user_input,response\nQ1?,A1.\nQ2?,"oops\nQ3?,A3.\nQ4?,A4.\n')
