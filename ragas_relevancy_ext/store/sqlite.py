@@ -137,6 +137,12 @@ class SqliteStore:
                 self._db.close()
             self._db = None
 
+    def remove(self) -> None:
+        """Close and delete the database and its write-ahead files."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+
 
 def _connect(path: Path) -> sqlite3.Connection:
     """Open (or create) the database, in WAL mode with each commit synced; ``ValueError`` when

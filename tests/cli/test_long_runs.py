@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import os
 import pickle
+import random
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,7 +32,7 @@ from ragas_relevancy_ext.run.batching import DEFAULT_MAX_BATCH
 from ragas_relevancy_ext.scoring.cosines import cosine_similarities, non_finite
 from ragas_relevancy_ext.scoring.redaction import redact
 from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
-from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer, pretend_reply
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 OFFLINE = ["--embeddings", "hash"]
@@ -582,3 +585,40 @@ def test_the_header_is_out_before_ragas_is_set_up(tmp_path, monkeypatch):
     [before] = seen
     assert before.startswith("file: ") and "(2 row(s), 0 bad)" in before
     assert "judge: offline" in before and "embeddings: hash" in before
+
+
+# -- 7: the reply journal: a stopped run, resumed, pays for no judge reply twice -------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT])
+def test_a_stopped_run_resumed_asks_the_judge_nothing_it_had_answered(tmp_path, stop):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(300))
+    out, concurrency = tmp_path / "out.jsonl", 8
+    moment = random.Random().randint(1, 299)  # stopped once the judge has answered this many
+    answers, reached = itertools.count(1), threading.Event()
+
+    def reply(messages: list[dict]) -> str:
+        if next(answers) >= moment:
+            reached.set()
+        return pretend_reply(messages)
+
+    with LoopbackServer(reply=reply, rpm=3000) as server:
+        args = [str(data), *server.cli_options(), "--rpm", "3000", "--no-progress"]
+        args += ["--concurrency", str(concurrency), "--out", str(out)]
+        env = {k: v for k, v in child_env().items() if k != "OPENAI_API_KEY"}
+        first = ForkedCommand(["score", *args], env, tmp_path / "stderr.txt")
+        assert reached.wait(timeout=120), first.stderr()
+        first.send_signal(stop)
+        first.wait(timeout=120)
+        again = invoke("score", *args, env={"OPENAI_API_KEY": None})  # the same command
+        paid = [r for r in server.requests("chat") if r.status == 200]
+    assert again.exit_code == 0, again.output
+    assert [r["row"] for r in records(out)] == list(range(1, 301))
+    assert all(r["error"] is None for r in records(out))
+    why = f"stopped by {stop!r} after {moment} answers"
+    if stop == signal.SIGINT:
+        assert len(paid) == 300, why
+    else:
+        assert len(paid) <= 300 + concurrency, why
+    assert not list(tmp_path.glob("out.jsonl.replies*"))  # the journal goes with a complete run
