@@ -15,6 +15,7 @@ import os
 import pickle
 import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -611,6 +612,8 @@ def test_a_stopped_run_resumed_asks_the_judge_nothing_it_had_answered(tmp_path, 
         assert reached.wait(timeout=120), first.stderr()
         first.send_signal(stop)
         first.wait(timeout=120)
+        with contextlib.closing(sqlite3.connect(tmp_path / "out.jsonl.replies.sqlite3")) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         again = invoke("score", *args, env={"OPENAI_API_KEY": None})  # the same command
         paid = [r for r in server.requests("chat") if r.status == 200]
     assert again.exit_code == 0, again.output
