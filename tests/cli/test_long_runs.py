@@ -346,7 +346,9 @@ def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_agai
             ]
             final = records(out)
             assert [r["row"] for r in final] == list(range(1, total + 1)), how  # once, in order
-            assert resumed_calls == total - len(kept), how
+            # what the judge had answered is in the reply journal: only requests cut off by
+            # the stop (at most --concurrency 4) are sent again
+            assert total - asked <= resumed_calls <= total - asked + 4, how
             assert asked_again == [], how
 
 

@@ -285,13 +285,14 @@ def test_a_write_lock_another_process_holds_never_stalls_the_event_loop(tmp_path
     store = NotedStore(tmp_path)
     judge = CachedJudge(PretendJudge(), store, "m")
     rows = hundred_rows(0)[:40]
-    run(judge, rows[:4])  # imports and first uses before the loop is watched
+    run(judge, rows[:4], probe_prompt="diverse")  # imports and first uses before the watch
     store.writing = threading.Event()
     caplog.set_level(logging.WARNING, logger="asyncio")
 
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=8)
+
     async def watched() -> list[Any]:
         asyncio.get_running_loop().slow_callback_duration = 0.1  # asyncio debug mode reports
-        metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=8)
         first = asyncio.ensure_future(metric.ascore(**hundred_rows(1)[99]))
         await asyncio.to_thread(store.writing.wait, 60)  # its reply's write waits for the lock
         results = await metric.abatch_score(rows)  # read while that write waits
