@@ -1,11 +1,10 @@
-"""The judge-reply store: JSON text in SQLite (write-ahead log, so processes share it). Each
-write is synced to disk before it returns (``synchronous=FULL``). A damaged file is moved
-aside and a new one started; a link, or a database holding tables of another program, is
-refused untouched. Standard library only.
+"""The judge-reply store: JSON text in SQLite (write-ahead log, so processes share it), each write
+synced to disk before it returns. A damaged file is moved aside and a new one started; a link,
+or a database with another program's tables, is refused untouched. Standard library only.
 
-Every SQLite call of this module holds one process-wide lock, which ``fork()`` takes too: a
-forked child never inherits a lock held mid-call, and opens a connection of its own (SQLite's
-are not carried across ``fork``). A lock another process holds is waited for outside that lock.
+Every SQLite call here holds one process-wide lock that ``fork()`` takes too, so a child never
+inherits a lock held mid-call; each process opens its own connection (SQLite's must not cross a
+fork), and a lock another process holds is waited for outside that lock.
 """
 
 from __future__ import annotations
@@ -26,10 +25,8 @@ __all__ = ["CACHE_FILE", "CacheError", "SqliteStore"]
 
 CACHE_FILE = "replies.sqlite3"
 BUSY_TIMEOUT = 30.0  # seconds a write waits for another process holding the lock
-_RETRY = 0.02  # seconds between tries while another process holds it
-
 T = TypeVar("T")
-_CALLS = threading.Lock()  # held around every SQLite call here, and across fork()
+_CALLS = threading.Lock()
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(
         before=_CALLS.acquire, after_in_parent=_CALLS.release, after_in_child=_CALLS.release
@@ -41,16 +38,12 @@ class CacheError(UsageError):
 
 
 class SqliteStore:
-    """JSON text values in one SQLite table, in ``directory/name`` (the folder is created);
-    ``option`` names the store in errors (``--cache``, or the reply journal)."""
+    """JSON text values in one SQLite table in ``directory/name`` (the folder is created);
+    ``option`` names the store in errors."""
 
     def __init__(self, directory: str | Path, name: str = CACHE_FILE, option: str = "--cache"):
-        self.directory = Path(directory)
-        self.path = self.directory / name
-        self.option = option
-        self._db: sqlite3.Connection | None = None
-        self._pid = 0  # the process self._db belongs to
-        self._inherited: list[sqlite3.Connection] = []  # a parent's, never used nor closed
+        self.directory, self.path, self.option = Path(directory), Path(directory) / name, option
+        self._dbs: dict[int, sqlite3.Connection] = {}  # by process: a parent's is never closed
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -63,20 +56,18 @@ class SqliteStore:
     def _call(self, work: Callable[[sqlite3.Connection], T], doing: str = "use") -> T:
         """``work`` on this process's connection; a lock another process holds is waited for
         (up to :data:`BUSY_TIMEOUT`) between tries, outside the module's lock."""
-        waited = 0.0
-        while True:
+        for _ in range(int(BUSY_TIMEOUT / 0.02)):
             with _CALLS:
                 try:
-                    if self._db is None or self._pid != os.getpid():
-                        if self._db is not None:
-                            self._inherited.append(self._db)
-                        self._db, self._pid = self._open(), os.getpid()
-                    return work(self._db)
-                except sqlite3.DatabaseError as exc:  # a full disk, a lock held too long
-                    if "locked" not in str(exc) or waited >= BUSY_TIMEOUT:
+                    db = self._dbs.get(os.getpid())
+                    if db is None:
+                        db = self._dbs[os.getpid()] = self._open()
+                    return work(db)
+                except sqlite3.DatabaseError as exc:  # a full disk, damage, a lock held
+                    if "locked" not in str(exc):
                         raise self._error(f"cannot {doing} it ({exc})") from None
-            time.sleep(_RETRY)
-            waited += _RETRY
+            time.sleep(0.02)
+        raise self._error(f"cannot {doing} it (another process held its lock {BUSY_TIMEOUT:g} s)")
 
     def _open(self) -> sqlite3.Connection:
         for path in (self.path, Path(f"{self.path}-wal"), Path(f"{self.path}-shm")):
@@ -95,15 +86,13 @@ class SqliteStore:
             if any(word in str(exc) for word in ("readonly", "read-only", "unable to open")):
                 raise self._error(readonly) from None
             if "malformed" not in str(exc):
-                raise  # a lock another process holds is waited for; else said by _call
+                raise
         except sqlite3.DatabaseError:
             pass  # not a database (any more): moved aside below
         aside = self.path.with_name(f"{self.path.name}.damaged-{time.time_ns()}")
         try:
             os.link(self.path, aside)  # never over another file
-            self.path.unlink()
-            for suffix in ("-wal", "-shm"):
-                Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+            _delete(self.path)
         except OSError as exc:
             raise self._error(f"damaged and cannot be moved ({exc.strerror or exc})") from None
         print(
@@ -133,26 +122,27 @@ class SqliteStore:
     def close(self) -> None:
         """Close this process's connection."""
         with _CALLS:
-            if self._db is not None and self._pid == os.getpid():
-                self._db.close()
-            self._db = None
+            if (db := self._dbs.pop(os.getpid(), None)) is not None:
+                db.close()
 
     def remove(self) -> None:
         """Close and delete the database and its write-ahead files."""
         self.close()
-        for suffix in ("", "-wal", "-shm"):
-            Path(f"{self.path}{suffix}").unlink(missing_ok=True)
+        _delete(self.path)
+
+
+def _delete(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
 
 
 def _connect(path: Path) -> sqlite3.Connection:
-    """Open (or create) the database, in WAL mode with each commit synced; ``ValueError`` when
-    it holds tables of another program (it is left as it is)."""
-    # no busy wait inside SQLite: SqliteStore waits for other processes between tries
-    db = sqlite3.connect(path, timeout=0, check_same_thread=False)
+    """Open (or create) the database in WAL mode, each commit synced; ``ValueError`` when it
+    holds another program's tables (it is left as it is)."""
+    db = sqlite3.connect(path, timeout=0, check_same_thread=False)  # waits: SqliteStore._call
     try:
-        if {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")} - {
-            "replies"
-        }:
+        tables = db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+        if set(tables) - {("replies",)}:
             raise ValueError("holds tables this tool did not write; it was left as it is")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute("PRAGMA synchronous=FULL")

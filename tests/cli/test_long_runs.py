@@ -373,8 +373,8 @@ def test_a_planted_pickle_in_the_cache_never_runs(tmp_path):
     first = PretendJudge()
     run_cached(CachedJudge(first, store, "m"), metric_rows)
     payload = pickle.dumps(Boom(str(marker)))
-    with store._db:  # every stored reply replaced by a pickle (as bytes and as text)
-        store._db.execute("UPDATE replies SET value = ?", (payload,))
+    with contextlib.closing(sqlite3.connect(store.path)) as db, db:  # every reply: a pickle
+        db.execute("UPDATE replies SET value = ?", (payload,))
     (cache / "cache.db").write_bytes(payload)  # where diskcache kept its pickles
     store.close()
 
