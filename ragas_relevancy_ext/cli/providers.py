@@ -298,7 +298,9 @@ def _offline_judge(request: Request) -> Any:
 def _llm_judge(request: Request) -> Any:
     from ragas.llms import llm_factory
 
-    return llm_factory(request.spec.model, provider="openai", client=_openai_client(request))
+    # --max-retries bounds instructor's re-asking for an unreadable reply too (0: asked once)
+    client = _openai_client(request)
+    return llm_factory(request.spec.model, client=client, max_retries=request.max_retries)
 
 
 def _auto_choice(request: Request) -> str:

@@ -132,8 +132,11 @@ def score(
             report = ReportFile(out, input_path=source.path)  # refuses a file not ours
             report.lock()
         stack.callback(report.close)
-        # a cache that cannot be used: said before RAGAS loads
+        # a cache or journal that cannot be used: said before RAGAS loads. The journal, beside
+        # the report and under its lock, holds every judge reply before it is used
         store = None if settings.cache is None else SqliteStore(settings.cache)
+        name = f"{report.path.name}.replies.sqlite3"
+        journal = None if out is None else SqliteStore(report.path.parent, name, "--out")
         tag = checked.settings_tag
         run = _Run(source, report, tag, settings, out, outputs, probes, table, prices)
         for entry in source.entries():
@@ -165,7 +168,7 @@ def score(
         if run.todo:
             try:
                 with status_line("loading RAGAS…", progress) as say:
-                    scorer = prepare(settings, store, say)
+                    scorer = prepare(settings, store, say, journal)
             except KeyboardInterrupt:  # Ctrl-C before scoring began
                 run.say_saved()
                 return INTERRUPTED
@@ -192,7 +195,10 @@ def score(
 
         if not report.in_order((run.key(e), e.number) for e in source.entries()):
             report.compact((run.key(e), e.number, e.line) for e in source.entries())
-        return run.show(cache_line, bars=(cluster, interval))
+        code = run.show(cache_line, bars=(cluster, interval))
+        if journal is not None and all(s.status != "failed" for s in report.index.values()):
+            journal.remove()  # no row left to ask again
+        return code
 
 
 @dataclass

@@ -167,6 +167,7 @@ class Scorer:
     judge: Built
     embeddings: Built
     cached: Any = None
+    journal: Any = None  # the reply journal's judge, in front of the cached one
 
     @property
     def judge_label(self) -> str:
@@ -190,8 +191,12 @@ class Scorer:
         )
 
     def judge_for_runs(self) -> Any:
-        """The judge the commands should ask: the cached one when the cache is on."""
-        return self.cached if self.cached is not None else self.judge.value
+        """The judge the commands should ask: the journal's, else the cached one, else the
+        judge itself."""
+        for judge in (self.journal, self.cached):
+            if judge is not None:
+                return judge
+        return self.judge.value
 
     def metric(self) -> Any:
         """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
@@ -214,12 +219,17 @@ LOCAL_MODEL_MODULE = "sentence_transformers"
 
 
 def prepare(
-    settings: Settings, store: Any = None, say: Callable[[str], None] | None = None
+    settings: Settings,
+    store: Any = None,
+    say: Callable[[str], None] | None = None,
+    journal: Any = None,
 ) -> Scorer:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key).
 
     ``store``: the reply store of ``settings.cache`` when the caller opened it already.
     ``say``: told what is being waited for, as it changes (a status line's text).
+    ``journal``: a reply store each judge reply is written to before it is used, and read
+    first (a resumed run pays for no reply twice).
     """
     say = say or (lambda text: None)
     check_settings(settings)  # a bad spec or a missing key fails before any thread starts
@@ -250,13 +260,14 @@ def prepare(
         **settings.connection(_embeddings_url(settings, judge.spec.provider)),
     )
     scorer = Scorer(settings, judge, embeddings)
-    if settings.cache is not None:
-        from ..store.cache import CachedJudge, disk_store
+    from ..store.cache import CachedJudge, disk_store
 
+    model = str(judge.spec) + (f"@{settings.base_url}" if settings.base_url else "")
+    if settings.cache is not None:
         store = store if store is not None else disk_store(settings.cache)
-        scorer.cached = CachedJudge(judge.value, store, str(judge.spec))
-        if settings.base_url:
-            scorer.cached.model += f"@{settings.base_url}"
+        scorer.cached = CachedJudge(judge.value, store, model)
+    if journal is not None:
+        scorer.journal = CachedJudge(scorer.judge_for_runs(), journal, model, "reply journal")
     return scorer
 
 

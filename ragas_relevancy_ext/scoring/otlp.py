@@ -57,7 +57,11 @@ def otlp_traces_url(
 
 def _check_url(url: str, source: str) -> SplitResult:
     parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    try:
+        usable = parts.scheme in ("http", "https") and bool(parts.hostname) and parts.port != 0
+    except ValueError:  # a port out of range or not a number
+        usable = False
+    if not usable:
         raise UsageError(
             f"{source}: give an http(s) URL such as http://localhost:4318, got {redact(url)!r}"
         )

@@ -1,5 +1,5 @@
 """Masking secrets: no API key may reach a report, a label, a log line or an error (key
-variables' values, URL credentials and query values, secret-looking parameters)."""
+variables' values; in every URL, its credentials, every query value and its fragment)."""
 
 from __future__ import annotations
 
@@ -17,45 +17,45 @@ KEY_VARIABLES: dict[str, tuple[str, ...]] = {
 }
 ALL_KEY_VARIABLES = tuple(name for names in KEY_VARIABLES.values() for name in names)
 
-# scheme://user:password@host -> scheme://***@host
-_USERINFO = re.compile(r"(?P<scheme>\b[a-z][a-z0-9+.-]*://)(?P<info>[^/\s@?#]+)@", re.IGNORECASE)
-# a URL: scheme://, then up to a space, a quote or an angle bracket
-_URL = re.compile(r"\b[a-z][a-z0-9+.-]*://[^\s'\"<>]+", re.IGNORECASE)
-_URL_TAIL = ".,;:!?)]}"  # punctuation after a URL in a sentence, not part of it
-# ?api-key=VALUE or &token=VALUE (any parameter whose name speaks of a secret)
-_SECRET_PARAM = re.compile(
-    r"(?P<name>[?&;](?:[\w.-]*(?:key|token|secret|password|passwd|pwd|sig|signature|auth|"
-    r"credential|session)[\w.-]*))=(?P<value>[^&#\s'\"]+)",
+# A URL (from its scheme to a space, a double quote or an angle bracket), or a path with its
+# query as a server echoes the request it got (/v1/chat?code=...); else a name=VALUE after ?, & or ;
+_FIND = re.compile(
+    r"(?P<url>(?:\b[a-z][a-z0-9+.-]*://|(?<![\w/])/)[^\s\"<>]+)"
+    r"|(?P<name>[?&;][^\s=&;?#'\"<>]*)=[^&#\s\"<>]+",
     re.IGNORECASE,
 )
+_TAIL = ".,;:!?)]}'"  # punctuation after a URL in a sentence, not part of it
 
 
 def redact(text: str, environ: Mapping[str, str] | None = None) -> str:
-    """``text`` with API-key values, URL credentials and secret query values masked."""
+    """``text`` with API-key values masked, and in every URL its user name and password, every
+    query value (whatever its name) and its fragment."""
     environ = os.environ if environ is None else environ
     for variable in ALL_KEY_VARIABLES:
         value = environ.get(variable, "").strip()
         if len(value) >= 4:
             text = text.replace(value, MASK)
-    text = _USERINFO.sub(lambda m: f"{m['scheme']}{MASK}@", text)
-    text = _URL.sub(_mask_query, text)
-    return _SECRET_PARAM.sub(lambda m: f"{m['name']}={MASK}", text)
+    return _FIND.sub(_mask, text)
 
 
-def _mask_query(match: re.Match[str]) -> str:
-    """The URL with every query value masked (``?a=1&b`` -> ``?a=***&***``), names kept."""
-    url = match.group()
-    core = url.rstrip(_URL_TAIL)
-    tail = url[len(core) :]
-    head, mark, rest = core.partition("?")
-    if not mark:
-        return url
-    query, hash_mark, fragment = rest.partition("#")
+def _mask(match: re.Match[str]) -> str:
+    """One URL masked (``u:p@h/?a=1&b#f`` -> ``***@h/?a=***&***#***``), or ``name=***``."""
+    found = match.group()
+    core = found.rstrip(_TAIL)
+    tail = found[len(core) :]
+    if match["url"] is None:
+        return f"{match['name']}={MASK}{tail}"
+    scheme, sep, rest = ("", "", core) if core[0] == "/" else core.partition("://")
+    authority = re.split("[/?#]", rest, maxsplit=1)[0]
+    if "@" in authority:  # user name and password: up to the last @ before the host
+        rest = f"{MASK}@{rest[authority.rindex('@') + 1 :]}"
+    rest, hash_mark, fragment = rest.partition("#")
+    head, mark, query = rest.partition("?")
     masked = "&".join(
         f"{part.partition('=')[0]}={MASK}" if "=" in part else MASK if part else part
         for part in query.split("&")
     )
-    return f"{head}?{masked}{hash_mark}{fragment}{tail}"
+    return f"{scheme}{sep}{head}{mark}{masked}{hash_mark}{MASK if fragment else ''}{tail}"
 
 
 class RedactingFilter(logging.Filter):

@@ -164,6 +164,8 @@ class RelevancyReport(_ReportReadings):
             del given["score_stderr"]
         if self.cause is not None:
             self.cause = _as_cause(self.cause)
+        elif self.error and self.error.startswith(SKIPPED):  # a row set aside, unscored
+            self.cause = Cause.BAD_INPUT
         elif not self.error and not math.isfinite(self.score) and not self.probes:
             self.cause = Cause.NO_USABLE_PROBE
 

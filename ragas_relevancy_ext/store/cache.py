@@ -1,6 +1,7 @@
 """A judge that keeps its replies on disk (JSON text in SQLite, no pickle), so a re-run asks the
-real judge nothing. A store that cannot be written costs the cache, never a score; replies are
-written by one thread of their own, never on the event loop."""
+real judge nothing: the cache across runs (``--cache``) and the reply journal beside a report. A
+store that cannot be used costs the store, never a score; it is read in a thread and written
+by one thread of its own, never on the event loop, and a reply is stored before it is used."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ import json
 import os
 import sys
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -60,13 +62,15 @@ class CachedJudge(JudgeWrapper):
     """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
 
     ``model`` names the judge in the key, so two judges never share replies; ``hits`` and
-    ``misses`` count this run's lookups; ``off`` says why the cache was switched off, else None.
+    ``misses`` count this run's lookups; ``off`` says why the store was switched off, else None;
+    ``kind`` names the store in that warning.
     """
 
-    def __init__(self, inner: Judge, store: ReplyStore, model: str):
+    def __init__(self, inner: Judge, store: ReplyStore, model: str, kind: str = "judge cache"):
         super().__init__(inner)
         self.store = store
         self.model = model
+        self.kind = kind
         self.hits = 0
         self.misses = 0
         self.off: str | None = None
@@ -78,7 +82,7 @@ class CachedJudge(JudgeWrapper):
         occurrence = self._asked[asked]
         self._asked[asked] += 1
         key = reply_key(self.model, prompt, response_model, occurrence)
-        stored = self.store.get(key) if self.off is None else None
+        stored = await self._use(None, self.store.get, key)  # reads: the loop's own threads
         if isinstance(stored, str):
             with contextlib.suppress(ValueError):  # written by an older output model: ask again
                 reply = response_model.model_validate_json(stored)
@@ -87,24 +91,23 @@ class CachedJudge(JudgeWrapper):
                 return reply
         self.misses += 1
         reply = await super().agenerate(prompt, response_model)
-        if self.off is None:
-            await self._keep(key, reply)
+        await self._use(_writer(os.getpid()), self.store.set, key, reply.model_dump_json())
         return reply
 
-    async def _keep(self, key: str, reply: Reply) -> None:
-        """Store ``reply`` in the writer thread; a store that cannot be written: warn once, off."""
-        loop = asyncio.get_running_loop()
+    async def _use(self, threads: Executor | None, method: Callable[..., Any], *args: Any) -> Any:
+        """``method(*args)`` of the store in ``threads``; a store that fails: warn once, off."""
+        if self.off is not None:
+            return None
         try:
-            await loop.run_in_executor(
-                _writer(os.getpid()), self.store.set, key, reply.model_dump_json()
-            )
+            return await asyncio.get_running_loop().run_in_executor(threads, method, *args)
         except CacheError as exc:
-            if self.off is not None:  # another write failed first and said so
-                return
+            if self.off is not None:  # another call failed first and said so
+                return None
             self.off = str(exc)
             print(
-                f"ragas-relevancy: warning: {exc}; the judge cache is off for the rest of this "
+                f"ragas-relevancy: warning: {exc}; the {self.kind} is off for the rest of this "
                 "run (rows are scored as usual)",
                 file=sys.stderr,
                 flush=True,
             )
+            return None

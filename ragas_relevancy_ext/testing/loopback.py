@@ -332,7 +332,8 @@ class LoopbackServer:
         path, _, query = handler.path.partition("?")
         endpoint, model = _route(path)
         if endpoint is None:
-            _send(handler, 404, json.dumps({"error": {"message": f"no such endpoint: {path}"}}))
+            message = f"no such endpoint: {handler.path}"  # the query too, as servers echo it
+            _send(handler, 404, json.dumps({"error": {"message": message}}))
             return
         raw = handler.rfile.read(int(handler.headers.get("Content-Length") or 0))
         try:

@@ -285,3 +285,23 @@ def test_command_line_keeps_every_row_and_names_lasting_faults(killed_and_resume
         for _, r in sorted(run["final"].items())
     ]
     check_outcomes(outcomes, met)
+
+
+@pytest.mark.parametrize("malformed", ["http_body", "reply_text"])
+def test_max_retries_0_asks_about_an_unreadable_reply_at_most_three_times_a_row(
+    tmp_path: Path, malformed: str
+) -> None:
+    # the ask and the two re-asks for missing probes; --max-retries bounds instructor's too
+    data = tmp_path / "rows.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in make_rows()[:4]), encoding="utf-8")
+    faults = [Fault("malformed", fraction=1.0, endpoint="chat")] if malformed == "http_body" else []
+    reply = None if faults else (lambda messages: "Sure! Here are some questions.")
+    with LoopbackServer(faults=faults, reply=reply) as server:
+        result = CliRunner().invoke(
+            app,
+            ["score", str(data), *server.cli_options(), "--max-retries", "0", "--no-progress"],
+            env={"OPENAI_API_KEY": None},
+        )
+        asked = server.count("chat")
+    assert result.exit_code == 1, result.output  # no row could be scored
+    assert 4 <= asked <= 3 * 4

@@ -270,14 +270,16 @@ def full_disk(monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_full_cache_disk_keeps_every_score_with_one_warning(tmp_path, full_disk):
+@pytest.mark.parametrize("cache", [False, True])
+def test_a_full_disk_keeps_every_score_with_one_warning_per_store(tmp_path, full_disk, cache):
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(30))
-    out, cache = tmp_path / "report.jsonl", tmp_path / "cache"
+    out = tmp_path / "report.jsonl"
     with LoopbackServer(width=32) as server:
         options = ["--judge", "openai:loop-judge", "--base-url", server.openai_base_url]
+        options += ["--cache", str(tmp_path / "cache")] if cache else []
         result = invoke(
-            "score", path, *options, *OFFLINE, "--max-retries", "0", "--cache", cache,
-            "--out", out, env={"OPENAI_API_KEY": "test"},
+            "score", path, *options, *OFFLINE, "--max-retries", "0", "--out", out,
+            env={"OPENAI_API_KEY": "test"},
         )  # fmt: skip
         judge_requests = server.count("chat")
     assert result.exit_code == 0, result.output
@@ -286,9 +288,26 @@ def test_a_full_cache_disk_keeps_every_score_with_one_warning(tmp_path, full_dis
     assert all(isinstance(r["score"], float) for r in records)
     assert judge_requests == 30  # one diverse-prompt request per row, none repeated
     warnings = [line for line in result.stderr.splitlines() if "warning:" in line]
-    assert len(warnings) == 1
-    assert "database or disk is full" in warnings[0] and "cache is off" in warnings[0]
-    assert "30 judge calls, off since a reply could not be stored" in result.stdout
+    assert len(warnings) == 1 + cache
+    assert all("database or disk is full" in line for line in warnings)
+    assert "the reply journal is off" in warnings[-1]  # the journal, asked last, fails last
+    if cache:
+        assert "cache is off" in warnings[0]
+        assert "30 judge calls, off since a reply could not be stored" in result.stdout
+
+
+def test_a_planted_link_at_the_reply_journal_is_refused_untouched(tmp_path):
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(3))
+    mine = tmp_path / "mine.txt"
+    mine.write_text("")
+    (tmp_path / "report.jsonl.replies.sqlite3").symlink_to(mine)
+    result = invoke("score", path, *OFFLINE, "--out", tmp_path / "report.jsonl")
+    assert result.exit_code == 2, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"ragas-relevancy: error: --out {tmp_path / 'report.jsonl.replies.sqlite3'}: "
+        "report.jsonl.replies.sqlite3 is a link; it was left as it is"
+    ]
+    assert mine.read_text() == ""
 
 
 def test_a_parquet_out_that_is_the_input_folder_is_refused(tmp_path, monkeypatch):

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import math
 import os
 import pickle
+import random
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 import pytest
@@ -29,7 +33,7 @@ from ragas_relevancy_ext.run.batching import DEFAULT_MAX_BATCH
 from ragas_relevancy_ext.scoring.cosines import cosine_similarities, non_finite
 from ragas_relevancy_ext.scoring.redaction import redact
 from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store
-from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer, pretend_reply
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 OFFLINE = ["--embeddings", "hash"]
@@ -169,6 +173,20 @@ def test_report_lines_are_marked_and_carry_the_data_row_and_file_line(tmp_path):
     assert "row 2, line 3" in lines[1]["error"]
     page_text = page.read_text(encoding="utf-8")
     assert all(f'id="row-{n}"' in page_text for n in (1, 2, 3))  # the skipped row included
+
+
+def test_rows_set_aside_carry_the_cause_bad_input(tmp_path):
+    data = tmp_path / "rows.jsonl"
+    good = json.dumps(rows_of(1)[0])
+    data.write_text(f'{good}\n[1, 2]\n{{"user_input": 5, "response": "x"}}\n', encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = invoke("score", data, *OFFLINE, "--out", out)
+    assert result.exit_code == 3, result.output
+    assert [(r["cause"], "skipped" in r) for r in records(out)] == [
+        (None, False),
+        ("bad_input", True),
+        ("bad_input", True),
+    ]
 
 
 def test_a_csv_quote_that_swallows_rows_is_warned_of_on_the_command_line(tmp_path):
@@ -328,7 +346,9 @@ def test_interrupted_runs_keep_every_finished_row_and_resume_without_asking_agai
             ]
             final = records(out)
             assert [r["row"] for r in final] == list(range(1, total + 1)), how  # once, in order
-            assert resumed_calls == total - len(kept), how
+            # what the judge had answered is in the reply journal: only requests cut off by
+            # the stop (at most --concurrency 4) are sent again
+            assert total - asked <= resumed_calls <= total - asked + 4, how
             assert asked_again == [], how
 
 
@@ -353,8 +373,8 @@ def test_a_planted_pickle_in_the_cache_never_runs(tmp_path):
     first = PretendJudge()
     run_cached(CachedJudge(first, store, "m"), metric_rows)
     payload = pickle.dumps(Boom(str(marker)))
-    with store._db:  # every stored reply replaced by a pickle (as bytes and as text)
-        store._db.execute("UPDATE replies SET value = ?", (payload,))
+    with contextlib.closing(sqlite3.connect(store.path)) as db, db:  # every reply: a pickle
+        db.execute("UPDATE replies SET value = ?", (payload,))
     (cache / "cache.db").write_bytes(payload)  # where diskcache kept its pickles
     store.close()
 
@@ -412,7 +432,7 @@ def test_secrets_in_urls_are_masked():
     text = f"https://user:{SECRET}@gw.example/v1?api-version=2&api-key={SECRET}#x"
     masked = redact(text, environ={})
     assert SECRET not in masked
-    assert masked == "https://***@gw.example/v1?api-version=***&api-key=***#x"
+    assert masked == "https://***@gw.example/v1?api-version=***&api-key=***#***"
 
 
 def test_a_key_in_the_base_url_is_never_printed_or_written(tmp_path):
@@ -568,3 +588,42 @@ def test_the_header_is_out_before_ragas_is_set_up(tmp_path, monkeypatch):
     [before] = seen
     assert before.startswith("file: ") and "(2 row(s), 0 bad)" in before
     assert "judge: offline" in before and "embeddings: hash" in before
+
+
+# -- 7: the reply journal: a stopped run, resumed, pays for no judge reply twice -------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGINT])
+def test_a_stopped_run_resumed_asks_the_judge_nothing_it_had_answered(tmp_path, stop):
+    data = write_jsonl(tmp_path / "rows.jsonl", rows_of(300))
+    out, concurrency = tmp_path / "out.jsonl", 8
+    moment = random.Random().randint(1, 299)  # stopped once the judge has answered this many
+    answers, reached = itertools.count(1), threading.Event()
+
+    def reply(messages: list[dict]) -> str:
+        if next(answers) >= moment:
+            reached.set()
+        return pretend_reply(messages)
+
+    with LoopbackServer(reply=reply, rpm=3000) as server:
+        args = [str(data), *server.cli_options(), "--rpm", "3000", "--no-progress"]
+        args += ["--concurrency", str(concurrency), "--out", str(out)]
+        env = {k: v for k, v in child_env().items() if k != "OPENAI_API_KEY"}
+        first = ForkedCommand(["score", *args], env, tmp_path / "stderr.txt")
+        assert reached.wait(timeout=120), first.stderr()
+        first.send_signal(stop)
+        first.wait(timeout=120)
+        with contextlib.closing(sqlite3.connect(tmp_path / "out.jsonl.replies.sqlite3")) as db:
+            assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        again = invoke("score", *args, env={"OPENAI_API_KEY": None})  # the same command
+        paid = [r for r in server.requests("chat") if r.status == 200]
+    assert again.exit_code == 0, again.output
+    assert [r["row"] for r in records(out)] == list(range(1, 301))
+    assert all(r["error"] is None for r in records(out))
+    why = f"stopped by {stop!r} after {moment} answers"
+    if stop == signal.SIGINT:
+        assert len(paid) == 300, why
+    else:
+        assert len(paid) <= 300 + concurrency, why
+    assert not list(tmp_path.glob("out.jsonl.replies*"))  # the journal goes with a complete run

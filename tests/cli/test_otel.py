@@ -65,6 +65,16 @@ def test_a_traces_url_that_is_not_http_is_a_usage_error():
     assert "--otel: give an http(s) URL" in result.output
 
 
+@pytest.mark.parametrize("port", ["99999", "0", "-1", "x"])
+def test_an_otel_port_out_of_range_is_a_usage_error(port):
+    result = invoke("score", EXAMPLE, *OFFLINE, "--otel", f"http://127.0.0.1:{port}")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"ragas-relevancy: error: --otel: give an http(s) URL such as http://localhost:4318, "
+        f"got 'http://127.0.0.1:{port}'"
+    ]
+
+
 def test_otel_without_the_extra_says_how_to_install_it(monkeypatch):
     monkeypatch.setattr(otlp, "sdk_installed", lambda: False)
     result = invoke("score", EXAMPLE, *OFFLINE, "--otel", "http://127.0.0.1:9")

@@ -3,8 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import gc
+import logging
+import math
+import multiprocessing
 import os
 import signal
+import sqlite3
+import subprocess
+import sys
+import threading
 from typing import Any
 
 import pytest
@@ -12,7 +21,8 @@ from pydantic import BaseModel
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.scoring.prompts import AnswerRelevanceOutput
-from ragas_relevancy_ext.store.cache import CachedJudge, disk_store, reply_key
+from ragas_relevancy_ext.store.cache import CachedJudge, SqliteStore, disk_store, reply_key
+from ragas_relevancy_ext.store.sqlite import CACHE_FILE, CacheError
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge, ScriptedJudge
 
 ROWS = [
@@ -183,3 +193,146 @@ def test_a_forked_child_loads_the_language_model_a_parent_thread_was_loading():
     with mock.patch.dict(languages._DETECTORS, {os.getpid(): Future()}):
         code = _in_a_forked_child(lambda: languages.detect_language("Where is my order?") == "en")
     assert code == 0
+
+
+# -- processes sharing one cache ----------------------------------------------------------------
+
+# Another process holding the cache's write lock until its standard input says "release" (or
+# for a number of seconds given as its second argument)
+HOLD_WRITE_LOCK = """
+import sqlite3, sys, time
+db = sqlite3.connect(sys.argv[1], isolation_level=None)
+db.execute("BEGIN IMMEDIATE")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2])) if len(sys.argv) > 2 else sys.stdin.readline()
+db.execute("COMMIT")
+"""
+
+
+def hold_write_lock(path, *seconds: str) -> subprocess.Popen:
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path), *seconds],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    return holder
+
+
+def integrity(path) -> str:
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        return db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+def hundred_rows(worker: int) -> list[dict[str, str]]:
+    """100 rows, half of them shared by every worker."""
+    return [
+        {"user_input": f"Where is order {n if n < 50 else f'{worker}-{n}'}?", "response": "Soon."}
+        for n in range(100)
+    ]
+
+
+_FORKED: dict[str, Any] = {}  # what forked workers inherit from the test
+
+
+def _score_with_the_parent_s_store(worker: int) -> int:
+    """In a forked worker: score 100 rows through the store its parent opened; rows scored."""
+    judge = CachedJudge(PretendJudge(), _FORKED["store"], "m")
+    results = run(judge, hundred_rows(worker), probe_prompt="diverse")
+    return sum(math.isfinite(r.value) for r in results)
+
+
+@pytest.mark.slow
+# the fork with a thread running is what this test is about
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_forked_workers_score_with_a_cache_a_parent_thread_is_writing(tmp_path):
+    store = _FORKED["store"] = disk_store(tmp_path)
+    holder = hold_write_lock(store.path)  # so the parent's writer waits inside the cache
+    stop, started = threading.Event(), threading.Event()
+
+    def parent_writes() -> None:
+        n = 0
+        while not stop.is_set():
+            started.set()
+            store.set(f"parent-{n}", "{}")
+            n += 1
+
+    writer = threading.Thread(target=parent_writes)
+    writer.start()
+    started.wait(timeout=60)
+    try:
+        with multiprocessing.get_context("fork").Pool(4) as pool:  # forked now
+            holder.communicate("release\n", timeout=60)
+            scored = pool.map_async(_score_with_the_parent_s_store, range(4)).get(timeout=120)
+    finally:
+        stop.set()
+        writer.join(timeout=60)
+        holder.kill()
+    assert scored == [100] * 4
+    assert integrity(store.path) == "ok"
+    assert store.get("parent-0") == "{}"
+
+
+class NotedStore(SqliteStore):
+    """A store that notes when a write begins."""
+
+    writing = threading.Event()
+
+    def set(self, key: str, value: Any) -> None:
+        self.writing.set()
+        super().set(key, value)
+
+
+@pytest.mark.slow
+def test_a_write_lock_another_process_holds_never_stalls_the_event_loop(tmp_path, caplog):
+    store = NotedStore(tmp_path)
+    judge = CachedJudge(PretendJudge(), store, "m")
+    rows = hundred_rows(0)[:40]
+    run(judge, rows[:4], probe_prompt="diverse")  # imports and first uses before the watch
+    store.writing = threading.Event()
+    caplog.set_level(logging.WARNING, logger="asyncio")
+
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=8)
+
+    async def watched() -> list[Any]:
+        asyncio.get_running_loop().slow_callback_duration = 0.1  # asyncio debug mode reports
+        first = asyncio.ensure_future(metric.ascore(**hundred_rows(1)[99]))
+        await asyncio.to_thread(store.writing.wait, 60)  # its reply's write waits for the lock
+        results = await metric.abatch_score(rows)  # read while that write waits
+        await first
+        return results
+
+    gc.collect()  # the run's steps are measured, not a collection of the test process's heap
+    gc.freeze()  # (the command line freezes its heap too)
+    holder = hold_write_lock(store.path, "3")
+    try:
+        assert holder.poll() is None  # the lock is held as the run starts
+        results = asyncio.run(watched(), debug=True)
+    finally:
+        holder.kill()
+        gc.unfreeze()
+    slow = [r.getMessage() for r in caplog.records if r.getMessage().startswith("Executing")]
+    assert slow == []
+    assert all(math.isfinite(r.value) for r in results)
+    with contextlib.closing(sqlite3.connect(store.path)) as db:  # every reply stored
+        assert db.execute("SELECT count(*) FROM replies").fetchone()[0] == judge.misses
+    assert judge.off is None
+
+
+def test_a_planted_link_or_another_program_s_database_is_refused_untouched(tmp_path):
+    mine = tmp_path / "notes.db"
+    mine.write_bytes(b"")
+    for name in (CACHE_FILE, f"{CACHE_FILE}-wal"):
+        folder = tmp_path / name.replace(".", "_")
+        folder.mkdir()
+        (folder / name).symlink_to(mine)
+        with pytest.raises(CacheError, match=f"{name} is a link; it was left as it is"):
+            disk_store(folder)
+        assert mine.read_bytes() == b""
+    with contextlib.closing(sqlite3.connect(mine)) as db, db:
+        db.execute("CREATE TABLE notes (text TEXT)")
+    before = mine.read_bytes()
+    with pytest.raises(CacheError, match="holds tables this tool did not write"):
+        SqliteStore(tmp_path, name=mine.name)
+    assert mine.read_bytes() == before
