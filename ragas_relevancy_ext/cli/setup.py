@@ -73,7 +73,7 @@ class Settings:
 
     def rate_limits(self) -> Any:
         """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
-        from ..run.scheduler import RateLimits
+        from ..run.limits import RateLimits
 
         return RateLimits(self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
 
