@@ -142,11 +142,12 @@ class InProcess:
 
 
 class OnDisk:
-    """Limits kept in a SQLite file that the processes of one machine share (wall-clock time:
-    it means the same in each). A file that is not such a store, or a link, is refused."""
+    """Limits kept in a SQLite file that the processes of one machine share (``clock``: wall
+    time, which means the same in each). A file that is not such a store, or a link, is
+    refused."""
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.time):
+        self.path, self.now = Path(path), clock
         if self.path.is_symlink():
             raise UsageError(f"{self.path}: the rate-limit store is not written through a link")
         if self.path.exists() and self.path.stat().st_size:
@@ -156,10 +157,6 @@ class OnDisk:
 
     def store(self, name: str) -> StateStore:
         return _SqliteState(self.path, name)
-
-    @staticmethod
-    def now() -> float:
-        return time.time()
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, OnDisk) and other.path == self.path
@@ -271,6 +268,13 @@ class _Step(StateAlgorithm):
         return (pause, *tats), Decision()
 
 
+def _note(times: collections.deque[float], now: float) -> None:
+    """Add ``now`` to ``times``, forgetting those over a minute old."""
+    times.append(now)
+    while times[0] < now - 60:
+        times.popleft()
+
+
 async def _settled(value: Any) -> Any:
     return await value if inspect.isawaitable(value) else value
 
@@ -311,7 +315,9 @@ class KeyLimit:
         self.answered = bool(self.given) or not first_alone
         self._first: asyncio.Event | None = None
         self._turn = asyncio.Lock()  # one waiter reads the store at a time, in arrival order
-        self._successes: collections.deque[float] = collections.deque()  # the last minute's
+        # without limits said: the last minute's requests sent, and answered
+        self._sent: collections.deque[float] = collections.deque()
+        self._successes: collections.deque[float] = collections.deque()
         self._pause = self._paused = 0.0  # the end of the last pause asked for; written
         self.gave_up: PatienceExhausted | None = None
         self._warned: set[str] = set()
@@ -339,6 +345,8 @@ class KeyLimit:
                     await self._change(_Step(self._rates(), until_us=int(self._pause * 1e6)))
                 decision = await self._change(_Step(self._rates(charged), charged))
                 if decision.allowed:
+                    if self._learning:
+                        _note(self._sent, self.now())
                     return charged
                 await self._sleep(max(1, decision.retry_after_ms or 0) / 1000)
 
@@ -350,14 +358,12 @@ class KeyLimit:
 
     def succeeded(self) -> None:
         """A request succeeded: the run's patience starts again, and without limits said the
-        pace looks for room again (about 2% a second at 20 requests a second)."""
+        pace looks for room again (a little more each answer: 2% a second, at any pace)."""
         now = self.last_success = self.now()
         if self._learning:
-            self._successes.append(now)
-            while self._successes[0] < now - 60:
-                self._successes.popleft()
+            _note(self._successes, now)
             if self.rpm:
-                self.rpm += self.rpm / 1000
+                self.rpm += 1.2
 
     async def correct(self, charged: int, used: int | None) -> None:
         """A request counted as ``charged`` tokens used ``used`` (as the provider reported):
@@ -383,14 +389,18 @@ class KeyLimit:
                 self._slow_down()
 
     def _slow_down(self) -> None:
-        """No limits said: keep to the rate the provider admitted before this 429 (over a
-        second at least, the last minute at most), once for the 429s of requests sent together."""
+        """No limits said: keep to the rate the provider admitted since the last such change (a
+        second at least, a minute at most), or half the rate sent then when more (answers of
+        a burst still on their way), once a second at most: the 429s of requests sent together
+        are one. A window of a few requests says nothing of a rate and changes nothing."""
         now = self.now()
-        if now - self.estimated < 1.0 and self.rpm:
+        if self.rpm and now - self.estimated < 1.0:
             return
         window = min(60.0, max(1.0, now - self.estimated))
         admitted = sum(1 for t in self._successes if t > now - window)
-        self.rpm, self.estimated = max(1.0, 60 * admitted / window), now
+        sent = sum(1 for t in self._sent if t > now - window)
+        if sent >= 4:  # fewer say nothing of a rate: the pause alone answers them
+            self.rpm, self.estimated = 60 * max(admitted, sent / 2) / window, now
 
     def rate_limited(self, exc: BaseException) -> bool:
         """A request was answered 429 (``exc``): the key pauses, and True (ask again), or
@@ -412,15 +422,18 @@ class KeyLimit:
     def _pause_of(self, headers: Mapping[str, str]) -> float:
         """Seconds a 429 asks for: ``retry-after-ms``, ``retry-after``, else the reset of a limit
         it says is used up, else :data:`PAUSE`; at most :data:`MAX_PAUSE`."""
-        ms = self._number(headers, "retry-after-ms", 0, math.inf)
-        seconds = ms / 1000 if ms is not None else self._number(headers, "retry-after", 0, math.inf)
+        said = [(n, 0.001 if n.endswith("-ms") else 1.0) for n in ("retry-after-ms", "retry-after")]
         for name in ("requests", "tokens"):
-            if seconds is None and self._number(headers, f"x-ratelimit-remaining-{name}") == 0:
-                seconds = self._number(headers, f"x-ratelimit-reset-{name}", 0, math.inf)
-        if seconds is not None and seconds > MAX_PAUSE:
-            self._warn("retry-after", f"asks for {seconds:g} s; waiting {MAX_PAUSE:g} s at most")
-            seconds = MAX_PAUSE
-        return PAUSE if seconds is None else seconds
+            if self._number(headers, f"x-ratelimit-remaining-{name}") == 0:
+                said.append((f"x-ratelimit-reset-{name}", 1.0))
+        for name, scale in said:
+            value = self._number(headers, name, 0, math.inf)
+            if value is not None and value * scale > MAX_PAUSE:
+                self._warn(name, f"asks for {value:g}, over {MAX_PAUSE:g} s; waiting that long")
+                return MAX_PAUSE
+            if value is not None:
+                return value * scale
+        return PAUSE
 
     def _number(
         self, headers: Mapping[str, str], name: str, low: float = 0, high: float = _SANE_LIMIT
