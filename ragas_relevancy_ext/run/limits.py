@@ -80,7 +80,7 @@ class RateLimits:
 
     def share(self, parts: int) -> RateLimits:
         """Each of ``parts`` runs' share (limit / parts, at least 1)."""
-        split = {n: None if v is None else max(1, v // parts) for n, v in self._limits().items()}
+        split: dict[str, Any] = {n: v and max(1, v // parts) for n, v in self._limits().items()}
         return dataclasses.replace(self, **split)
 
     def backend(self) -> LimitBackend:
@@ -220,9 +220,10 @@ class _Step(StateAlgorithm):
             return state, Decision(failing_rate=_PAUSED, retry_after_ms=wait_ms)
         for index, (rate, weight) in enumerate(((requests, 1), (tokens, self.tokens))):
             if rate is not None and weight > 0:
-                (tats[index],), decision = _GCRA.step([rate], (tats[index],), now, weight)
+                new, decision = _GCRA.step([rate], (tats[index],), now, weight)
                 if not decision.allowed:
                     return state, decision
+                tats[index] = int(new[0])
         return (pause, *tats), Decision()
 
 
