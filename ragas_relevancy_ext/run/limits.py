@@ -46,7 +46,7 @@ __all__ = [
 
 log = logging.getLogger("ragas_relevancy_ext")
 
-PACE = 0.95  # share of a known limit requests leave at: room for jitter on their way
+PACE = 0.97  # share of a known limit requests leave at: room for jitter on their way
 BURST_SECONDS = 0.5  # the most that leaves at once: this many seconds' worth
 MAX_PAUSE = 60.0  # seconds: a longer retry-after is cut to this (as the openai SDK ignores it)
 PAUSE = 1.0  # seconds, for a 429 that says nothing
