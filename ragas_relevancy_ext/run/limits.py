@@ -243,7 +243,7 @@ class KeyLimit:
     """The limit of ``endpoint`` (a URL) with the key :func:`fingerprint` names, in ``backend``
     (a new :class:`InProcess` when None). ``rpm``/``tpm`` given are kept whatever the headers
     say; None: learned (with ``first_alone``, the first request goes alone until answered).
-    A request calls :meth:`wait`, sends inside :func:`.usage.listening` this limit, then
+    ``warned``: the headers already warned of (a set the run's limits share). A request calls :meth:`wait`, sends inside :func:`.usage.listening` this limit, then
     :meth:`succeeded` if it did and :meth:`ended`; :meth:`rate_limited` on a 429."""
 
     def __init__(
@@ -257,11 +257,13 @@ class KeyLimit:
         patience: float = PATIENCE,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         first_alone: bool = True,
+        warned: set[str] | None = None,
     ) -> None:
         self.name, self.endpoint = f"{endpoint} {key_fingerprint}", redact(endpoint)
         self.patience, self._sleep = patience, sleep
         self.given = {n for n, v in (("rpm", rpm), ("tpm", tpm)) if v}
         self.rpm, self.tpm = rpm, tpm
+        self._alone = backend is None  # no one else reads its store: nothing to read unpaced
         backend = backend or InProcess()
         self.store, self.now = backend.store(self.name), backend.now
         self.started = self.last_success = self.estimated = self.now()
@@ -274,7 +276,7 @@ class KeyLimit:
         self._successes: collections.deque[float] = collections.deque()
         self._pause = self._paused = 0.0  # the end of the last pause asked for; written
         self.gave_up: PatienceExhausted | None = None
-        self._warned: set[str] = set()
+        self._warned = set() if warned is None else warned  # headers warned of (the run's)
 
     def _rates(self, tokens: int = 0) -> tuple[Rate | None, Rate | None]:
         return _rate(self.rpm), _rate(self.tpm, tokens)
@@ -292,6 +294,10 @@ class KeyLimit:
                 self._first = asyncio.Event()
             else:
                 await self._first.wait()
+        if self._alone and not (self.rpm or self.tpm):
+            while (left := self._pause - self.now()) > 0:
+                await self._sleep(left)
+            return
         async with self._turn:
             while True:
                 if self._pause > self._paused:  # a pause this process heard of: for every sharer
@@ -391,7 +397,7 @@ class KeyLimit:
             value = sum(float(n) * _UNITS[u] for n, u in parts) if parts else float(text)
         except ValueError:
             value = math.nan
-        if low <= value <= high:
+        if math.isfinite(value) and low <= value <= high:
             return value
         self._warn(name, f"says {text[:40]!r}, not a value a provider sends; ignored")
         return None
@@ -425,14 +431,14 @@ def run_limits(
     """The judge's and the embeddings' :class:`KeyLimit` for a run, by the endpoint and key of
     their client; one not found (no headers to wait for) keeps its limit to the run."""
     rates = rates or RateLimits()
-    backend = rates.backend()
-    limits = {}
+    backend = rates.backend() if rates.shared is not None else None
+    limits, warned = {}, set[str]()  # a header no provider sends: said once a run
     for kind, obj, rpm, tpm, path in (
         ("judge", judge, rates.rpm, rates.tpm, "/chat/completions"),
         ("embeddings", embeddings, rates.embedding_rpm, rates.embedding_tpm, "/embeddings"),
     ):
         found = _identity(obj)
-        where = backend if found is not None else InProcess(backend.now)
+        where = backend if found is not None else None
         url, key = found or (type(obj).__name__, None)
         limits[kind] = KeyLimit(
             url + path,
@@ -443,5 +449,6 @@ def run_limits(
             patience=rates.patience,
             sleep=sleep,
             first_alone=found is not None,
+            warned=warned,
         )
     return limits

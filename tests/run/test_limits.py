@@ -179,6 +179,15 @@ def test_a_429_pauses_the_key_for_what_it_says(headers: dict[str, str], pause: f
     assert asyncio.run(leave(key, time, 1)) == [pytest.approx(pause, abs=0.002)]
 
 
+def test_a_limit_alone_in_its_run_with_no_pace_keeps_the_pause_without_a_store() -> None:
+    time = FakeTime()
+    key = KeyLimit(URL, "k", sleep=time.sleep, first_alone=False)  # its own store, no sharer
+    key.now = time.clock
+    key.store = None  # read never: it has nothing to pace
+    key.observe(429, {"retry-after": "3"})
+    assert asyncio.run(leave(key, time, 4)) == [3.0] * 4
+
+
 def test_after_a_pause_requests_leave_one_interval_apart_not_in_a_burst() -> None:
     time = FakeTime()
     key = limit(time, rpm=1200)
@@ -192,6 +201,7 @@ HOSTILE = [
     {"retry-after": "86400"},
     {"retry-after": "1e9"},
     {"retry-after": "inf"},
+    {"retry-after-ms": "-inf"},
     {"retry-after": "-5"},
     {"retry-after": "soon"},
     {"retry-after-ms": "1e12"},
@@ -219,6 +229,29 @@ def test_a_hostile_header_pauses_no_longer_than_a_minute_and_warns_once(
     assert max(time.slept, default=0) <= MAX_PAUSE and times[-1] <= MAX_PAUSE + 1
     assert key.rpm is None or key.rpm >= 1  # no limit taken from it
     assert key.tpm is None
+
+
+@pytest.mark.parametrize(
+    ("said", "pause"), [("86400", MAX_PAUSE), ("1e9", MAX_PAUSE), ("inf", PAUSE), ("-3", PAUSE)]
+)
+def test_a_long_retry_after_is_cut_to_a_minute_and_one_no_provider_sends_is_ignored(
+    said: str, pause: float
+) -> None:
+    time = FakeTime()
+    key = limit(time)
+    key.observe(429, {"retry-after": said})
+    assert asyncio.run(leave(key, time, 1)) == [pytest.approx(pause, abs=0.002)]
+
+
+def test_a_header_no_provider_sends_is_warned_of_once_a_run_for_every_endpoint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    judge, embeddings = PretendJudge(), HashEmbeddings()
+    limits = run_limits(None, judge, embeddings)
+    with caplog.at_level(logging.WARNING, logger="ragas_relevancy_ext"):
+        for kind in ("judge", "embeddings", "judge"):
+            limits[kind].observe(200, {"x-ratelimit-limit-tokens": "inf"})
+    assert len(caplog.records) == 1
 
 
 def test_without_headers_a_429_keeps_to_the_rate_the_provider_admitted_before_it() -> None:
