@@ -243,7 +243,8 @@ class KeyLimit:
     """The limit of ``endpoint`` (a URL) with the key :func:`fingerprint` names, in ``backend``
     (a new :class:`InProcess` when None). ``rpm``/``tpm`` given are kept whatever the headers
     say; None: learned (with ``first_alone``, the first request goes alone until answered).
-    ``warned``: the headers already warned of (a set the run's limits share). A request calls :meth:`wait`, sends inside :func:`.usage.listening` this limit, then
+    ``warned``: the headers already warned of (a set the run's limits share). A request calls
+    :meth:`wait`, sends inside :func:`.usage.listening` this limit, then
     :meth:`succeeded` if it did and :meth:`ended`; :meth:`rate_limited` on a 429."""
 
     def __init__(
@@ -276,6 +277,8 @@ class KeyLimit:
         self._successes: collections.deque[float] = collections.deque()
         self._pause = self._paused = 0.0  # the end of the last pause asked for; written
         self.gave_up: PatienceExhausted | None = None
+        self.changes = 0  # pauses and limits found so far
+        self._ceiling = math.inf  # without limits said: the pace the last 429 came at
         self._warned = set() if warned is None else warned  # headers warned of (the run's)
 
     def _rates(self, tokens: int = 0) -> tuple[Rate | None, Rate | None]:
@@ -285,8 +288,9 @@ class KeyLimit:
         decision = self.store.check(step, [], int(self.now() * 1000), 1)
         return await decision if inspect.isawaitable(decision) else decision
 
-    async def wait(self, tokens: int) -> None:
-        """Wait until a request of about ``tokens`` may leave."""
+    async def wait(self, tokens: int) -> int:
+        """Wait until a request of about ``tokens`` may leave; :attr:`changes` then (a request
+        that finds it moved on before it leaves, by a pause or a limit found, waits again)."""
         if self.gave_up is not None:
             raise PatienceExhausted(str(self.gave_up)) from self.gave_up.__cause__
         if not self.answered:
@@ -297,7 +301,18 @@ class KeyLimit:
         if self._alone and not (self.rpm or self.tpm):
             while (left := self._pause - self.now()) > 0:
                 await self._sleep(left)
-            return
+        else:
+            await self._take(tokens)
+        return self.changes
+
+    def left(self) -> None:
+        """A request it let go leaves now (counted to find the rate when no limits are said)."""
+        if self._learning:
+            if not self._sent:  # the first request sent: what the provider admits counts from now
+                self.estimated = self.now()
+            _note(self._sent, self.now())
+
+    async def _take(self, tokens: int) -> None:
         async with self._turn:
             while True:
                 if self._pause > self._paused:  # a pause this process heard of: for every sharer
@@ -305,8 +320,6 @@ class KeyLimit:
                     await self._change(_Step(self._rates(), until_us=int(self._pause * 1e6)))
                 decision = await self._change(_Step(self._rates(tokens), tokens))
                 if decision.allowed:
-                    if self._learning:
-                        _note(self._sent, self.now())
                     return
                 await self._sleep(max(1, decision.retry_after_ms or 0) / 1000)
 
@@ -317,12 +330,13 @@ class KeyLimit:
             self._first.set()
 
     def succeeded(self) -> None:
-        """Patience starts again; without limits said the pace grows (2% a second, any pace)."""
+        """Patience starts again; without limits said the pace grows: 10% a second below the
+        pace the last 429 came at, 2% above it (by a fixed step an answer: at any pace)."""
         now = self.last_success = self.now()
         if self._learning:
             _note(self._successes, now)
             if self.rpm:
-                self.rpm += 1.2
+                self.rpm += 6.0 if self.rpm < 0.95 * self._ceiling else 1.2
 
     @property
     def _learning(self) -> bool:
@@ -334,17 +348,19 @@ class KeyLimit:
         for name, attr in (("requests", "rpm"), ("tokens", "tpm")):
             limit = self._number(headers, f"x-ratelimit-limit-{name}", 1, _SANE_LIMIT)
             if limit is not None and attr not in self.given:
+                self.changes += limit != getattr(self, attr)
                 setattr(self, attr, limit)
                 self.told = True
         if status == 429:
             self._pause = max(self._pause, self.now() + self._pause_of(headers))
+            self.changes += 1
             if self._learning:
                 self._slow_down()
 
     def _slow_down(self) -> None:
-        """No limits said: keep to the rate admitted since the last change (1 to 60 s), or half
-        the rate sent when more (a burst's answers still on their way); once a second at most,
-        and not on a few requests, which say nothing of a rate."""
+        """No limits said: keep to the rate admitted since the last change (1 to 60 s), or a
+        quarter of the rate sent when more (a burst's answers still on their way); once a second
+        at most, and not on a few requests, which say nothing of a rate."""
         now = self.now()
         if self.rpm and now - self.estimated < 1.0:
             return
@@ -352,7 +368,8 @@ class KeyLimit:
         admitted = sum(1 for t in self._successes if t > now - window)
         sent = sum(1 for t in self._sent if t > now - window)
         if sent >= 4:  # fewer say nothing of a rate: the pause alone answers them
-            self.rpm, self.estimated = 60 * max(admitted, sent / 2) / window, now
+            self._ceiling = self.rpm or math.inf
+            self.rpm, self.estimated = 60 * max(admitted, sent / 4) / window, now
 
     def rate_limited(self, exc: BaseException) -> bool:
         """A 429 (``exc``): the key pauses and True (ask again); PatienceExhausted once no

