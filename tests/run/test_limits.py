@@ -394,6 +394,34 @@ def test_a_paused_judge_holds_no_slot_and_delays_no_embeddings_request() -> None
     assert sent == [("embeddings", 0.0), ("judge", 30.0)]
 
 
+def test_a_request_waiting_for_a_slot_when_its_key_pauses_waits_for_the_pause_again() -> None:
+    time = Gated()
+    judge = KeyLimit(URL, "k", backend=InProcess(time.clock), sleep=time.sleep, first_alone=False)
+    run = Scheduler(1, limits={"judge": judge})
+    sent: list[tuple[str, float]] = []
+    release = asyncio.Event()
+
+    async def call(name: str, hold: bool = False) -> None:
+        async with run.row().call("judge", 10):
+            sent.append((name, time.now))
+            if hold:
+                await release.wait()
+
+    async def go() -> None:
+        holder = asyncio.ensure_future(call("holder", hold=True))
+        await time.move_to(0.0)
+        queued = asyncio.ensure_future(call("queued"))  # past the key, waiting for the slot
+        await time.move_to(0.0)
+        judge.observe(429, {"retry-after": "5"})  # the holder's neighbour was answered 429
+        release.set()
+        await time.move_to(0.0)
+        await time.move_to(5.0)
+        await asyncio.gather(holder, queued)
+
+    asyncio.run(go())
+    assert sent == [("holder", 0.0), ("queued", 5.0)]
+
+
 def test_a_429_heard_in_one_run_pauses_no_other_run() -> None:
     time = FakeTime()
     first, second = limit(time), limit(time)
