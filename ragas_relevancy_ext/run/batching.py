@@ -189,13 +189,10 @@ def _charge(shares: list[_Share], meter: UsageMeter) -> None:
 class RunEmbedder:
     """The embedding requests of one run for one embeddings object, on the run's scheduler.
 
-    Questions and probes travel in separate requests, as stock sends them, so a request
-    answered with vectors of a wrong size shows up as a question/probes length mismatch; that
-    sample then asks again for its own two texts alone before it fails. ``coalesce`` False (or
-    embeddings that send a request per text) sends each sample's question and probes in
-    requests of their own, two per sample as stock does, in the row's place in line; question
-    vectors are reused either way. Each row takes a :meth:`row` view, which tells the embedder
-    when the row's texts are in (or that none will come).
+    Questions and probes travel apart, as stock sends them, so vectors of a wrong size show up
+    as a length mismatch; that sample then asks again alone before it fails. ``coalesce`` False
+    (or embeddings that send a request per text): two requests per sample, as stock. Each row
+    takes a :meth:`row` view, which tells when the row's texts are in (or that none will come).
     """
 
     def __init__(
@@ -207,10 +204,8 @@ class RunEmbedder:
         max_batch: int = DEFAULT_MAX_BATCH,
         window: float = WINDOW,
     ):
-        self.embeddings = embeddings
-        self.scheduler = scheduler
+        self.embeddings, self.scheduler, self.max_batch = embeddings, scheduler, max_batch
         self.coalesce = coalesce and sends_one_request(embeddings)
-        self.max_batch = max_batch
         # questions wait from a row's start until a probes request takes that row's probes
         questions = _Coalescer(embeddings, scheduler, max_batch, None)
         probes = _Coalescer(
@@ -227,9 +222,7 @@ class RunEmbedder:
 
     def rows_in_flight(self, max_concurrency: int) -> int:
         """Rows a run keeps in flight for ``max_concurrency`` requests: with shared requests,
-        ``2 * max_batch`` more, which wait on their embeddings while other rows' judge calls
-        hold the slots, so that requests leave full. Requests in flight stay bounded by the
-        scheduler; rows only cost their memory."""
+        ``2 * max_batch`` more (waiting on their embeddings), so that requests leave full."""
         return max_concurrency + (2 * self.max_batch if self.coalesce else 0)
 
     def row(self, calls: Row) -> RowEmbeddings:

@@ -30,7 +30,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -82,12 +82,6 @@ class RateLimits:
         """Each of ``parts`` runs' share (limit / parts, at least 1)."""
         split: dict[str, Any] = {n: v and max(1, v // parts) for n, v in self._limits().items()}
         return dataclasses.replace(self, **split)
-
-    def backend(self) -> LimitBackend:
-        """Where the keys' limits are kept (a new :class:`InProcess` when nothing is shared)."""
-        if isinstance(self.shared, (str, os.PathLike)):
-            return OnDisk(self.shared)
-        return self.shared if self.shared is not None else InProcess()
 
     def _limits(self) -> dict[str, int | None]:
         return {n: getattr(self, n) for n in ("rpm", "tpm", "embedding_rpm", "embedding_tpm")}
@@ -147,22 +141,17 @@ class _SqliteState(StateStore):
     def __init__(self, path: Path, name: str) -> None:
         self.path, self.name = path, name
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _check(self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int) -> Any:
         with contextlib.closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as db:
             db.execute("PRAGMA synchronous = OFF")  # a lost pace costs a 429, not data
             db.execute("CREATE TABLE IF NOT EXISTS limits (name TEXT PRIMARY KEY, state TEXT)")
             db.execute("BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-
-    def _check(self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int) -> Any:
-        with self._transaction() as db:
             row = db.execute("SELECT state FROM limits WHERE name = ?", (self.name,)).fetchone()
             state = algorithm.decode(row[0].split()) if row else algorithm.initial(rates)
             new, decision = algorithm.step(rates, state, now, weight)
             text = " ".join(str(int(v)) for v in new)
             db.execute("INSERT OR REPLACE INTO limits VALUES (?, ?)", (self.name, text))
+            db.execute("COMMIT")
         return decision
 
     async def check(  # type: ignore[override]
@@ -267,7 +256,7 @@ class KeyLimit:
         self._alone = backend is None  # no one else reads its store: nothing to read unpaced
         backend = backend or InProcess()
         self.store, self.now = backend.store(self.name), backend.now
-        self.started = self.last_success = self.estimated = self.now()
+        self.last_success = self.estimated = self.now()
         self.told = False  # the provider's headers said its limits
         self.answered = bool(self.given) or not first_alone
         self._first: asyncio.Event | None = None
@@ -448,7 +437,7 @@ def run_limits(
     """The judge's and the embeddings' :class:`KeyLimit` for a run, by the endpoint and key of
     their client; one not found (no headers to wait for) keeps its limit to the run."""
     rates = rates or RateLimits()
-    backend = rates.backend() if rates.shared is not None else None
+    backend = OnDisk(rates.shared) if isinstance(rates.shared, (str, os.PathLike)) else rates.shared
     limits, warned = {}, set[str]()  # a header no provider sends: said once a run
     for kind, obj, rpm, tpm, path in (
         ("judge", judge, rates.rpm, rates.tpm, "/chat/completions"),

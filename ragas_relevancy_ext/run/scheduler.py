@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import PatienceExhausted
 from ..scoring.usage import listening
@@ -22,7 +22,6 @@ from .limits import KeyLimit
 
 __all__ = ["Row", "RowNotStarted", "Scheduler"]
 
-Kind = Literal["judge", "embeddings"]
 T = TypeVar("T")
 
 
@@ -52,8 +51,6 @@ class Scheduler:
         self._tasks: set[asyncio.Task[Any]] = set()
         self.stopping = self.closed = False
         self.gave_up: PatienceExhausted | None = None  # a key's patience ran out
-
-    # -- the run's tasks ----------------------------------------------------------------------
 
     def start(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``coro`` as a task of this run; RuntimeError once the run is closed."""
@@ -91,8 +88,6 @@ class Scheduler:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # -- rows and their calls -----------------------------------------------------------------
 
     def row(self) -> Row:
         """The calls of one row."""
@@ -145,9 +140,6 @@ class Scheduler:
             self.gave_up = self.gave_up or gave_up
             raise
 
-    def __repr__(self) -> str:
-        return f"Scheduler(limit={self.limit}, in_flight={self.in_flight}, tasks={self.tasks})"
-
 
 class Row:
     """``async with row``: one call of a row, holding one of the run's slots while it runs.
@@ -174,7 +166,7 @@ class Row:
         return self.scheduler.rate_limited(kind, exc)
 
     @contextlib.asynccontextmanager
-    async def call(self, kind: Kind, tokens: int) -> AsyncIterator[None]:
+    async def call(self, kind: str, tokens: int) -> AsyncIterator[None]:
         """One ``kind`` request of about ``tokens``: its key's limit, then a slot; the provider's
         answers reach the key's limit."""
         limit = self.scheduler.limits.get(kind)
