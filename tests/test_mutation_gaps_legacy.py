@@ -212,7 +212,7 @@ def test_an_evaluate_run_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> No
 
     async def wait(self: KeyLimit, tokens: int) -> int:
         seen.append(self)
-        return tokens
+        return self.changes
 
     monkeypatch.setattr(KeyLimit, "wait", wait)
     _evaluate(ResponseRelevancy(strictness=2, rate_limits=RateLimits(rpm=60)), ROWS[:2])

@@ -210,7 +210,7 @@ def _paced_runs(monkeypatch: Any) -> list[Any]:
 
     async def wait(self: KeyLimit, tokens: int) -> int:
         seen.append(self)
-        return tokens
+        return self.changes
 
     monkeypatch.setattr(KeyLimit, "wait", wait)
     return seen

@@ -176,19 +176,21 @@ class Row:
             return
         run = self.scheduler
         run._refuse(self)
-        while True:  # waiting for the key holds no slot; found changed once in one, wait again
-            changes = await limit.wait(tokens)
-            await run._acquire(self)
-            if limit.changes == changes:
-                break
-            run._release()
-        self.sent, succeeded = True, False
-        limit.left()
+        held = succeeded = False
         try:
+            while True:  # waiting for the key holds no slot; found changed once in one: again
+                changes = await limit.wait(tokens)
+                await run._acquire(self)
+                if limit.changes == changes:
+                    break
+                run._release()
+            held = self.sent = True
+            limit.left()
             with listening(limit):
                 yield
             succeeded = True
         finally:
-            run._release(succeeded)
-            limit.ended()
+            if held:
+                run._release(succeeded)
+            limit.ended()  # the first request's end, whatever it was, lets the others go
         limit.succeeded()

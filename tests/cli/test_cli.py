@@ -423,9 +423,9 @@ def test_compare_keeps_stocks_requests_and_ours_to_the_limits_given(monkeypatch,
     waited: list[tuple[str, float | None]] = []
     wait = KeyLimit.wait
 
-    async def counted(self: KeyLimit, tokens: int) -> None:
+    async def counted(self: KeyLimit, tokens: int) -> int:
         waited.append((self.name, self.rpm))
-        await wait(self, tokens)
+        return await wait(self, tokens)
 
     monkeypatch.setattr(KeyLimit, "wait", counted)
     path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
