@@ -24,12 +24,13 @@ import numpy as np
 from ..errors import EmbeddingShapeError
 from . import aio, tracing
 from .usage import (
-    PROVIDER_REPORTS,
     Exchange,
     Usage,
+    anote_limits,
     hook_clients,
     note_answer,
     note_answer_async,
+    note_limits,
     record,
     tokens_from,
 )
@@ -103,15 +104,15 @@ async def embed_one(embeddings: Any, text: str, **kwargs: Any) -> Any:
 def usage_http_client(is_async: bool = True) -> Any:
     """The OpenAI SDK's default HTTP client, with the httpx response hooks that note each
     answer of a watched call (:func:`.usage.note_answer`: the ``usage`` of embeddings answers)
-    and tell running schedulers the provider's rate-limit headers and 429s
-    (:data:`.usage.PROVIDER_REPORTS`). The package builds its OpenAI clients on it; a client
+    and tell the key's limit of the request under way the provider's rate-limit headers and
+    429s (:func:`.usage.listening`). The package builds its OpenAI clients on it; a client
     built without it is given the first hook on first use, and teaches no limits."""
     import openai
 
     if is_async:
-        hooks = {"response": [note_answer_async, PROVIDER_REPORTS]}
+        hooks = {"response": [note_answer_async, anote_limits]}
         return openai.DefaultAsyncHttpxClient(event_hooks=hooks)
-    return openai.DefaultHttpxClient(event_hooks={"response": [note_answer, PROVIDER_REPORTS.note]})
+    return openai.DefaultHttpxClient(event_hooks={"response": [note_answer, note_limits]})
 
 
 async def metered(embeddings: Any, call: Any) -> Any:
