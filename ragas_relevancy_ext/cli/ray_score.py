@@ -192,9 +192,13 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     )
 
 
+EMBEDDING_LIMITS = ("embedding_rpm", "embedding_tpm")
+
+
 def per_actor(settings: Settings, actors: int) -> Settings:
     """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    return replace(settings, **vars(settings.rate_limits().share(actors)))
+    split = settings.rate_limits().share(actors)
+    return replace(settings, **{n: getattr(split, n) for n in ("rpm", "tpm", *EMBEDDING_LIMITS)})
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:

@@ -29,8 +29,9 @@ R = TypeVar("R")
 
 class EarlyStop:
     """Watches finished samples: ``rows`` of them NaN one after another with the same cause that
-    no retry mends (:data:`.errors.PERMANENT`: a refused key, an unknown model, a server not
-    reached) mean the run should stop. Any other outcome starts the count again."""
+    no retry mends (:data:`.errors.PERMANENT`: a refused key, an account out of quota, an
+    unknown model, a server not reached) mean the run should stop, as does a key's patience run
+    out (no request succeeded for that long). Any other outcome starts the count again."""
 
     def __init__(self, rows: int = EARLY_STOP_ROWS):
         if rows < 1:
@@ -41,11 +42,16 @@ class EarlyStop:
         self.example = ""
         self.stopped = False
 
-    def note(self, report: RelevancyReport) -> bool:
-        """Count one finished sample; True once, when the run should stop."""
+    def note(self, report: RelevancyReport, gave_up: BaseException | None = None) -> bool:
+        """Count one finished sample (``gave_up``: the run's patience ran out, then); True
+        once, when the run should stop."""
         cause = report.cause if report.score != report.score else None  # NaN: not measured
         if self.stopped:
             return False
+        if gave_up is not None:
+            self.cause, self.count, self.example = Cause.RATE_LIMITED, 1, str(gave_up)
+            self.stopped = True
+            return True
         if cause not in PERMANENT:
             self.cause, self.count = None, 0
             return False
@@ -59,6 +65,9 @@ class EarlyStop:
         if self.cause is None:
             return ""
         from ..scoring.report import clip, plural
+
+        if self.cause is Cause.RATE_LIMITED:  # the patience ran out
+            return f"{self.example}; --patience SECONDS waits longer"
 
         return (
             f"{plural(self.count, 'row')} failed with {self.cause} "
