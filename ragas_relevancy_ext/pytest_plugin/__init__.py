@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -43,6 +45,7 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_finish",
     "pytest_configure",
+    "pytest_configure_node",
     "pytest_runtest_protocol",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
@@ -67,7 +70,9 @@ class _State:
     current: pytest.Item | None = None  # the test running now
     workers: Used | None = None  # what scored the checks of pytest-xdist workers
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
-    traces: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # --relevancy-otel
+    limits: Path | None = None  # the checks' rate limits, shared with pytest-xdist workers
+    # what ends with the session: --relevancy-otel's exporter, the rate limits' folder
+    closing: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def check(self, user_input: Any, response: Any, min_score: float | None) -> None:
         """Score a check of the running test now; raise its failure unless it passes."""
@@ -193,8 +198,11 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(f"--relevancy-baseline {baseline}: no such file")
     if baseline is None and "margin" in given:
         raise pytest.UsageError(f"{sources['margin']} needs --relevancy-baseline")
+    closing = contextlib.ExitStack()
     settings = {name: given[name] for name in SETTINGS if name in given}
-    state = _State(config, given, sources, Engine(settings, given.get("timeout", DEFAULT_TIMEOUT)))
+    settings["limits_file"] = limits = _limits_file(config, given, closing)
+    engine = Engine(settings, given.get("timeout", DEFAULT_TIMEOUT))
+    state = _State(config, given, sources, engine, limits=limits, closing=closing)
     if "judge" in given and config.getoption("dist", "no") != "no":
         try:  # pytest-xdist's main process: a bad spec or a missing key stops it here
             state.engine.check()
@@ -204,11 +212,34 @@ def pytest_configure(config: pytest.Config) -> None:
         from ..scoring.otlp import exporting
 
         try:
-            state.traces.enter_context(exporting(given["otel"], "ragas-relevancy-pytest"))
+            state.closing.enter_context(exporting(given["otel"], "ragas-relevancy-pytest"))
         except UsageError as exc:
             raise pytest.UsageError(f"{sources['otel']}: {exc}") from None
     config.stash[_STATE] = state
     _ACTIVE.append(state)
+
+
+def _limits_file(
+    config: pytest.Config, given: dict[str, Any], closing: contextlib.ExitStack
+) -> Path | None:
+    """Where the checks keep their keys' rate limits: one file for the session and its
+    pytest-xdist workers, so all keep to one limit per key (with --relevancy-cache, the
+    command line's file in that folder, shared with its runs too)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return Path(worker["relevancy_limits"]) if "relevancy_limits" in worker else None
+    if "judge" not in given or "cache" in given:
+        return None
+    folder = closing.enter_context(tempfile.TemporaryDirectory(prefix="ragas-relevancy-"))
+    return Path(folder, "rate-limits.sqlite3")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: a worker keeps to the session's rate limits."""
+    state = node.config.stash.get(_STATE, None)
+    if state is not None and state.limits is not None:
+        node.workerinput["relevancy_limits"] = str(state.limits)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -217,7 +248,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[_STATE]
         _ACTIVE.remove(state)
         state.engine.close()
-        state.traces.close()  # the spans waiting are sent
+        state.closing.close()  # the spans waiting are sent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

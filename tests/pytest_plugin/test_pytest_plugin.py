@@ -376,6 +376,19 @@ def test_xdist_workers_share_the_reply_cache_and_send_their_checks_to_the_summar
 
 
 @pytest.mark.slow
+def test_xdist_workers_keep_to_one_rate_limit_for_their_key(pytester, monkeypatch):
+    """A provider that admits 120 requests a minute in one-second slices (two a second) refuses
+    none of the checks' requests when two workers send with one key: they pace as one."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    many_checks(pytester, 10)
+    with LoopbackServer(rpm=120, per_second=True) as server:
+        result = pytester.runpytest(*loopback_args(server, "--relevancy-rpm", "120", "-n", "2"))
+        statuses = [r.status for r in server.log if r.endpoint == "chat"]
+    result.assert_outcomes(passed=10)
+    assert statuses == [200] * 10  # no 429
+
+
+@pytest.mark.slow
 def test_the_example_suite_passes_offline(pytester):
     for name in ("test_support_bot.py", "support_qa.jsonl"):
         shutil.copy(EXAMPLES / name, pytester.path / name)
