@@ -126,6 +126,8 @@ class Engine:
         inputs = [{"user_input": user_input, "response": response}]
         try:
             self.prepare()
+            if self._setup.cached is not None:  # a check's replies do not hang on earlier checks'
+                self._setup.cached.start_over()
             scoring = asyncio.wait_for(self._metric.abatch_score(inputs), self.timeout)
             return self._run(scoring)[0].report
         except NotConfigured:

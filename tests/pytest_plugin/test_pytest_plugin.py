@@ -351,25 +351,37 @@ def loopback_args(server: LoopbackServer, *more: str) -> list[str]:
 def test_xdist_workers_share_the_reply_cache_and_send_their_checks_to_the_summary(
     pytester, monkeypatch
 ):
-    """Two workers (-n 2) score the checks; a second run takes every reply from the cache both
-    wrote, and the main process's summary counts every worker's checks and cache hits."""
+    """Two workers (-n 2) score six checks of three answers, each answer asked about twice (the
+    judge's prompt is the answer's, so the second asking may be the other worker's); a second
+    run takes every reply from the cache both wrote, however the tests fall to the workers, and
+    the main process's summary counts every worker's checks and cache hits."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    many_checks(pytester, 6)
+    suite(
+        pytester,
+        """
+        @pytest.mark.relevancy(min_score=-1.0)
+        @pytest.mark.parametrize("n", range(6))
+        def test_answer(n):
+            assert_relevant(f"{QUESTION} (case {n})", f"{GOOD} (answer {n % 3})")
+        """,
+    )
     cache = pytester.path / "replies"  # given relative: read from where pytest started
     with LoopbackServer() as server:
         args = loopback_args(server, "--relevancy-cache", "replies", "-n", "2", "-v")
         first = pytester.runpytest(*args)
         first.assert_outcomes(passed=6)
-        assert server.count("chat") == 6
+        asked = server.count("chat")
         again = pytester.runpytest(*args)
         again.assert_outcomes(passed=6)
-        assert server.count("chat") == 6  # nothing new reached the judge
+        assert server.count("chat") == asked  # nothing new reached the judge
     for run in (first, again):
         out = run.stdout.str()
         workers = set(re.findall(r"\[(gw\d)\] \[ *\d+%\] PASSED", out))
         assert workers == {"gw0", "gw1"}  # both workers scored checks
         assert "answer relevancy: 6 check(s), 0 below threshold, 0 not measured" in out
-    first.stdout.fnmatch_lines([f"judge cache {cache}: 0 replies reused, 6 judge calls"])
+    first.stdout.fnmatch_lines(
+        [f"judge cache {cache}: {6 - asked} replies reused, {asked} judge calls"]
+    )
     again.stdout.fnmatch_lines([f"judge cache {cache}: 6 replies reused, 0 judge calls"])
     scores = [sorted(summary(run.stdout.str())) for run in (first, again)]
     assert scores[0] == scores[1] and len(scores[0]) == 6
