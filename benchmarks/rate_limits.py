@@ -1,159 +1,187 @@
-"""Scoring at a provider's rate limit: stock against ours, fixed concurrency, limits given, learned.
+"""``ragas-relevancy score`` at a provider's rate limit, as real providers enforce it.
 
-Rows of ``examples/support_qa.jsonl`` (repeated, each question numbered) are scored on the
-loopback server (in this process) answering as a provider at ``--rpm`` requests and ``--tpm``
-tokens per minute on its chat endpoint: OpenAI's ``x-ratelimit-*`` headers and 429 bodies. Each
-variant starts with full buckets on a fresh server. Variants:
+Each row is a real run of the command (its own process) on rows of ``examples/support_qa.jsonl``
+(repeated, each question numbered) against the loopback server on 127.0.0.1 (in this process),
+whose chat endpoint admits ``--rpm`` requests a minute enforced in one-second slices (a bucket
+of a second's worth, as OpenAI documents), answering each judge request after ``--latency``
+seconds with OpenAI's ``x-ratelimit-*`` headers and 429 bodies (``retry-after-ms``). Variants:
 
-- stock: RAGAS's collections ``AnswerRelevancy`` (strictness 3), 16 samples at a time;
-- ours, fixed 16 / fixed 64: ``max_concurrency`` 16 or 64 on a client that reports nothing to
-  the run (a plain ``AsyncOpenAI``): no headers, so the run knows only the 429s that outlast
-  the SDK's own retries (it pauses, takes the limits from the 429's headers and asks again);
-- ours, --rpm/--tpm given: ``rate_limits=RateLimits(rpm, tpm)``, 64 in flight;
-- ours, learning: 64 in flight on a client built as the package builds its own (its response
-  hook hands the headers and 429s to the run);
-- ours, learning from 429s: the same against a server that sends no ``x-ratelimit-*`` headers,
-  only a 429's ``retry-after`` (the run halves its rate at a 429 and climbs back).
+- learned / given, concurrency 64 and 16: limits read from the headers, or ``--rpm`` given;
+- no headers: the server sends only a 429's ``retry-after``;
+- two processes: two runs on one key at once, given the same ``--cache`` and nothing else;
+- Ray actors on one key: left to ``benchmarks/ray_bench.py`` (the Ray engine's own table);
+- quota: every judge request answered 429 ``insufficient_quota``;
+- hostile: one header no provider sends, on every answer (and one 429 at the 5th request).
 
-Columns: wall time; rows per minute; "of limit", the share of what the binding limit could have
-admitted in the wall time (a full bucket at the start plus a minute's worth per minute) that it
-did admit: requests, or tokens as the server counts them (the prompt's plus ``max_tokens``, as
-OpenAI counts them; 1.00 is the limit); chat answers 429; rows lost or NaN. The SDK retries a
-429 twice (``max_retries=2``) before a row fails.
+Columns: wall seconds of the run from its first judge request to its last; the share of the
+allowed rate (chat requests admitted over what the limit admits in that time: a second's worth,
+plus the rate); the share of judge requests answered 429; rows lost (NaN or missing); judge
+requests per row; the longest time the server saw no judge request; the warnings the run wrote;
+the exit code. The command the rows ran is printed first.
 
 Usage::
 
-    python benchmarks/rate_limits.py                      # 2,000 rows, 600 RPM, 150,000 TPM
-    python benchmarks/rate_limits.py --rows 300 --rpm 120 --tpm 30000   # a few minutes
+    python benchmarks/rate_limits.py                          # every variant (about 15 minutes)
+    python benchmarks/rate_limits.py --variants "no headers;quota" --rows 200
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
+from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer
 
-from openai import AsyncOpenAI  # noqa: E402
-from ragas.embeddings import OpenAIEmbeddings  # noqa: E402
-from ragas.llms import llm_factory  # noqa: E402
-from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy  # noqa: E402
-
-from ragas_relevancy_ext import AnswerRelevancy, RateLimits  # noqa: E402
-from ragas_relevancy_ext.testing.loopback import LoopbackServer  # noqa: E402
-
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "support_qa.jsonl"
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "support_qa.jsonl"
+HOSTILE = {
+    "retry-after: 86400": {"retry-after": "86400"},
+    "retry-after: 1e9": {"retry-after": "1e9"},
+    "retry-after: inf": {"retry-after": "inf"},
+    "retry-after-ms: 1e12": {"retry-after-ms": "1e12"},
+    "x-ratelimit-limit-requests: 0.001": {"x-ratelimit-limit-requests": "0.001"},
+    "x-ratelimit-remaining-requests: -1e18": {"x-ratelimit-remaining-requests": "-1e18"},
+    "x-ratelimit-limit-tokens: inf": {"x-ratelimit-limit-tokens": "inf"},
+}
 VARIANTS = (
-    "stock",
-    "ours, fixed 16",
-    "ours, fixed 64",
-    "ours, --rpm/--tpm given",
-    "ours, learning",
-    "ours, learning from 429s",
+    "learned, concurrency 64",
+    "given, concurrency 64",
+    "learned, concurrency 16",
+    "given, concurrency 16",
+    "no headers, concurrency 64",
+    "no headers, concurrency 16",
+    "two processes, one --cache",
+    "4 Ray actors on one key",
+    "quota",
+    *(f"hostile {name}" for name in HOSTILE),
 )
 
 
-def load_rows(n: int) -> list[dict[str, str]]:
-    """``n`` rows cycling through the example file, each question numbered."""
+def write_rows(path: Path, n: int, tag: str = "") -> None:
+    """``n`` rows cycling through the example file, each numbered (so no judge reply is
+    another row's: each row is a judge request, with or without a cache)."""
     lines = [json.loads(line) for line in EXAMPLES.read_text(encoding="utf-8").splitlines()]
     cases = [c for c in lines if c.get("user_input") and c.get("response")]
-    return [
-        {
-            "user_input": f"{cases[i % len(cases)]['user_input']} (#{i})",
-            "response": cases[i % len(cases)]["response"],
-        }
-        for i in range(n)
-    ]
+    with path.open("w", encoding="utf-8") as out:
+        for i in range(n):
+            case = cases[i % len(cases)]
+            number = f"(#{tag}{i})"
+            row = {key: f"{case[key]} {number}" for key in ("user_input", "response")}
+            out.write(json.dumps(row) + "\n")
 
 
-def build(variant: str, server: LoopbackServer, rpm: int, tpm: int) -> tuple[Any, int]:
-    """The metric of ``variant`` and how many rows each ``abatch_score`` call gets (0: all)."""
-    if variant not in VARIANTS:
-        raise SystemExit(f"unknown variant {variant!r}; one of {VARIANTS}")
-    if variant.startswith("ours, learning"):
-        api = server.openai_client(max_retries=2, timeout=120.0)
-    else:
-        api = AsyncOpenAI(
-            base_url=server.openai_base_url, api_key="bench", max_retries=2, timeout=120.0
-        )
-    llm = llm_factory("loop-judge", provider="openai", client=api)
-    embeddings = OpenAIEmbeddings(client=api, model="loop-embed")
-    if variant == "stock":
-        return StockAnswerRelevancy(llm=llm, embeddings=embeddings, strictness=3), 16
-    limits = RateLimits(rpm=rpm, tpm=tpm) if "given" in variant else None
-    concurrency = 16 if variant == "ours, fixed 16" else 64
-    metric = AnswerRelevancy(
-        llm=llm,
-        embeddings=embeddings,
-        strictness=3,
-        max_concurrency=concurrency,
-        rate_limits=limits,
-    )
-    return metric, 0
+def command(server: LoopbackServer, data: Path, out: Path, options: list[str]) -> list[str]:
+    """The ``score`` command a row runs."""
+    args = ["score", str(data), *server.cli_options(), "--out", str(out)]
+    return [*args, "--no-progress", "--no-table", "--timeout", "60", *options]
 
 
-async def score(metric: Any, rows: list[dict[str, str]], chunk: int) -> tuple[float, int]:
-    """Seconds for ``rows`` and how many were lost (an exception) or NaN."""
-    started = time.perf_counter()
-    size = chunk or len(rows)
-    bad = 0
-    for start in range(0, len(rows), size):
-        part = rows[start : start + size]
-        try:
-            results = await metric.abatch_score(part)
-        except Exception:  # stock raises for the chunk when a call fails for good
-            bad += len(part)
-            continue
-        bad += sum(1 for r in results if r.value != r.value)
-    return time.perf_counter() - started, bad
+def run(
+    variant: str, rows: int, rpm: int, latency: float, folder: Path
+) -> dict[str, Any] | None:
+    """One variant's figures (None: not run here)."""
+    if "Ray" in variant:
+        return None
+    server = LoopbackServer(rpm=rpm, per_second=True, endpoint_latency={"chat": latency})
+    concurrency = "16" if variant.endswith("16") else "64"
+    options = ["--concurrency", concurrency]
+    processes = 1
+    if variant.startswith("given"):
+        options += ["--rpm", str(rpm)]
+    elif variant.startswith("no headers"):
+        server.limit_headers = False
+    elif variant.startswith("two processes"):
+        processes, options = 2, ["--concurrency", "32", "--cache", str(folder / "cache")]
+    elif variant == "quota":
+        server.faults = [Fault("quota", fraction=1.0, endpoint="chat")]
+    elif variant.startswith("hostile"):
+        server.headers = HOSTILE[variant.removeprefix("hostile ")]
+        server.faults = [Fault("rate_limit", at=(5,), endpoint="chat")]
+    env = {**os.environ, "OPENAI_API_KEY": "bench", "RAGAS_DO_NOT_TRACK": "true"}
+    with server:
+        children = []
+        for n in range(processes):
+            data, out = folder / f"rows{n}.jsonl", folder / f"out{n}.jsonl"
+            write_rows(data, rows, f"{n}.")
+            args = command(server, data, out, options)
+            if n == 0:
+                print(f"  $ ragas-relevancy {' '.join(args)}", flush=True)
+            children.append(
+                subprocess.Popen(  # noqa: S603 (our own command, on our own data)
+                    [sys.executable, "-m", "ragas_relevancy_ext", *args],
+                    env=env,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        outputs = [child.communicate(timeout=3600) for child in children]
+        codes = [child.returncode for child in children]
+        chat = [r for r in server.requests("chat") if r.finished is not None]
+    lost = 0
+    for n in range(processes):
+        out = folder / f"out{n}.jsonl"
+        records = [json.loads(x) for x in out.read_text().splitlines()] if out.exists() else []
+        good = sum(1 for r in records if r.get("score") == r.get("score") and not r.get("cause"))
+        lost += rows - good
+    times = sorted(r.started for r in chat)
+    span = times[-1] - times[0] if len(times) > 1 else 0.0
+    admitted = sum(1 for r in chat if r.status != 429)
+    limited = sum(1 for r in chat if r.status == 429)
+    warned = sum(err.count("said once per run") for _, err in outputs)
+    return {
+        "wall": span,
+        "share": admitted / (rpm / 60 * (1 + span)),
+        "429": limited / max(1, len(chat)),
+        "lost": lost,
+        "per_row": len(chat) / (rows * processes),
+        "gap": max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0),
+        "warnings": warned,
+        "exit": "/".join(str(code) for code in codes),
+        "requests": len(chat),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=2000)
-    parser.add_argument("--rpm", type=int, default=600)
-    parser.add_argument("--tpm", type=int, default=150_000)
+    parser.add_argument("--rows", type=int, default=600)
+    parser.add_argument("--hostile-rows", type=int, default=120)
+    parser.add_argument("--rpm", type=int, default=1200)
+    parser.add_argument("--latency", type=float, default=0.1, help="seconds per judge answer")
     parser.add_argument("--variants", default=";".join(VARIANTS), help="names, ';' between")
     args = parser.parse_args()
-    logging.disable(logging.WARNING)  # RAGAS and instructor log every 429 they meet
-    rows = load_rows(args.rows)
     print(
-        f"{args.rows} rows of {EXAMPLES.name}, loopback chat endpoint at {args.rpm:,} requests "
-        f"and {args.tpm:,} tokens per minute (buckets full at the start); strictness 3."
+        f"loopback chat endpoint: {args.rpm:,} requests a minute enforced per second "
+        f"({args.rpm // 60} a second at most), {args.latency:g} s per answer; rows of "
+        f"{EXAMPLES.name}, {args.rows} a run ({args.hostile_rows} for the hostile headers)"
     )
-    header = (
-        f"{'metric':<26} {'wall s':>8} {'rows/min':>9} {'of limit':>9} {'429s':>6} "
-        f"{'429 %':>6} {'lost/NaN':>9}"
-    )
-    print(header)
-    print("-" * len(header))
-    for variant in args.variants.split(";"):
-        variant = variant.strip()
-        headers = variant != "ours, learning from 429s"  # a provider that does not say its limits
-        with LoopbackServer(width=64, rpm=args.rpm, tpm=args.tpm, limit_headers=headers) as server:
-            metric, chunk = build(variant, server, args.rpm, args.tpm)
-            seconds, bad = asyncio.run(score(metric, rows, chunk))
-            requests = server.requests("chat")
-            limited = server.rate_limited("chat")
-            admitted = [r.admission for r in requests if r.admission and r.admission.admitted]
-        minutes = seconds / 60
-        # the binding limit's share: what it admitted (requests, or tokens as it counts them:
-        # prompt plus max_tokens) over the most it could in the wall time (full bucket + refill)
-        counted = sum(a.tokens for a in admitted)
-        share = max(len(admitted) / args.rpm, counted / args.tpm) / (1 + minutes)
-        print(
-            f"{variant:<26} {seconds:>8.1f} {args.rows / minutes:>9.0f} {share:>9.2f} "
-            f"{limited:>6} {100 * limited / max(1, len(requests)):>5.1f}% {bad:>9}",
-            flush=True,
-        )
+    columns = ["variant", "wall s", "of allowed rate", "429s", "rows lost", "judge requests"]
+    columns += ["judge req/row", "longest gap s", "warnings", "exit"]
+    lines = ["| " + " | ".join(columns) + " |", "|---" * len(columns) + "|"]
+    for variant in (v.strip() for v in args.variants.split(";")):
+        rows = args.hostile_rows if variant.startswith("hostile") else args.rows
+        with tempfile.TemporaryDirectory(prefix="rate-limits-") as folder:
+            started = time.perf_counter()
+            figures = run(variant, rows, args.rpm, args.latency, Path(folder))
+        if figures is None:
+            lines.append(f"| {variant} | (benchmarks/ray_bench.py) |" + " |" * (len(columns) - 2))
+        else:
+            f = figures
+            lines.append(
+                f"| {variant} | {f['wall']:.1f} | {f['share']:.0%} | {f['429']:.1%} | "
+                f"{f['lost']} | {f['requests']} | {f['per_row']:.2f} | {f['gap']:.1f} | "
+                f"{f['warnings']} | {f['exit']} |"
+            )
+        print(lines[-1], f"({time.perf_counter() - started:.0f} s)", flush=True)
+    print("\n" + "\n".join(lines))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

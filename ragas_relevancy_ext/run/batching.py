@@ -1,28 +1,20 @@
 """Embedding requests of a run: samples' texts coalesced into shared requests, questions reused.
 
-Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time it
-takes for one, so two requests per sample waste both. A :class:`RunEmbedder` lives as long as a run
-(``abatch_score``, one ``ragas.evaluate`` run) on the run's :class:`.Scheduler`: each sample hands
-it its question and its probes, and it sends the texts of concurrent samples as one request of up to
-``max_batch`` texts. A probes request leaves when it is full, when no more texts are coming (every
-row under way is waiting on its vectors or done), or ``window`` seconds after its first text came,
-whatever the judge's queue holds, so an answered row never waits long on rows the rate limit holds
-back. A row's question waits from the row's start; when a probes request takes a row's probes,
-the questions up to that row's leave, in full requests that carry the questions of rows still
-being judged, so a question is never sent before some row needs it. The vectors are checked once
-per request (one per text, one width, finite, non-zero), then split back per sample; questions and
-probes go in separate requests, so each sample's two widths still come from two answers. A
-coalesced request that fails is sent again per sample, so a sample whose texts are fine never
-fails with a neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`) are
-never coalesced. A question seen before in the run is not embedded again while it is among the
-last :data:`REUSED_QUESTIONS` asked.
+Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time
+of one. A :class:`RunEmbedder` lives as long as a run on its :class:`.Scheduler` and sends the
+texts of concurrent samples in requests of up to ``max_batch`` texts. A probes request leaves
+when full, when no more texts are coming, or ``window`` seconds after its first text came,
+whatever the judge's queue holds, so an answered row never waits long on rows a rate limit
+holds back. A row's question waits from the row's start and leaves with the first probes request
+that takes the row's probes, beside the questions of rows still being judged. Vectors are checked
+once per request, then split back per sample; questions and probes go apart, so each sample's two
+widths come from two answers. A shared request that fails is sent again per sample, so a bad
+text fails only its own sample. :class:`OneTextPerCall` is never coalesced. A question among the
+last :data:`REUSED_QUESTIONS` asked is not embedded again.
 
-Usage: a shared request's requests and tokens are split over the samples in it in proportion
-to the characters of each sample's texts (whole numbers, largest remainders), so each sample
-carries a fair part and the parts add up to exactly what the provider reported: the sum over a
-run's samples is the run's usage. A failed shared request is split the same way; each sample's
-own retry is its own. A reused question costs the sample that first asked for it, and nothing
-to the samples that reuse it.
+Usage: a shared request's requests and tokens are split over its samples by their texts'
+characters (whole numbers, largest remainders), so the parts add up to what the provider
+reported; a reused question costs only the sample that first asked for it.
 """
 
 from __future__ import annotations
@@ -42,7 +34,6 @@ from ..scoring.embeddings import (
     sends_one_request,
 )
 from ..scoring.usage import (
-    Usage,
     UsageMeter,
     current_meter,
     metering,
@@ -72,11 +63,6 @@ class _Share:
         self.meter = current_meter()
         self.trace = tracing.span_context()  # the request's span goes under the first sample's
 
-    def charge(self, usage: Usage) -> None:
-        """Add the share's part of a request that carried its texts to its caller's meter."""
-        if self.meter is not None:
-            self.meter.add(usage)
-
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
             return
@@ -89,13 +75,10 @@ class _Share:
 
 
 class _Coalescer:
-    """Texts of concurrent callers sent as shared requests of up to ``max_batch`` texts.
-
-    A request takes the texts waiting when it leaves: when they fill it, when :meth:`flush`
-    asks (no more texts are coming), or ``window`` seconds after the first of them came; with
-    no ``window`` (the questions), only when :meth:`send_for` asks. It then waits for the key's
-    rate limit and a slot as a task of the run. ``on_take`` is told the shares a request takes.
-    """
+    """Texts of concurrent callers sent as shared requests of up to ``max_batch`` texts: a
+    request takes the texts waiting when they fill it, when :meth:`flush` asks, or ``window``
+    seconds after the first came (no ``window``: only when :meth:`send_for` asks), then waits
+    for the key's limit and a slot as a task of the run. ``on_take`` hears what it takes."""
 
     def __init__(
         self,
@@ -175,7 +158,6 @@ class _Coalescer:
     async def _send(self, shares: list[_Share]) -> None:
         texts = [text for share in shares for text in share.texts]
         meter = UsageMeter()
-        failed: Exception | None = None
         try:  # the key's rate limit, then a slot, as any request
             with metering(meter), tracing.shared_request([s.trace for s in shares]):
                 vectors = await embed_texts(self.embeddings, texts, self.scheduler.slot())
@@ -185,49 +167,34 @@ class _Coalescer:
                 share.settle(error=exc)
             raise
         except Exception as exc:
-            failed = exc
-        _charge(shares, meter)
-        if failed is not None:
+            _charge(shares, meter)
             if len(shares) == 1:
-                shares[0].settle(error=failed)
+                shares[0].settle(error=exc)
             else:  # each caller's share alone: neighbours of a bad text are not failed
-                await asyncio.gather(*(self._send_alone(share) for share in shares))
+                await asyncio.gather(*(self._send([share]) for share in shares))
             return
+        _charge(shares, meter)
         start = 0
         for share in shares:
             share.settle(vectors[start : start + len(share.texts)])
             start += len(share.texts)
-
-    async def _send_alone(self, share: _Share) -> None:
-        meter = UsageMeter()
-        try:
-            with metering(meter), tracing.shared_request([share.trace]):
-                vectors = await embed_texts(self.embeddings, share.texts, self.scheduler.slot())
-        except Exception as exc:
-            share.charge(meter.usage)
-            share.settle(error=exc)
-            return
-        share.charge(meter.usage)
-        share.settle(vectors)
 
 
 def _charge(shares: list[_Share], meter: UsageMeter) -> None:
     """Split a shared request's usage over its shares by their texts' characters."""
     weights = [sum(len(text) for text in share.texts) for share in shares]
     for share, part in zip(shares, split_usage(meter.usage, weights), strict=True):
-        share.charge(part)
+        if share.meter is not None:
+            share.meter.add(part)
 
 
 class RunEmbedder:
     """The embedding requests of one run for one embeddings object, on the run's scheduler.
 
-    Questions and probes travel in separate requests, as stock sends them, so a request
-    answered with vectors of a wrong size shows up as a question/probes length mismatch; that
-    sample then asks again for its own two texts alone before it fails. ``coalesce`` False (or
-    embeddings that send a request per text) sends each sample's question and probes in
-    requests of their own, two per sample as stock does, in the row's place in line; question
-    vectors are reused either way. Each row takes a :meth:`row` view, which tells the embedder
-    when the row's texts are in (or that none will come).
+    Questions and probes travel apart, as stock sends them, so vectors of a wrong size show up
+    as a length mismatch; that sample then asks again alone before it fails. ``coalesce`` False
+    (or embeddings that send a request per text): two requests per sample, as stock. Each row
+    takes a :meth:`row` view, which tells when the row's texts are in (or that none will come).
     """
 
     def __init__(
@@ -239,10 +206,8 @@ class RunEmbedder:
         max_batch: int = DEFAULT_MAX_BATCH,
         window: float = WINDOW,
     ):
-        self.embeddings = embeddings
-        self.scheduler = scheduler
+        self.embeddings, self.scheduler, self.max_batch = embeddings, scheduler, max_batch
         self.coalesce = coalesce and sends_one_request(embeddings)
-        self.max_batch = max_batch
         # questions wait from a row's start until a probes request takes that row's probes
         questions = _Coalescer(embeddings, scheduler, max_batch, None)
         probes = _Coalescer(
@@ -259,9 +224,7 @@ class RunEmbedder:
 
     def rows_in_flight(self, max_concurrency: int) -> int:
         """Rows a run keeps in flight for ``max_concurrency`` requests: with shared requests,
-        ``2 * max_batch`` more, which wait on their embeddings while other rows' judge calls
-        hold the slots, so that requests leave full. Requests in flight stay bounded by the
-        scheduler; rows only cost their memory."""
+        ``2 * max_batch`` more (waiting on their embeddings), so that requests leave full."""
         return max_concurrency + (2 * self.max_batch if self.coalesce else 0)
 
     def row(self, calls: Row) -> RowEmbeddings:

@@ -1,22 +1,19 @@
-"""A provider key's rate limit, one object per (endpoint, key), however many runs, processes or
-actors send with the key.
+"""A provider key's rate limit: one :class:`KeyLimit` per (endpoint, key), however many runs,
+processes or actors send with the key.
 
-A :class:`KeyLimit` paces the key's requests evenly at its requests and tokens per minute (given,
-read from the provider's ``x-ratelimit-limit-*`` headers, or found from its 429s when it sends
-none), with a burst of at most half a second's worth, so a limit the provider enforces per second
-holds as well as one it enforces per minute. A 429 pauses the key for what the answer says
-(``retry-after-ms``, ``retry-after``, else the ``x-ratelimit-reset-*`` of the limit used up; at
-most 60 s), and the request is asked again until no request to the endpoint has succeeded for
-the run's patience. Headers no provider sends (negative, not a number, infinite, a limit below
-one) are ignored with one warning each. Waiting here holds nothing: a run takes its concurrency
-slot only once the key lets the request go.
+Requests leave evenly spaced at the key's requests and tokens per minute (given, read from the
+``x-ratelimit-limit-*`` headers, or found from 429s when there are none), a burst of half a
+second's worth at most, so a limit enforced per second holds as well as one per minute. A 429
+pauses the key for what it says (``retry-after-ms``, ``retry-after``, else the
+``x-ratelimit-reset-*`` of a limit used up; 60 s at most), and the request is asked again until
+no request to the endpoint has succeeded for the run's patience. A header no provider sends
+(negative, not a number, infinite, a limit below one) is ignored with one warning.
 
-The pacing is pyrate-limiter's GCRA (one theoretical arrival time per rate) kept in one of its
-``StateStore``\\ s, which a :class:`LimitBackend` hands out per limit: :class:`InProcess` (the
-default: the run's own), :class:`OnDisk` (a SQLite file the processes of one machine share, as
-two ``score`` runs on one ``--cache`` do), or any other backend, such as one whose store asks a
-Ray actor, for a cluster. What is shared is the pace and the pauses; what a process learns from
-the answers it gets (limits, its patience) stays its own.
+The pace is pyrate-limiter's GCRA in one of its ``StateStore``\\ s, which a :class:`LimitBackend`
+hands out per limit: :class:`InProcess` (the run's own, by default), :class:`OnDisk` (a SQLite
+file that the processes of one machine share), or any other, such as a store that asks a Ray
+actor, for a cluster. The pace and the pauses are shared; what a process learns from its
+answers (limits, patience) stays its own.
 """
 
 from __future__ import annotations
@@ -33,7 +30,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -44,19 +41,12 @@ from ..errors import PatienceExhausted, UsageError
 from ..scoring.redaction import redact
 
 __all__ = [
-    "InProcess",
-    "KeyLimit",
-    "LimitBackend",
-    "OnDisk",
-    "RateLimits",
-    "fingerprint",
-    "key_limit",
-    "run_limits",
+    "InProcess", "KeyLimit", "LimitBackend", "OnDisk", "RateLimits", "fingerprint", "run_limits"
 ]
 
 log = logging.getLogger("ragas_relevancy_ext")
 
-PACE = 0.95  # share of a known limit requests leave at: room for jitter on their way
+PACE = 0.97  # share of a known limit requests leave at: room for jitter on their way
 BURST_SECONDS = 0.5  # the most that leaves at once: this many seconds' worth
 MAX_PAUSE = 60.0  # seconds: a longer retry-after is cut to this (as the openai SDK ignores it)
 PAUSE = 1.0  # seconds, for a 429 that says nothing
@@ -68,11 +58,9 @@ _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 
 @dataclass(frozen=True)
 class RateLimits:
-    """What a run keeps to: ``rpm``/``tpm`` for the judge and ``embedding_rpm``/``embedding_tpm``
-    for embeddings, per minute (None: learned from the provider's headers and 429s);
-    ``patience``, seconds without a successful request to an endpoint before its requests give
-    up; ``shared``, where the keys' limits are kept when more than this run sends with them: a
-    path (a SQLite file the processes of one machine share) or a :class:`LimitBackend`."""
+    """``rpm``/``tpm`` (judge) and ``embedding_rpm``/``embedding_tpm`` per minute (None: learned);
+    ``patience``, seconds without a success before an endpoint's requests give up; ``shared``,
+    where the keys' limits live: a path (a SQLite file for one machine) or a LimitBackend."""
 
     rpm: int | None = None
     tpm: int | None = None
@@ -82,31 +70,18 @@ class RateLimits:
     shared: Any = None
 
     def __post_init__(self) -> None:
-        for name in ("rpm", "tpm", "embedding_rpm", "embedding_tpm"):
-            value = getattr(self, name)
-            if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 1
-            ):
+        for name, value in self._limits().items():
+            if value is not None and (type(value) is not int or value < 1):
                 raise ValueError(f"{name} must be a whole number >= 1 or None, got {value!r}")
-        patience = self.patience
-        if isinstance(patience, bool) or not isinstance(patience, (int, float)) or not (
-            0 < patience < math.inf
-        ):
-            raise ValueError(f"patience must be a number of seconds > 0, got {patience!r}")
+        if type(self.patience) not in (int, float) or not 0 < self.patience < math.inf:
+            raise ValueError(f"patience must be a number of seconds > 0, got {self.patience!r}")
         if not (self.shared is None or isinstance(self.shared, (str, os.PathLike, LimitBackend))):
             raise ValueError(f"shared must be a path or a LimitBackend, got {self.shared!r}")
 
     def share(self, parts: int) -> RateLimits:
-        """Each of ``parts`` runs' share (limit / parts, at least 1), for runs that cannot share
-        a backend."""
-        split = {n: None if v is None else max(1, v // parts) for n, v in self._limits().items()}
+        """Each of ``parts`` runs' share (limit / parts, at least 1)."""
+        split: dict[str, Any] = {n: v and max(1, v // parts) for n, v in self._limits().items()}
         return dataclasses.replace(self, **split)
-
-    def backend(self) -> LimitBackend:
-        """Where the keys' limits are kept (a new :class:`InProcess` when nothing is shared)."""
-        if isinstance(self.shared, (str, os.PathLike)):
-            return OnDisk(self.shared)
-        return self.shared if self.shared is not None else InProcess()
 
     def _limits(self) -> dict[str, int | None]:
         return {n: getattr(self, n) for n in ("rpm", "tpm", "embedding_rpm", "embedding_tpm")}
@@ -119,10 +94,9 @@ class RateLimits:
 
 @runtime_checkable
 class LimitBackend(Protocol):
-    """Where limits are kept: ``store(name)``, the pyrate-limiter ``StateStore`` of the limit
-    called ``name`` (its ``check`` may return an awaitable), and ``now()``, the seconds every
-    user of the stores reads. Implement it to share limits over a cluster (a store whose
-    ``check`` runs on a Ray actor holding an ``InMemoryStateStore`` per name)."""
+    """Where limits live: ``store(name)``, the pyrate-limiter ``StateStore`` of the limit
+    ``name`` (``check`` may return an awaitable, as a store asking a Ray actor does), and
+    ``now()``, the seconds every user of the stores reads."""
 
     def store(self, name: str) -> StateStore: ...
 
@@ -130,8 +104,8 @@ class LimitBackend(Protocol):
 
 
 class InProcess:
-    """Limits kept in this process (the default, one per run); pass one object to several runs
-    to share them within a process. ``clock``: the seconds they read (tests pass their own)."""
+    """Limits in this process (by default one per run; one object given to several runs shares
+    them); ``clock``: the seconds they read."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._stores: dict[str, StateStore] = {}
@@ -142,9 +116,8 @@ class InProcess:
 
 
 class OnDisk:
-    """Limits kept in a SQLite file that the processes of one machine share (``clock``: wall
-    time, which means the same in each). A file that is not such a store, or a link, is
-    refused."""
+    """Limits in a SQLite file the processes of one machine share (``clock``: wall time, the
+    same in each); a link, or a file that is no such store, is refused."""
 
     def __init__(self, path: str | os.PathLike[str], clock: Callable[[], float] = time.time):
         self.path, self.now = Path(path), clock
@@ -158,38 +131,27 @@ class OnDisk:
     def store(self, name: str) -> StateStore:
         return _SqliteState(self.path, name)
 
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, OnDisk) and other.path == self.path
-
-    def __hash__(self) -> int:
-        return hash(self.path)
-
 
 class _SqliteState(StateStore):
-    """One limit's state in a row of a SQLite file, changed in one transaction per check, in a
-    worker thread (a connection each time, so none crosses a thread or a fork)."""
+    """One limit's state in a row, changed in a transaction per check in a worker thread, on a
+    connection of its own (none crosses a thread or a fork)."""
 
     is_async = True
 
     def __init__(self, path: Path, name: str) -> None:
         self.path, self.name = path, name
 
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
+    def _check(self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int) -> Any:
         with contextlib.closing(sqlite3.connect(self.path, timeout=10, isolation_level=None)) as db:
             db.execute("PRAGMA synchronous = OFF")  # a lost pace costs a 429, not data
             db.execute("CREATE TABLE IF NOT EXISTS limits (name TEXT PRIMARY KEY, state TEXT)")
             db.execute("BEGIN IMMEDIATE")
-            yield db
-            db.execute("COMMIT")
-
-    def _check(self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int) -> Any:
-        with self._transaction() as db:
             row = db.execute("SELECT state FROM limits WHERE name = ?", (self.name,)).fetchone()
             state = algorithm.decode(row[0].split()) if row else algorithm.initial(rates)
             new, decision = algorithm.step(rates, state, now, weight)
             text = " ".join(str(int(v)) for v in new)
             db.execute("INSERT OR REPLACE INTO limits VALUES (?, ?)", (self.name, text))
+            db.execute("COMMIT")
         return decision
 
     async def check(  # type: ignore[override]
@@ -200,9 +162,7 @@ class _SqliteState(StateStore):
     def read(self, algorithm: StateAlgorithm, rates: list[Rate]) -> Any:
         raise NotImplementedError("a key's state is only changed, never read alone")
 
-    def reset(self) -> None:
-        with self._transaction() as db:
-            db.execute("DELETE FROM limits WHERE name = ?", (self.name,))
+    reset = read  # type: ignore[assignment]
 
 
 _GCRA = GCRA()
@@ -210,32 +170,22 @@ _PAUSED = Rate(1, 1)  # the "rate" a paused key fails on
 
 
 def _rate(per_minute: float | None, weight: int = 1) -> Rate | None:
-    """The GCRA rate paced at: :data:`PACE` of the limit, a burst of :data:`BURST_SECONDS`'
-    worth, or of ``weight`` when one request is more (it then waits for an empty backlog)."""
+    """The GCRA rate paced at: :data:`PACE` of the limit, bursts of :data:`BURST_SECONDS`' worth
+    (or ``weight``, when one request is more: it then waits for an empty backlog)."""
     if not per_minute:
         return None
     limit = max(1, int(per_minute * PACE))
     return Rate(limit, 60_000, burst=max(1, weight, int(limit * BURST_SECONDS / 60)))
 
 
-def _emission_us(rate: Rate) -> int:
-    return math.ceil(rate.interval * 1000 / rate.limit)
-
-
 class _Step(StateAlgorithm):
     """One change of a key's state: (pause end, requests' and tokens' theoretical arrival
     times), in microseconds. Admit a request of ``tokens`` (once the pause is over, if both
-    rates admit it), pause the key until ``until_us`` (then one request per interval: the
-    provider's bucket is empty), or charge ``charge`` more tokens than were estimated."""
+    rates admit it), or pause the key until ``until_us`` (then one request per interval: the
+    provider's bucket is empty)."""
 
-    def __init__(
-        self,
-        rates: tuple[Rate | None, Rate | None],
-        tokens: int = 0,
-        until_us: int = 0,
-        charge: int = 0,
-    ) -> None:
-        self.rates, self.tokens, self.until_us, self.charge = rates, tokens, until_us, charge
+    def __init__(self, rates: tuple[Rate | None, Rate | None], tokens: int = 0, until_us: int = 0):
+        self.rates, self.tokens, self.until_us = rates, tokens, until_us
 
     def initial(self, rates: list[Rate]) -> tuple[int, int, int]:
         return (0, 0, 0)
@@ -250,21 +200,19 @@ class _Step(StateAlgorithm):
         if self.until_us:
             until = self.until_us
             tats = [
-                tat if rate is None else max(tat, until + (rate.burst - 1) * _emission_us(rate))
-                for rate, tat in zip(self.rates, tats, strict=True)
+                tat if r is None else max(tat, until + (r.burst - 1) * 60_000_000 // r.limit)
+                for r, tat in zip(self.rates, tats, strict=True)
             ]
             return (max(pause, until), *tats), Decision()
-        if self.charge and tokens is not None:
-            tats[1] = max(now_us, max(tats[1], now_us) + self.charge * _emission_us(tokens))
-            return (pause, *tats), Decision()
         if pause > now_us:
             wait_ms = -(-(pause - now_us) // 1000)
             return state, Decision(failing_rate=_PAUSED, retry_after_ms=wait_ms)
         for index, (rate, weight) in enumerate(((requests, 1), (tokens, self.tokens))):
             if rate is not None and weight > 0:
-                (tats[index],), decision = _GCRA.step([rate], (tats[index],), now, weight)
+                new, decision = _GCRA.step([rate], (tats[index],), now, weight)
                 if not decision.allowed:
                     return state, decision
+                tats[index] = int(new[0])
         return (pause, *tats), Decision()
 
 
@@ -275,43 +223,41 @@ def _note(times: collections.deque[float], now: float) -> None:
         times.popleft()
 
 
-async def _settled(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
-
-
 def fingerprint(api_key: str | None) -> str:
     """What a key is called in a shared store: a short hash of it, never the key."""
     return "key " + hashlib.sha256(api_key.encode()).hexdigest()[:16] if api_key else "no key"
 
 
 class KeyLimit:
-    """The rate limit of one (endpoint, key): see the module's note. ``rpm``/``tpm`` given are
-    kept whatever the headers say; None: learned, and then with ``first_alone`` the first
-    request goes alone until it is answered. Build it with :func:`key_limit`.
-
-    A request calls :meth:`wait` (holding nothing), then sends inside :func:`.usage.listening`
-    this limit, then :meth:`succeeded` if it did and :meth:`ended` in any case;
-    :meth:`rate_limited` when it was answered 429.
-    """
+    """The limit of ``endpoint`` (a URL) with the key :func:`fingerprint` names, in ``backend``
+    (a new :class:`InProcess` when None). ``rpm``/``tpm`` given are kept whatever the headers
+    say; None: learned (with ``first_alone``, the first request goes alone until answered).
+    ``warned``: the headers already warned of (a set the run's limits share). A request calls
+    :meth:`wait`, sends inside :func:`.usage.listening` this limit, then
+    :meth:`succeeded` if it did and :meth:`ended`; :meth:`rate_limited` on a 429."""
 
     def __init__(
         self,
-        name: str,
-        rpm: float | None,
-        tpm: float | None,
+        endpoint: str,
+        key_fingerprint: str,
+        rpm: float | None = None,
+        tpm: float | None = None,
         *,
-        backend: LimitBackend,
+        backend: LimitBackend | None = None,
         patience: float = PATIENCE,
         sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
         first_alone: bool = True,
+        warned: set[str] | None = None,
     ) -> None:
-        self.name, self.patience, self._sleep = name, patience, sleep
+        self.name, self.endpoint = f"{endpoint} {key_fingerprint}", redact(endpoint)
+        self.patience, self._sleep = patience, sleep
         self.given = {n for n, v in (("rpm", rpm), ("tpm", tpm)) if v}
         self.rpm, self.tpm = rpm, tpm
-        self.store, self.now = backend.store(name), backend.now
-        self.started = self.last_success = self.estimated = self.now()
+        self._alone = backend is None  # no one else reads its store: nothing to read unpaced
+        backend = backend or InProcess()
+        self.store, self.now = backend.store(self.name), backend.now
+        self.last_success = self.estimated = self.now()
         self.told = False  # the provider's headers said its limits
-        # until a first answer (whose headers may say the limits) the first request goes alone
         self.answered = bool(self.given) or not first_alone
         self._first: asyncio.Event | None = None
         self._turn = asyncio.Lock()  # one waiter reads the store at a time, in arrival order
@@ -320,16 +266,20 @@ class KeyLimit:
         self._successes: collections.deque[float] = collections.deque()
         self._pause = self._paused = 0.0  # the end of the last pause asked for; written
         self.gave_up: PatienceExhausted | None = None
-        self._warned: set[str] = set()
+        self.changes = 0  # pauses and limits found so far
+        self._ceiling = math.inf  # without limits said: the pace the last 429 came at
+        self._warned = set() if warned is None else warned  # headers warned of (the run's)
 
     def _rates(self, tokens: int = 0) -> tuple[Rate | None, Rate | None]:
         return _rate(self.rpm), _rate(self.tpm, tokens)
 
     async def _change(self, step: _Step) -> Decision:
-        return await _settled(self.store.check(step, [], int(self.now() * 1000), 1))
+        decision = self.store.check(step, [], int(self.now() * 1000), 1)
+        return await decision if inspect.isawaitable(decision) else decision
 
     async def wait(self, tokens: int) -> int:
-        """Wait until a request of about ``tokens`` may leave; the tokens it is counted as."""
+        """Wait until a request of about ``tokens`` may leave; :attr:`changes` then (a request
+        that finds it moved on before it leaves, by a pause or a limit found, waits again)."""
         if self.gave_up is not None:
             raise PatienceExhausted(str(self.gave_up)) from self.gave_up.__cause__
         if not self.answered:
@@ -337,17 +287,29 @@ class KeyLimit:
                 self._first = asyncio.Event()
             else:
                 await self._first.wait()
-        charged = tokens if self.tpm else 0
+        if self._alone and not (self.rpm or self.tpm):
+            while (left := self._pause - self.now()) > 0:
+                await self._sleep(left)
+        else:
+            await self._take(tokens)
+        return self.changes
+
+    def left(self) -> None:
+        """A request it let go leaves now (counted to find the rate when no limits are said)."""
+        if self._learning:
+            if not self._sent:  # the first request sent: what the provider admits counts from now
+                self.estimated = self.now()
+            _note(self._sent, self.now())
+
+    async def _take(self, tokens: int) -> None:
         async with self._turn:
             while True:
                 if self._pause > self._paused:  # a pause this process heard of: for every sharer
                     self._paused = self._pause
                     await self._change(_Step(self._rates(), until_us=int(self._pause * 1e6)))
-                decision = await self._change(_Step(self._rates(charged), charged))
+                decision = await self._change(_Step(self._rates(tokens), tokens))
                 if decision.allowed:
-                    if self._learning:
-                        _note(self._sent, self.now())
-                    return charged
+                    return
                 await self._sleep(max(1, decision.retry_after_ms or 0) / 1000)
 
     def ended(self) -> None:
@@ -357,19 +319,13 @@ class KeyLimit:
             self._first.set()
 
     def succeeded(self) -> None:
-        """A request succeeded: the run's patience starts again, and without limits said the
-        pace looks for room again (a little more each answer: 2% a second, at any pace)."""
+        """Patience starts again; without limits said the pace grows: 10% a second below the
+        pace the last 429 came at, 2% above it (by a fixed step an answer: at any pace)."""
         now = self.last_success = self.now()
         if self._learning:
             _note(self._successes, now)
             if self.rpm:
-                self.rpm += 1.2
-
-    async def correct(self, charged: int, used: int | None) -> None:
-        """A request counted as ``charged`` tokens used ``used`` (as the provider reported):
-        the key's tokens take the difference."""
-        if self.tpm and used and used != charged:
-            await self._change(_Step(self._rates(), charge=used - charged))
+                self.rpm += 6.0 if self.rpm < 0.95 * self._ceiling else 1.2
 
     @property
     def _learning(self) -> bool:
@@ -381,18 +337,19 @@ class KeyLimit:
         for name, attr in (("requests", "rpm"), ("tokens", "tpm")):
             limit = self._number(headers, f"x-ratelimit-limit-{name}", 1, _SANE_LIMIT)
             if limit is not None and attr not in self.given:
+                self.changes += limit != getattr(self, attr)
                 setattr(self, attr, limit)
                 self.told = True
         if status == 429:
             self._pause = max(self._pause, self.now() + self._pause_of(headers))
+            self.changes += 1
             if self._learning:
                 self._slow_down()
 
     def _slow_down(self) -> None:
-        """No limits said: keep to the rate the provider admitted since the last such change (a
-        second at least, a minute at most), or half the rate sent then when more (answers of
-        a burst still on their way), once a second at most: the 429s of requests sent together
-        are one. A window of a few requests says nothing of a rate and changes nothing."""
+        """No limits said: keep to the rate admitted since the last change (1 to 60 s), or a
+        quarter of the rate sent when more (a burst's answers still on their way); once a second
+        at most, and not on a few requests, which say nothing of a rate."""
         now = self.now()
         if self.rpm and now - self.estimated < 1.0:
             return
@@ -400,28 +357,26 @@ class KeyLimit:
         admitted = sum(1 for t in self._successes if t > now - window)
         sent = sum(1 for t in self._sent if t > now - window)
         if sent >= 4:  # fewer say nothing of a rate: the pause alone answers them
-            self.rpm, self.estimated = 60 * max(admitted, sent / 2) / window, now
+            self._ceiling = self.rpm or math.inf
+            self.rpm, self.estimated = 60 * max(admitted, sent / 4) / window, now
 
     def rate_limited(self, exc: BaseException) -> bool:
-        """A request was answered 429 (``exc``): the key pauses, and True (ask again), or
-        :class:`PatienceExhausted` once no request has succeeded for the run's patience."""
+        """A 429 (``exc``): the key pauses and True (ask again); PatienceExhausted once no
+        request has succeeded for the run's patience."""
         from ..errors import answer_headers
 
         self.observe(429, answer_headers(exc))
         if self.now() - self.last_success > self.patience:
             self.gave_up = PatienceExhausted(
-                f"no request to {self._where()} succeeded in {self.patience:g} s: the provider "
+                f"no request to {self.endpoint} succeeded in {self.patience:g} s: the provider "
                 "kept answering 429"
             )
             raise self.gave_up from exc
         return True
 
-    def _where(self) -> str:
-        return redact(self.name.rpartition(" key ")[0] or self.name)
-
     def _pause_of(self, headers: Mapping[str, str]) -> float:
-        """Seconds a 429 asks for: ``retry-after-ms``, ``retry-after``, else the reset of a limit
-        it says is used up, else :data:`PAUSE`; at most :data:`MAX_PAUSE`."""
+        """Seconds a 429 asks for: ``retry-after-ms``, ``retry-after``, the reset of a limit used
+        up, else :data:`PAUSE`; at most :data:`MAX_PAUSE`."""
         said = [(n, 0.001 if n.endswith("-ms") else 1.0) for n in ("retry-after-ms", "retry-after")]
         for name in ("requests", "tokens"):
             if self._number(headers, f"x-ratelimit-remaining-{name}") == 0:
@@ -438,8 +393,8 @@ class KeyLimit:
     def _number(
         self, headers: Mapping[str, str], name: str, low: float = 0, high: float = _SANE_LIMIT
     ) -> float | None:
-        """Header ``name`` as a number within ``low``..``high`` (a duration such as ``6m0s`` as
-        seconds); None when it is missing, or (with one warning) not such a number."""
+        """Header ``name`` as a number in ``low``..``high`` (``6m0s``: seconds); None when it is
+        missing or (with one warning) no such number."""
         text = headers.get(name)
         if text is None:
             return None
@@ -448,7 +403,7 @@ class KeyLimit:
             value = sum(float(n) * _UNITS[u] for n, u in parts) if parts else float(text)
         except ValueError:
             value = math.nan
-        if low <= value <= high:
+        if math.isfinite(value) and low <= value <= high:
             return value
         self._warn(name, f"says {text[:40]!r}, not a value a provider sends; ignored")
         return None
@@ -456,36 +411,11 @@ class KeyLimit:
     def _warn(self, header: str, what: str) -> None:
         if header not in self._warned:
             self._warned.add(header)
-            log.warning("%s from %s %s (said once per run)", header, self._where(), what)
-
-
-def key_limit(
-    endpoint: str,
-    key_fingerprint: str,
-    rpm: float | None = None,
-    tpm: float | None = None,
-    *,
-    backend: LimitBackend | None = None,
-    patience: float = PATIENCE,
-    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
-    first_alone: bool = True,
-) -> KeyLimit:
-    """The limit of ``endpoint`` (a URL) used with the key of :func:`fingerprint`
-    ``key_fingerprint``, kept in ``backend`` (a new :class:`InProcess` when None)."""
-    return KeyLimit(
-        f"{endpoint} {key_fingerprint}",
-        rpm,
-        tpm,
-        backend=backend or InProcess(),
-        patience=patience,
-        sleep=sleep,
-        first_alone=first_alone,
-    )
+            log.warning("%s from %s %s (said once per run)", header, self.endpoint, what)
 
 
 def _identity(client_holder: Any, depth: int = 0) -> tuple[str, str | None] | None:
-    """(base URL, API key) of the OpenAI-style client inside a judge or embeddings object, if
-    one is found (an object with ``base_url`` and ``api_key``); None otherwise."""
+    """(base URL, API key) of the OpenAI-style client inside a judge or embeddings, if any."""
     if depth > 3 or client_holder is None:
         return None
     url, key = getattr(client_holder, "base_url", None), getattr(client_holder, "api_key", None)
@@ -504,20 +434,19 @@ def run_limits(
     embeddings: Any,
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
 ) -> dict[str, KeyLimit]:
-    """The judge's and the embeddings' :class:`KeyLimit` for one run, named by the endpoint and
-    key their client is found to use; a client not found (no HTTP client: no headers to wait
-    for) keeps its limit to this run, and sends its first requests together."""
+    """The judge's and the embeddings' :class:`KeyLimit` for a run, by the endpoint and key of
+    their client; one not found (no headers to wait for) keeps its limit to the run."""
     rates = rates or RateLimits()
-    backend = rates.backend()
-    limits = {}
+    backend = OnDisk(rates.shared) if isinstance(rates.shared, (str, os.PathLike)) else rates.shared
+    limits, warned = {}, set[str]()  # a header no provider sends: said once a run
     for kind, obj, rpm, tpm, path in (
         ("judge", judge, rates.rpm, rates.tpm, "/chat/completions"),
         ("embeddings", embeddings, rates.embedding_rpm, rates.embedding_tpm, "/embeddings"),
     ):
         found = _identity(obj)
-        where = backend if found is not None else InProcess(backend.now)
+        where = backend if found is not None else None
         url, key = found or (type(obj).__name__, None)
-        limits[kind] = key_limit(
+        limits[kind] = KeyLimit(
             url + path,
             fingerprint(key),
             rpm,
@@ -526,5 +455,6 @@ def run_limits(
             patience=rates.patience,
             sleep=sleep,
             first_alone=found is not None,
+            warned=warned,
         )
     return limits

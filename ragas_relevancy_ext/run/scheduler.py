@@ -1,18 +1,12 @@
 """One run's scheduler: the tasks the run starts, its requests in flight and when rows stop.
 
-A :class:`Scheduler` is made per run (``ascore``, ``ascore_each``, one ``ragas.evaluate`` run)
-and passed to what needs it: at most ``limit`` judge and embedding requests in flight, each
-request waiting first for its key's rate limit (:mod:`.limits`: holding nothing, so a pause of
-the judge never delays embeddings) and only then for a slot, where the calls of rows under way
-(a shared embedding request, a row's next judge call) go ahead of rows not begun, which wait in
-line behind one another, in the order they came; and every task the run starts
-belongs to it and ends with it (closing cancels them and waits, and nothing starts after).
-Python 3.10 has no ``asyncio.TaskGroup`` and an anyio task group cannot be held across an async
-generator's ``yield``, so the scheduler keeps its own set of tasks with the same rule.
-
-A row's calls go through ``row.call(kind, tokens)``. Once :meth:`Scheduler.stop_new_rows` is
-called, a row that has sent nothing is refused (:class:`RowNotStarted`) when its first request
-would leave, and a row that has sent a request keeps going, so it finishes and is counted.
+A :class:`Scheduler` per run (``ascore``, ``ascore_each``, one ``ragas.evaluate`` run): at most
+``limit`` requests in flight, each waiting first for its key's limit (:mod:`.limits`, holding
+nothing) and then for a slot, where calls of rows under way go ahead of rows not begun, which
+wait one behind another. Every task the run starts ends with it (Python 3.10 has no
+``asyncio.TaskGroup``, and an anyio task group cannot be held across an async generator's
+``yield``). Once :meth:`Scheduler.stop_new_rows` is called, a row that has sent nothing is
+refused (:class:`RowNotStarted`) and a row that has sent a request finishes.
 """
 
 from __future__ import annotations
@@ -20,15 +14,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from ..errors import PatienceExhausted
-from ..scoring.usage import Usage, UsageMeter, current_meter, listening, metering
-from .limits import KeyLimit, RateLimits
+from ..scoring.usage import listening
+from .limits import KeyLimit
 
-__all__ = ["RateLimits", "Row", "RowNotStarted", "Scheduler"]
+__all__ = ["Row", "RowNotStarted", "Scheduler"]
 
-Kind = Literal["judge", "embeddings"]
 T = TypeVar("T")
 
 
@@ -56,11 +49,8 @@ class Scheduler:
         self._entry = asyncio.Lock()  # the line of rows not begun
         self.in_flight = 0
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.stopping = False
-        self.closed = False
+        self.stopping = self.closed = False
         self.gave_up: PatienceExhausted | None = None  # a key's patience ran out
-
-    # -- the run's tasks ----------------------------------------------------------------------
 
     def start(self, coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
         """Run ``coro`` as a task of this run; RuntimeError once the run is closed."""
@@ -98,8 +88,6 @@ class Scheduler:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
-
-    # -- rows and their calls -----------------------------------------------------------------
 
     def row(self) -> Row:
         """The calls of one row."""
@@ -141,9 +129,8 @@ class Scheduler:
             self._slots.release()
 
     def rate_limited(self, kind: str, exc: BaseException) -> bool:
-        """A ``kind`` request was answered 429: its key pauses, and True (ask again); False when
-        the run keeps no limit for ``kind``. Once the key's patience ran out, the run notes it
-        (:attr:`gave_up`) and :class:`PatienceExhausted` is raised."""
+        """A ``kind`` request was answered 429: True (ask again after the key's pause), False
+        with no limit for ``kind``; PatienceExhausted, noted as :attr:`gave_up`, at the end."""
         limit = self.limits.get(kind)
         if limit is None:
             return False
@@ -152,9 +139,6 @@ class Scheduler:
         except PatienceExhausted as gave_up:
             self.gave_up = self.gave_up or gave_up
             raise
-
-    def __repr__(self) -> str:
-        return f"Scheduler(limit={self.limit}, in_flight={self.in_flight}, tasks={self.tasks})"
 
 
 class Row:
@@ -182,36 +166,29 @@ class Row:
         return self.scheduler.rate_limited(kind, exc)
 
     @contextlib.asynccontextmanager
-    async def call(self, kind: Kind, tokens: int, budget: int = 0) -> AsyncIterator[None]:
-        """One ``kind`` request of about ``tokens`` (``budget`` of them reply tokens asked for):
-        its key's limit, then a slot; the provider's answers reach the key's limit, and what it
-        reports the request used corrects the key's tokens (and still reaches the caller's
-        meter)."""
+    async def call(self, kind: str, tokens: int) -> AsyncIterator[None]:
+        """One ``kind`` request of about ``tokens``: its key's limit, then a slot; the provider's
+        answers reach the key's limit."""
         limit = self.scheduler.limits.get(kind)
         if limit is None:
             async with self:
                 yield
             return
-        self.scheduler._refuse(self)
-        charged = await limit.wait(tokens)
-        meter = UsageMeter() if limit.tpm else None  # what the request used corrects the key's
-        outer = current_meter()
+        run = self.scheduler
+        run._refuse(self)
+        while True:  # waiting for the key holds no slot; found changed once in one, wait again
+            changes = await limit.wait(tokens)
+            await run._acquire(self)
+            if limit.changes == changes:
+                break
+            run._release()
+        self.sent, succeeded = True, False
+        limit.left()
         try:
-            async with self:
-                with listening(limit), metering(meter) if meter else contextlib.nullcontext():
-                    yield
-            limit.succeeded()
+            with listening(limit):
+                yield
+            succeeded = True
         finally:
+            run._release(succeeded)
             limit.ended()
-            if meter is not None and outer is not None:
-                outer.add(meter.usage)
-        if meter is not None:
-            await limit.correct(charged, _used(kind, meter.usage, budget))
-
-
-def _used(kind: str, usage: Usage, budget: int) -> int | None:
-    """Tokens a provider counts for a request (a judge request's reply at least its budget)."""
-    if kind == "embeddings":
-        return usage.embedding_tokens
-    prompt, reply = usage.judge_prompt_tokens, usage.judge_completion_tokens
-    return None if prompt is None or reply is None else prompt + max(reply, budget)
+        limit.succeeded()

@@ -2,8 +2,8 @@
 
 :func:`bounded_map` pulls inputs lazily and keeps at most ``window`` of them in flight, as
 tasks of the run's :class:`.Scheduler`, so a file of any length costs the memory of ``window``
-rows; the scheduler serves calls of rows started earlier first, so rows finish roughly in the
-order they started and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
+rows; rows not begun take their turn in order, so rows finish roughly in the order they started
+and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class EarlyStop:
         if self.stopped:
             return False
         if gave_up is not None:
-            self.cause, self.count, self.example = Cause.RATE_LIMITED, 1, str(gave_up)
+            self.cause, self.example, self.count = Cause.RATE_LIMITED, str(gave_up), 1
             self.stopped = True
             return True
         if cause not in PERMANENT:
@@ -68,7 +68,6 @@ class EarlyStop:
 
         if self.cause is Cause.RATE_LIMITED:  # the patience ran out
             return f"{self.example}; --patience SECONDS waits longer"
-
         return (
             f"{plural(self.count, 'row')} failed with {self.cause} "
             f"({cause_phrase(self.cause)}: {clip(self.example, 240)})"

@@ -33,7 +33,7 @@ def request(limiter: Any, kind: str, texts: str | Sequence[str], budget: int = 0
     row, whose ``call`` takes the request's kind and estimated tokens: its texts', plus
     ``budget`` reply tokens asked for), any other async context manager as it is, or nothing."""
     if callable(getattr(limiter, "call", None)):
-        return limiter.call(kind, estimate_tokens(texts) + budget, budget)
+        return limiter.call(kind, estimate_tokens(texts) + budget)
     return limiter if limiter is not None else contextlib.nullcontext()
 
 
