@@ -1,12 +1,12 @@
-"""The pytest plugin: 40 relevancy checks scored one by one against batched per module.
+"""The pytest plugin: 40 relevancy checks in one process against pytest-xdist workers.
 
-A generated suite of 40 tests, one check each, runs in this process (RAGAS imported once before
+A generated suite of 40 tests, one check each, runs from this process (RAGAS imported once before
 timing) against the loopback server in a child process, with a judge that takes 200 ms per
 answer (``--chat-latency 0.2``) and instant embeddings. Both go through the real ``openai`` SDK,
 as ``--relevancy-judge openai:gpt-4o-mini --relevancy-embeddings
-openai:text-embedding-3-small`` would. Rows: ``--relevancy-batch off`` (each check scored when it
-is made), ``module`` (the default: the module's checks in one ``abatch_score``), and ``module``
-with ``--relevancy-cache`` cold, then warm (an unchanged re-run). Usage::
+openai:text-embedding-3-small`` would. Rows: one process (each check scored when it is made),
+``-n 2`` (two pytest-xdist workers, each starting its own Python and RAGAS), and ``-n 2`` with
+``--relevancy-cache`` cold, then warm (an unchanged re-run). Usage::
 
     python benchmarks/pytest_plugin.py [--checks 40] [--latency 0.2]
 """
@@ -31,8 +31,6 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 
 import pytest  # noqa: E402
 
-CONCURRENCY = 8  # the command line's --concurrency default, which the plugin keeps
-
 SUITE = """
 import pytest
 from ragas_relevancy_ext.pytest_plugin import assert_relevant
@@ -46,7 +44,7 @@ ANSWER = (
 @pytest.mark.relevancy(min_score=-1.0)
 @pytest.mark.parametrize("n", range({checks}))
 def test_answer(n):
-    assert_relevant(f"{{QUESTION}} (ticket {{n}})", ANSWER)
+    assert_relevant(f"{{QUESTION}} (ticket {{n}})", f"{{ANSWER}} (ticket {{n}})")
 """
 
 
@@ -129,35 +127,45 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, loopback(args.latency) as url:
         folder = Path(tmp)
         (folder / "test_suite.py").write_text(SUITE.format(checks=args.checks))
-        run(folder, url, "--relevancy-batch", "off", "-k", "answer and 0]")  # warm up
+        run(folder, url, "-k", "answer and 0]")  # warm up
         cache = str(folder / "replies")
         rows = [
-            ("one by one (--relevancy-batch off)", run(folder, url, "--relevancy-batch", "off")),
-            ("batched per module (default)", run(folder, url)),
-            ("batched, --relevancy-cache cold", run(folder, url, "--relevancy-cache", cache)),
-            ("batched, --relevancy-cache warm", run(folder, url, "--relevancy-cache", cache)),
+            ("one process", run(folder, url), 1),
+            ("-n 2", run(folder, url, "-n", "2"), 2),
+            (
+                "-n 2, --relevancy-cache cold",
+                run(folder, url, "-n", "2", f"--relevancy-cache={cache}"),
+                2,
+            ),
+            (
+                "-n 2, --relevancy-cache warm",
+                run(folder, url, "-n", "2", f"--relevancy-cache={cache}"),
+                0,
+            ),
         ]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(
         f"{args.checks} checks, judge latency {args.latency * 1000:.0f} ms, loopback server; "
         f"{os.cpu_count()} cores, load average {load}"
     )
-    # the judge's waiting alone: one call per check, 8 in flight when batched, none from cache
-    waves = math.ceil(args.checks / CONCURRENCY)
-    floors = [args.checks * args.latency, waves * args.latency, waves * args.latency, 0.0]
+    # the judge's waiting alone: one call per check, as many at once as workers, none from cache
     print(
-        f"{'mode':<36} {'tests s':>8} {'judge wait s':>12} {'vs one by one':>13} {'session s':>9}"
+        f"{'run':<30} {'tests s':>8} {'judge wait s':>12} {'vs one process':>14} {'session s':>9}"
     )
     baseline = rows[0][1].tests
-    for (name, result), floor in zip(rows, floors, strict=True):
+    for name, result, workers in rows:
         if result.code != 0:
             raise SystemExit(f"{name}: pytest exit code {result.code}")
+        wait = math.ceil(args.checks / workers) * args.latency if workers else 0.0
         ratio = f"x{baseline / result.tests:.1f}"
         print(
-            f"{name:<36} {result.tests:>8.2f} {floor:>12.1f} {ratio:>13} {result.session:>9.2f}"
+            f"{name:<30} {result.tests:>8.2f} {wait:>12.1f} {ratio:>14} {result.session:>9.2f}"
             f"  {result.cache}"
         )
-    print("tests s: pytest's test loop (the checks included); session s: start to end of pytest")
+    print(
+        "tests s: pytest's test loop (with -n, the workers' start-up included); session s: "
+        "start to end of pytest"
+    )
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ probes, any judge and embeddings kind) and leaves each row's report in the run's
 from __future__ import annotations
 
 import asyncio
+import math
 import typing as t
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from ragas.callbacks import ChainType, new_group
 from ragas.metrics._answer_relevance import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
+from .errors import Cause, JudgeReplyError, cause_phrase
 from .results import REPORT_TRACE
 from .run.batching import RunEmbedder
 from .run.limits import RateLimits, run_limits
@@ -30,7 +32,7 @@ from .scoring.embeddings import embeddings_kind
 from .scoring.judges import judge_kind
 from .scoring.languages import AUTO, AdaptedPrompts, detector_ready
 from .scoring.probe_modes import PromptSpec, prompt_label, resolve_probe_prompt
-from .scoring.report import RelevancyReport
+from .scoring.report import RelevancyReport, plural
 from .scoring.sample import (
     DEFAULT_MAX_CONCURRENCY,
     CheckedOptions,
@@ -228,6 +230,9 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         finally:
             embeds.close()
         await _trace_report(callbacks, report)
+        if not math.isfinite(report.score):  # a row stock fails: RAGAS logs it (ragas.executor)
+            calls = plural(report.judge_calls, "judge call")
+            raise JudgeReplyError(f"{cause_phrase(report.cause or Cause.OTHER)} in {calls}")
         return report.score
 
     def _options(self) -> ProbeOptions:

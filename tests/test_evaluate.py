@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import sys
 from typing import Any
@@ -351,6 +352,48 @@ def test_probe_frame_without_pandas_says_how_to_install(monkeypatch: pytest.Monk
     monkeypatch.setitem(sys.modules, "pandas", None)
     with pytest.raises(ImportError, match="pip install pandas"):
         probe_frame(result)
+
+
+class GarblingChatModel(PretendChatModel):
+    """PretendChatModel whose replies about responses marked GARBLED cannot be read."""
+
+    def _reply_text(self, prompt: str) -> str:
+        return "not json at all" if "GARBLED" in prompt else super()._reply_text(prompt)
+
+
+def _row_records(caplog: pytest.LogCaptureFixture, metric: Any, judge: Any) -> list[Any]:
+    """WARNING and above logged by an ``evaluate`` run of three rows whose second fails."""
+    rows = make_rows(3)
+    rows[1] = {**rows[1], "response": "OUTAGE notice. GARBLED. Try later."}
+    embeddings = LangchainEmbeddingsWrapper(LangchainHashEmbeddings())
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        result = run(metric, rows, llm=judge, embeddings=embeddings)
+    assert [math.isnan(s) for s in scores(result)] == [False, True, False]
+    return [r for r in caplog.records if "Job[1]" in r.getMessage() or "relevancy" in r.name]
+
+
+@pytest.mark.parametrize("failure", ["judge unreachable", "replies unreadable"])
+def test_a_failed_row_is_logged_as_stock_logs_it(caplog, failure) -> None:
+    """A row that fails inside evaluate gets RAGAS's record, at stock's level and on its
+    logger, naming the cause; a row stock fails on an unreadable reply fails here too."""
+    import ragas.metrics as stock
+
+    def judge() -> Any:
+        if failure == "judge unreachable":
+            return OutageJudge()
+        return LangchainLLMWrapper(GarblingChatModel())
+
+    theirs = _row_records(caplog, stock.AnswerRelevancy(strictness=3), judge())
+    ours = _row_records(caplog, ResponseRelevancy(strictness=3), judge())
+    assert [(r.name, r.levelno) for r in ours] == [(r.name, r.levelno) for r in theirs]
+    assert [(r.name, r.levelname) for r in ours] == [("ragas.executor", "ERROR")]
+    said = {
+        "judge unreachable": "ConnectionError(judge unreachable)",
+        "replies unreadable": "JudgeReplyError(the judge wrote no usable probe question in 3 "
+        "judge calls)",  # the diverse prompt's, and twice again for the probes missing
+    }[failure]
+    assert ours[0].getMessage() == f"Exception raised in Job[1]: {said}"
 
 
 # --- why: stock in evaluate -----------------------------------------------------------------

@@ -16,9 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import cause_phrase
 from ..scoring.aio import DEFAULT_MAX_CONCURRENCY
 from ..scoring.redaction import redact
-from ..scoring.report import RelevancyReport
+from ..scoring.report import RelevancyReport, clip, not_scored_cause
 from .datafile import Row
 from .providers import (
     Built,
@@ -224,6 +225,7 @@ class Scorer:
 
 
 LOCAL_MODEL_MODULE = "sentence_transformers"
+LOG = logging.getLogger("ragas_relevancy_ext")  # a row not scored: one WARNING, with its cause
 
 
 def prepare(
@@ -301,4 +303,9 @@ async def stream_rows(
             yield {"user_input": row.user_input, "response": row.response}
 
     async for index, result in metric.ascore_each(inputs(), stop=stop, early_stop=early_stop):
-        yield in_flight.pop(index), result.report  # keys masked where errors enter
+        row, report = in_flight.pop(index), result.report  # keys masked where errors enter
+        if not math.isfinite(report.score):  # its cause and error (its reason may load a model)
+            cause = not_scored_cause(report)
+            why = report.error or cause_phrase(cause)
+            LOG.warning("row %d not scored (%s): %s", row.number, cause, clip(why, 500))
+        yield row, report

@@ -1,29 +1,41 @@
 """Answer relevancy as a test: the ``relevancy`` fixture, ``@pytest.mark.relevancy`` and
-:func:`assert_relevant` (entry point ``relevancy`` in ``pytest11``). Loading it imports pytest and
-the standard library only; judge, embeddings and RAGAS load with the first check."""
+:func:`assert_relevant` (entry point ``relevancy`` in ``pytest11``). A check passes or fails
+where it is made, as ``assert`` does; tests run at once with pytest-xdist (``-n``), whose
+workers send their checks to the session's summary. Loading it imports pytest and the standard
+library only; judge, embeddings and RAGAS load with the first check."""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-from dataclasses import dataclass, field
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from ..errors import UsageError
 from ..scoring.report import RelevancyReport
 from .baseline import Gate, check_report_target, compare_with_baseline, write_report
 from .checks import (
     Check,
     RelevancyFailure,
     RelevancyNotMeasured,
-    score_checks,
+    score_check,
     summary_lines,
     summary_title,
 )
-from .engine import Engine
-from .options import Values, add_options, check_min_score
+from .engine import Engine, Used
+from .options import (
+    DEFAULT_MIN_SCORE,
+    DEFAULT_TIMEOUT,
+    SETTINGS,
+    add_options,
+    check_min_score,
+    read_options,
+)
 
 __all__ = [
     "Relevancy",
@@ -33,9 +45,11 @@ __all__ = [
     "pytest_addoption",
     "pytest_collection_finish",
     "pytest_configure",
+    "pytest_configure_node",
     "pytest_runtest_protocol",
     "pytest_sessionfinish",
     "pytest_terminal_summary",
+    "pytest_testnodedown",
     "pytest_unconfigure",
     "relevancy",
 ]
@@ -49,22 +63,32 @@ class _State:
     """The plugin's state for one pytest session (kept in ``config.stash``)."""
 
     config: pytest.Config
-    values: Values
+    given: dict[str, Any]
+    sources: dict[str, str]
     engine: Engine
     checks: list[Check] = field(default_factory=list)
     current: pytest.Item | None = None  # the test running now
-    batching: pytest.Item | None = None  # the test whose checks wait for the module's batch
-    held: list[tuple[pytest.Item, list[pytest.TestReport]]] = field(default_factory=list)
-    pending: dict[str, list[Check]] = field(default_factory=dict)
+    workers: Used | None = None  # what scored the checks of pytest-xdist workers
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
-    traces: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)  # --relevancy-otel
+    limits: Path | None = None  # the checks' rate limits, shared with pytest-xdist workers
+    # what ends with the session: --relevancy-otel's exporter, the rate limits' folder
+    closing: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
     def check(self, user_input: Any, response: Any, min_score: float | None) -> None:
-        """Record a check of the running test and score it now (raising its failure) or with the
-        module's batch."""
+        """Score a check of the running test now; raise its failure unless it passes."""
         __tracebackhide__ = True
+        threshold, source = self.threshold(min_score)
+        check = self.scored(user_input, response, threshold, source)
+        self.checks.append(check)
+        if self.current is not None:
+            found = self.current.user_properties
+            found.extend(check.properties())
+            found.extend(p for p in self.engine.used().properties() if p not in found)
+        if check.verdict != "passed":
+            raise check.exception()
+
+    def scored(self, user_input: Any, response: Any, threshold: float, source: str) -> Check:
         item = self.current
-        threshold, source = self.threshold(item, min_score)
         check = Check(
             nodeid=item.nodeid if item is not None else "(outside a test)",
             location=_caller(self.config),
@@ -72,43 +96,25 @@ class _State:
             response=response,
             min_score=threshold,
             min_source=source,
-            timeout=self.values.timeout,
+            timeout=self.given.get("timeout", DEFAULT_TIMEOUT),
         )
-        self.checks.append(check)
-        if item is not None and self.batching is item:
-            self.pending.setdefault(item.nodeid, []).append(check)
-            return
-        score_checks(self.engine, [check])
-        if item is not None:
-            item.user_properties.extend(check.properties())
-            used = self.engine.properties()
-            item.user_properties.extend(p for p in used if p not in item.user_properties)
-        if check.verdict != "passed":
-            raise check.exception()
+        score_check(self.engine, check)
+        return check
 
-    def threshold(self, item: pytest.Item | None, given: float | None) -> tuple[float, str]:
+    def threshold(self, given: float | None) -> tuple[float, str]:
         """The threshold and where it came from: argument, marker, option, default."""
         if given is not None:
             return check_min_score(given), "min_score argument"
-        marker = item.get_closest_marker(MARKER) if item is not None else None
+        marker = self.current.get_closest_marker(MARKER) if self.current is not None else None
         if marker is not None:
             value = marker.kwargs.get("min_score", marker.args[0] if marker.args else None)
             if value is not None:
                 return check_min_score(value), f"@pytest.mark.{MARKER}"
-        return self.values.min_score, self.values.sources.get("min_score", "default")
+        source = self.sources.get("min_score", "default")
+        return self.given.get("min_score", DEFAULT_MIN_SCORE), source
 
-    def flush(self) -> None:
-        """Score the held tests' checks in one batch, then write their reports in order."""
-        held, self.held = self.held, []
-        checks = [c for item, _ in held for c in self.pending.pop(item.nodeid, [])]
-        score_checks(self.engine, checks)
-        for item, test_reports in held:
-            mine = [c for c in checks if c.nodeid == item.nodeid]
-            _apply(item, test_reports, mine, self.engine.properties())
-            item.ihook.pytest_runtest_logstart(nodeid=item.nodeid, location=item.location)
-            for report in test_reports:
-                item.ihook.pytest_runtest_logreport(report=report)
-            item.ihook.pytest_runtest_logfinish(nodeid=item.nodeid, location=item.location)
+    def used(self) -> Used:
+        return self.workers if self.workers is not None else self.engine.used()
 
 
 _STATE = pytest.StashKey[_State]()
@@ -128,37 +134,7 @@ def _caller(config: pytest.Config) -> str:
     return f"{path}:{frame.f_lineno}"
 
 
-def _apply(
-    item: pytest.Item,
-    reports: list[pytest.TestReport],
-    checks: list[Check],
-    used: list[tuple[str, str]],
-) -> None:
-    """Put the checks' scores and what scored them into the reports (JUnit properties) and fail
-    the call if due."""
-    properties = [p for check in checks for p in check.properties()]
-    if checks:
-        properties.extend(p for p in used if p not in properties)
-    item.user_properties.extend(properties)
-    for report in reports:
-        report.user_properties.extend(properties)
-    failed = [check for check in checks if check.verdict != "passed"]
-    call = next((r for r in reports if r.when == "call"), None)
-    if not failed or call is None:
-        return
-    text = "\n\n".join(check.message() for check in failed)
-    if call.passed:
-        # an xfail-marked test that now fails is xfailed, as pytest reports it
-        call.outcome = "skipped" if hasattr(call, "wasxfail") else "failed"
-        call.longrepr = text
-    else:  # the test failed on its own as well: keep its traceback, add ours below
-        call.sections.append(("answer relevancy", text))
-
-
-def _batched(item: pytest.Item | None) -> bool:
-    """Tests that use the fixture or carry the marker have their checks batched."""
-    if item is None:
-        return False
+def _uses_relevancy(item: pytest.Item) -> bool:
     return item.get_closest_marker(MARKER) is not None or MARKER in getattr(
         item, "fixturenames", ()
     )
@@ -177,14 +153,19 @@ class Relevancy:
         self._state.check(user_input, response, min_score)
 
     def score(self, user_input: str, response: str) -> RelevancyReport:
-        """Score now and return the report (``.score``, ``.probes``, ``.reason``); no verdict."""
-        return self._state.engine.score([(user_input, response)])[0]
+        """Score now and return the report (``.score``, ``.probes``, ``.reason``); a score that
+        could not be measured raises :class:`RelevancyNotMeasured`, as a check does."""
+        __tracebackhide__ = True
+        check = self._state.scored(user_input, response, -1.0, "")
+        if check.report is None or check.verdict != "passed":
+            raise check.exception()
+        return check.report
 
 
 def assert_relevant(user_input: str, response: str, min_score: float | None = None) -> None:
-    """Fail the running test unless ``response`` scores at least ``min_score`` (else the marker's,
-    ``--relevancy-min-score``, 0.7); outside a batched test raise :class:`RelevancyFailure` or
-    :class:`RelevancyNotMeasured` at once."""
+    """Fail the running test here unless ``response`` scores at least ``min_score`` (else the
+    marker's, ``--relevancy-min-score``, 0.7): :class:`RelevancyFailure` (an ``AssertionError``)
+    for a low score, :class:`RelevancyNotMeasured` for none."""
     __tracebackhide__ = True
     if not _ACTIVE:
         raise RuntimeError(
@@ -207,29 +188,58 @@ pytest_addoption = add_options
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers",
-        f"{MARKER}(min_score=None): threshold for this test's relevancy checks; its checks "
-        "are scored with the module's batch",
+        "markers", f"{MARKER}(min_score=None): threshold for this test's relevancy checks"
     )
-    values = Values.read(config)
-    if "report" in values.given:
-        check_report_target(values.given["report"])
-    baseline = values.given.get("baseline")
+    given, sources = read_options(config)
+    if "report" in given:
+        check_report_target(given["report"])
+    baseline = given.get("baseline")
     if baseline is not None and not baseline.is_file():
         raise pytest.UsageError(f"--relevancy-baseline {baseline}: no such file")
-    if baseline is None and "margin" in values.given:
-        raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
-    state = _State(config, values, Engine(values.settings()))
-    if "otel" in values.given:
-        from ..errors import UsageError
+    if baseline is None and "margin" in given:
+        raise pytest.UsageError(f"{sources['margin']} needs --relevancy-baseline")
+    closing = contextlib.ExitStack()
+    settings = {name: given[name] for name in SETTINGS if name in given}
+    settings["limits_file"] = limits = _limits_file(config, given, closing)
+    engine = Engine(settings, given.get("timeout", DEFAULT_TIMEOUT))
+    state = _State(config, given, sources, engine, limits=limits, closing=closing)
+    if "judge" in given and config.getoption("dist", "no") != "no":
+        try:  # pytest-xdist's main process: a bad spec or a missing key stops it here
+            state.engine.check()
+        except UsageError as exc:
+            raise pytest.UsageError(f"relevancy: {exc}") from None
+    if "otel" in given:
         from ..scoring.otlp import exporting
 
         try:
-            state.traces.enter_context(exporting(values.given["otel"], "ragas-relevancy-pytest"))
+            state.closing.enter_context(exporting(given["otel"], "ragas-relevancy-pytest"))
         except UsageError as exc:
-            raise pytest.UsageError(f"{values.sources['otel']}: {exc}") from None
+            raise pytest.UsageError(f"{sources['otel']}: {exc}") from None
     config.stash[_STATE] = state
     _ACTIVE.append(state)
+
+
+def _limits_file(
+    config: pytest.Config, given: dict[str, Any], closing: contextlib.ExitStack
+) -> Path | None:
+    """Where the checks keep their keys' rate limits: one file for the session and its
+    pytest-xdist workers, so all keep to one limit per key (with --relevancy-cache, the
+    command line's file in that folder, shared with its runs too)."""
+    worker = getattr(config, "workerinput", None)
+    if worker is not None:
+        return Path(worker["relevancy_limits"]) if "relevancy_limits" in worker else None
+    if "judge" not in given or "cache" in given:
+        return None
+    folder = closing.enter_context(tempfile.TemporaryDirectory(prefix="ragas-relevancy-"))
+    return Path(folder, "rate-limits.sqlite3")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: a worker keeps to the session's rate limits."""
+    state = node.config.stash.get(_STATE, None)
+    if state is not None and state.limits is not None:
+        node.workerinput["relevancy_limits"] = str(state.limits)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -238,7 +248,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         del config.stash[_STATE]
         _ACTIVE.remove(state)
         state.engine.close()
-        state.traces.close()  # the spans waiting are sent
+        state.closing.close()  # the spans waiting are sent
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -247,55 +257,59 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     state = session.config.stash.get(_STATE, None)
     if state is None or session.config.option.collectonly:
         return
-    if not any(_batched(item) for item in session.items):
+    if not any(_uses_relevancy(item) for item in session.items):
         return
-    from ..cli.errors import UsageError
-
     try:
         state.engine.prepare()
     except UsageError as exc:
-        raise pytest.UsageError(f"relevancy: {exc}") from None
+        if not hasattr(session.config, "workerinput"):  # a worker cannot stop the session
+            raise pytest.UsageError(f"relevancy: {exc}") from None
     except Exception:
         pass  # kept by the engine: every check then fails as not measured, with the cause
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> bool | None:
-    """Run a relevancy test without writing its reports; write them after the module's batch."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    """Checks made while ``item`` runs are its checks."""
     state = item.config.stash.get(_STATE, None)
-    if state is None:
-        return None
-    state.current = item
-    if state.values.batch == "off" or not _batched(item):
-        return None  # pytest's own protocol
-    from _pytest.runner import runtestprotocol
-
-    state.batching = item
+    if state is not None:
+        state.current = item
     try:
-        reports = runtestprotocol(item, log=False, nextitem=nextitem)
+        return (yield)
     finally:
-        state.batching = None
-    state.held.append((item, reports))
-    if not _batched(nextitem) or item.getparent(pytest.Module) is not nextitem.getparent(
-        pytest.Module
-    ):
-        state.flush()
-    return True
+        if state is not None:
+            state.current = None
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """pytest-xdist: a worker's checks and what scored them join the session's."""
+    state = node.config.stash.get(_STATE, None)
+    sent = getattr(node, "workeroutput", {}).get(MARKER)
+    if state is None or sent is None:
+        return
+    state.checks.extend(Check.from_dict(check) for check in sent["checks"])
+    state.workers = state.workers or Used()
+    state.workers.add(sent["used"])
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Score and write held reports of a session stopped inside a batch (not after Ctrl-C)."""
-    state = session.config.stash.get(_STATE, None)
+    """A pytest-xdist worker hands its checks on; the session writes the report and compares
+    with the baseline (not after Ctrl-C)."""
+    config = session.config
+    state = config.stash.get(_STATE, None)
     if state is None or exitstatus == pytest.ExitCode.INTERRUPTED:
         return
-    if state.held:
-        state.flush()
-    given = state.values.given
+    if hasattr(config, "workeroutput"):
+        checks = [check.to_dict() for check in state.checks]
+        config.workeroutput[MARKER] = {"checks": checks, "used": asdict(state.engine.used())}
+        return
+    given = state.given
     if "report" in given and state.checks:
-        write_report(given["report"], state.checks, state.engine.properties())
+        write_report(given["report"], state.checks, state.used().properties())
     if "baseline" in given and state.checks:
-        state.gate = compare_with_baseline(state.checks, given["baseline"], state.values.margin)
+        state.gate = compare_with_baseline(state.checks, given["baseline"], given.get("margin", 0))
         if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -306,10 +320,10 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
     if state is None or not state.checks:
         return
     terminalreporter.write_sep("=", summary_title(state.checks))
-    for line in [*summary_lines(state.checks), *state.engine.labels()]:
+    for line in [*summary_lines(state.checks), *state.used().lines()]:
         terminalreporter.write_line(line)
     if state.gate is not None:
         for line in state.gate.lines():
             terminalreporter.write_line(line, red=state.gate.failed, bold=state.gate.failed)
-    if "report" in state.values.given:
-        terminalreporter.write_line(f"wrote {state.values.given['report']}")
+    if "report" in state.given:
+        terminalreporter.write_line(f"wrote {state.given['report']}")

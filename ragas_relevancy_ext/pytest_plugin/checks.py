@@ -4,8 +4,9 @@ pass: the check is "not measured", reported apart from a low score."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from ..errors import cause_phrase
@@ -15,7 +16,7 @@ from .engine import Engine, NotConfigured
 
 Verdict = Literal["passed", "below", "not measured"]
 
-NOT_CONFIGURED = NotConfigured.__name__  # no judge (or embeddings) was set
+LOG = logging.getLogger("ragas_relevancy_ext")
 
 
 class RelevancyFailure(AssertionError):
@@ -41,9 +42,24 @@ class Check:
     min_score: float
     min_source: str
     report: RelevancyReport | None = None
-    timeout: float | None = None  # seconds per judge or embeddings request, for the message
-    # the trace context the check was made in (its span goes there), when something is traced
-    trace: Any = field(default_factory=tracing.span_context, repr=False, compare=False)
+    timeout: float | None = None  # seconds the whole check may take, for the message
+    unset: str | None = None  # why no judge or embeddings were set up
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values (a pytest-xdist worker sends its checks to the main process)."""
+        found = {f.name: getattr(self, f.name) for f in fields(self)}
+        found.update(
+            {
+                k: found[k] if isinstance(found[k], str) else repr(found[k])
+                for k in ("user_input", "response")
+            }
+        )
+        return {**found, "report": None if self.report is None else self.report.to_dict()}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Check:
+        report = data["report"]
+        return cls(**{**data, "report": report and RelevancyReport.from_dict(report)})
 
     @property
     def score(self) -> float:
@@ -57,7 +73,9 @@ class Check:
 
     @property
     def cause(self) -> str | None:
-        """Why the check has no score in one word (``auth``, ``timeout``, ...), or None."""
+        """Why the check has no score in a word (``auth``, ``not configured``, ...), or None."""
+        if self.unset is not None:
+            return "not configured"
         if self.report is None or self.report.cause is None or self.verdict != "not measured":
             return None
         return str(self.report.cause)
@@ -66,7 +84,7 @@ class Check:
         """Why the check has no score: what its cause means, with the provider's message."""
         report = self.report
         if report is None:
-            return "not scored"
+            return self.unset or "not scored"
         if report.cause is None or (report.error or "").startswith(SKIPPED):
             return report.error or "the score is NaN"
         if not report.error:  # the judge answered, with no usable probe
@@ -74,36 +92,42 @@ class Check:
         return report.reason.removeprefix(f"Not scored ({report.cause}): ")
 
     def why_not_measured(self) -> str:
-        """``(cause): what kept the check from a score``, in the headline's words."""
-        raw = "" if self.report is None else self.report.error or ""
-        if raw.startswith(f"{NOT_CONFIGURED}: "):
-            return f"(not configured): {raw.removeprefix(f'{NOT_CONFIGURED}: ')}"
-        error = self.error()
-        if self.cause == "timeout":
-            within = f" within {self.timeout:g} s" if self.timeout is not None else ""
+        """``(cause): what kept the check from a score``: the headline's and summary's words."""
+        if self.cause == "timeout" and self.timeout is not None:
             return (
-                f"(timeout): the judge or embeddings did not answer{within} "
-                f"(--relevancy-timeout, each request retried by the client first): {error}"
+                f"(timeout): the judge or embeddings gave no score within {self.timeout:g} s "
+                "(--relevancy-timeout: the whole check, retries included)"
             )
-        return f"({self.cause or 'judge or embeddings failed; NaN is never a pass'}): {error}"
+        return (
+            f"({self.cause or 'judge or embeddings failed; NaN is never a pass'}): {self.error()}"
+        )
 
     def message(self) -> str:
         """The failure text: headline, probe table and reason (or cause and inputs), threshold."""
-        threshold = f"threshold: {fmt(self.min_score)} ({self.min_source})"
+        # relevancy.score() sets no threshold, and no source
+        threshold = [f"threshold: {fmt(self.min_score)} ({self.min_source})"] * bool(
+            self.min_source
+        )
         if self.verdict == "not measured":
             head = f"{self.location}: answer relevancy NOT MEASURED {self.why_not_measured()}"
             asked = f"question: {clip(str(self.user_input), 160)}"
             answered = f"response: {clip(str(self.response), 160)}"
-            return "\n".join((head, asked, answered, threshold))
+            return "\n".join((head, asked, answered, *threshold))
         score, least = fmt(self.score), fmt(self.min_score)
         head = f"{self.location}: answer relevancy {score} is below {least}"
         assert self.report is not None  # a scored check has its report
-        return "\n".join((head, format_report(self.report), threshold))
+        return "\n".join((head, format_report(self.report), *threshold))
 
     def exception(self) -> Exception:
-        """What a check made outside a batch raises when it does not pass."""
-        missing = self.verdict == "not measured"
-        return (RelevancyNotMeasured if missing else RelevancyFailure)(self.message())
+        """What a check raises when it does not pass; not measured, it is logged once."""
+        if self.verdict == "below":
+            return RelevancyFailure(self.message())
+        LOG.warning(
+            "%s: answer relevancy NOT MEASURED %s",
+            self.location,
+            clip(self.why_not_measured(), 400),
+        )
+        return RelevancyNotMeasured(self.message())
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit XML properties: score, threshold, verdict; cause and error when not measured."""
@@ -122,32 +146,26 @@ class Check:
 CHECK_SPAN = "ragas_relevancy.check"
 
 
-def score_checks(engine: Engine, checks: list[Check]) -> None:
-    """Score ``checks`` in one batch and give each its report; when traced, each check is a
-    span (under the span current where it was made) holding its sample's span."""
-    pairs = [(check.user_input, check.response) for check in checks]
-    started = [
-        tracing.start_span(
-            CHECK_SPAN,
-            {
-                "ragas_relevancy.check.test": check.nodeid,
-                "ragas_relevancy.check.location": check.location,
-                "ragas_relevancy.check.min_score": check.min_score,
-            },
-            check.trace,
-        )
-        for check in checks
-    ]
-    parents = [None if s is None else s[1] for s in started]
+def score_check(engine: Engine, check: Check) -> None:
+    """Score ``check`` and give it its report; when traced, the check is a span (under the
+    span current where it was made) holding its sample's span."""
+    begun = tracing.start_span(
+        CHECK_SPAN,
+        {
+            "ragas_relevancy.check.test": check.nodeid,
+            "ragas_relevancy.check.location": check.location,
+            "ragas_relevancy.check.min_score": check.min_score,
+        },
+        tracing.span_context(),
+    )
     try:
-        with tracing.row_parents(parents) if any(started) else contextlib.nullcontext():
-            reports = engine.score(pairs)
-        for check, report in zip(checks, reports, strict=True):
-            check.report = report
+        with tracing.row_parents([begun[1]]) if begun else contextlib.nullcontext():
+            check.report = engine.score(check.user_input, check.response)
+    except NotConfigured as exc:
+        check.unset = str(exc)
     finally:
-        for check, begun in zip(checks, started, strict=True):
-            if begun is not None:
-                tracing.end_span(begun[0], _outcome(check), _failure(check))
+        if begun is not None:
+            tracing.end_span(begun[0], _outcome(check), _failure(check))
 
 
 def _outcome(check: Check) -> dict[str, Any]:
@@ -177,7 +195,8 @@ def summary_lines(checks: list[Check], width: int = 60) -> list[str]:
     lines = []
     for check in sorted(checks, key=lambda c: (c.verdict != "not measured", c.score)):
         mark = {"passed": "ok", "below": "BELOW", "not measured": "NOT MEASURED"}[check.verdict]
-        what = check.error() if check.verdict == "not measured" else str(check.user_input)
+        missing = check.verdict == "not measured"
+        what = check.why_not_measured() if missing else str(check.user_input)
         lines.append(
             f"{fmt(check.score):>7}  min {fmt(check.min_score)}  {mark:<12}  {check.nodeid}  "
             f"{clip(what, width)}"

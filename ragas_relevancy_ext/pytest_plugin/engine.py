@@ -1,4 +1,4 @@
-"""Scoring for the plugin: the command line's judge, embeddings and cache, built at the first
+"""Scoring for the plugin: the command line's judge, embeddings and cache, built before the first
 check, and one event loop in a background thread for the session (pooled connections stay on
 the loop that opened them; a check made inside a running loop does not block it)."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Sequence
 from concurrent.futures import Future
+from dataclasses import dataclass
 from typing import Any
 
 from ..scoring.report import RelevancyReport
@@ -27,11 +27,47 @@ class NotConfigured(Exception):
     """No judge (or only the hash stand-in as embeddings) was set: the checks are not measured."""
 
 
-class Engine:
-    """Scores ``(user_input, response)`` pairs with the configured metric, many at once."""
+@dataclass
+class Used:
+    """What judged and embedded and what the reply cache saved, summed over pytest-xdist
+    workers: the session summary's last lines and each test's JUnit properties."""
 
-    def __init__(self, settings: dict[str, Any]):
+    judge: str = "not set up"
+    embeddings: str = "not set up"
+    problem: str | None = None  # why nothing was set up
+    cache: str | None = None  # the cache folder, when one is used
+    reused: int = 0
+    asked: int = 0
+    off: bool = False  # a reply could not be stored
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Count a worker's :func:`dataclasses.asdict` in."""
+        reused, asked = self.reused + other["reused"], self.asked + other["asked"]
+        self.__dict__.update(other, reused=reused, asked=asked, off=self.off or other["off"])
+
+    def properties(self) -> list[tuple[str, str]]:
+        return [("relevancy_judge", self.judge), ("relevancy_embeddings", self.embeddings)]
+
+    def lines(self) -> list[str]:
+        if self.problem is not None:
+            return [f"not set up: {self.problem}"]
+        lines = [f"judge: {self.judge}", f"embeddings: {self.embeddings}"]
+        if self.cache is not None:
+            off = ", off since a reply could not be stored" if self.off else ""
+            lines.append(
+                f"judge cache {self.cache}: {self.reused} replies reused, {self.asked} judge "
+                f"calls{off}"
+            )
+        return lines
+
+
+class Engine:
+    """Scores ``(user_input, response)`` pairs with the configured metric, each within
+    ``timeout`` seconds (retries included)."""
+
+    def __init__(self, settings: dict[str, Any], timeout: float):
         self.settings_given = dict(settings)
+        self.timeout = timeout
         self._lock = threading.Lock()
         self._setup: Any = None
         self._metric: Any = None
@@ -66,44 +102,47 @@ class Engine:
                 self._failure = exc
                 raise
 
-    def labels(self) -> list[str]:
-        """What judged and embedded, and the cache line: for the session summary."""
-        if self._setup is None:
-            return [f"not set up: {self._failure}"] if self._failure else []
-        lines = [
-            f"judge: {self._setup.judge_label}",
-            f"embeddings: {self._setup.embeddings_label}",
-        ]
-        cache = self._setup.cache_line()
-        return lines + ([cache] if cache else [])
+    def check(self) -> None:
+        """Check the specs and their keys, loading no SDK (a ``UsageError`` names the problem)."""
+        from ..cli.setup import Settings, check_settings
 
-    def properties(self) -> list[tuple[str, str]]:
-        """JUnit XML properties: the judge and embeddings that scored (keys masked)."""
-        if self._setup is None:
-            return [("relevancy_judge", "not set up"), ("relevancy_embeddings", "not set up")]
-        return [
-            ("relevancy_judge", self._setup.judge_label),
-            ("relevancy_embeddings", self._setup.embeddings_label),
-        ]
+        check_settings(Settings(**self.settings_given))
 
-    def score(self, pairs: Sequence[tuple[Any, Any]]) -> list[RelevancyReport]:
-        """One report per pair, in order, from one ``abatch_score``; failures are NaN reports."""
-        if not pairs:
-            return []
-        inputs = [{"user_input": q, "response": r} for q, r in pairs]
+    def used(self) -> Used:
+        """What scored this process's checks (keys masked)."""
+        setup = self._setup
+        if setup is None:
+            return Used(problem=None if self._failure is None else str(self._failure))
+        used = Used(setup.judge_label, setup.embeddings_label)
+        if setup.cached is not None:
+            used.cache = str(setup.settings.cache)
+            used.reused, used.asked = setup.cached.hits, setup.cached.misses
+            used.off = setup.cached.off
+        return used
+
+    def score(self, user_input: Any, response: Any) -> RelevancyReport:
+        """The pair's report, NaN with the cause when it failed or took longer than the
+        timeout; :class:`NotConfigured` when no judge or embeddings were set."""
+        inputs = [{"user_input": user_input, "response": response}]
         try:
             self.prepare()
-            results = self._run(self._metric.abatch_score(inputs))
-        except Exception as exc:  # the setup or the loop: abatch_score keeps per-sample failures
-            return [self._failed(pair, exc) for pair in pairs]
-        return [result.report for result in results]
-
-    def _failed(self, pair: tuple[Any, Any], exc: BaseException) -> RelevancyReport:
+            if self._setup.cached is not None:  # a check's replies do not hang on earlier checks'
+                self._setup.cached.start_over()
+            scoring = asyncio.wait_for(self._metric.abatch_score(inputs), self.timeout)
+            return self._run(scoring)[0].report
+        except NotConfigured:
+            raise
+        except asyncio.TimeoutError:
+            failure: Exception = TimeoutError(f"no score within {self.timeout:g} s")
+        except Exception as exc:  # the setup or the loop: abatch_score keeps sample failures
+            failure = exc
         from ..cli.setup import DEFAULT_SETTINGS
         from ..scoring.sample import failed_report
 
         defaults = DEFAULT_SETTINGS  # the plugin sets neither strictness nor the probe prompt
-        return failed_report(*pair, defaults.strictness, defaults.probe_prompt, exc)
+        return failed_report(
+            user_input, response, defaults.strictness, defaults.probe_prompt, failure
+        )
 
     def _run(self, coro: Any) -> Any:
         """Run ``coro`` on the session's loop and wait for it."""

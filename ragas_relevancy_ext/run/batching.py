@@ -66,7 +66,9 @@ class _Share:
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
             return
-        if error is not None:
+        if isinstance(error, asyncio.CancelledError):  # nothing to read: the run is ending
+            self.future.cancel()
+        elif error is not None:
             self.future.set_exception(error)
         else:
             self.future.set_result(vectors)  # type: ignore[arg-type]

@@ -76,6 +76,11 @@ class CachedJudge(JudgeWrapper):
         self.off: str | None = None
         self._asked: Counter[bytes] = Counter()  # digests: a long run holds no prompt texts
 
+    def start_over(self) -> None:
+        """Count each prompt's askings from the first again: a later sample that sends the same
+        prompt gets the same reply (each pytest check, whichever worker makes it)."""
+        self._asked.clear()
+
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         # Counted before any await, so concurrent identical prompts get distinct occurrences.
         asked = hashlib.sha256(f"{response_model.__name__}\x00{prompt}".encode()).digest()

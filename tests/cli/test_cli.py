@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -349,6 +350,27 @@ def test_openai_judge_and_embeddings_against_a_local_server(tmp_path, batching):
         assert counts["embeddings"] == 4 and texts == [1, 1, 3, 3]
     else:
         assert counts["embeddings"] <= 4 and sum(texts) == 8
+
+
+@pytest.mark.slow
+def test_a_row_not_scored_is_logged_once_at_warning_with_its_cause(tmp_path, caplog):
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
+
+    rows = some_rows(3)
+    rows[1]["response"] = "GARBLED " + rows[1]["response"]
+
+    def reply(messages: list[dict[str, object]]) -> str:  # the judge garbles one row's replies
+        return "not json at all" if "GARBLED" in str(messages) else pretend_reply(messages)
+
+    path = write_jsonl(tmp_path / "rows.jsonl", rows)
+    with LoopbackServer(reply=reply) as server, caplog.at_level(logging.WARNING):
+        args = ["--base-url", server.openai_base_url, "--embeddings", "openai:loop-embed"]
+        result = invoke("score", path, "--judge", "openai:loop-judge", *args)
+    assert "3 sample(s), 2 scored" in result.stdout
+    mine = [r for r in caplog.records if r.name == "ragas_relevancy_ext"]
+    assert [(r.levelname, r.getMessage().partition(": ")[0]) for r in mine] == [
+        ("WARNING", "row 2 not scored (no_usable_probe)")
+    ]
 
 
 # -- compare and calibrate --------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""The plugin's spans: one per check, under the span current in the test that made it (batched
-or not), its sample's span inside; ``--relevancy-otel URL`` sends them over OTLP/HTTP."""
+"""The plugin's spans: one per check, under the span current in the test that made it, its
+sample's span inside; ``--relevancy-otel URL`` sends them over OTLP/HTTP."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ TESTS = f"""
     QUESTION, GOOD, BAD = {QUESTION!r}, {GOOD!r}, {BAD!r}
     TRACER = trace.get_tracer("the suite")
 
-    def test_good(relevancy):  # batched with the module
+    def test_good(relevancy):  # the fixture
         with TRACER.start_as_current_span("my test_good"):
             relevancy(QUESTION, GOOD, min_score=0.1)
 
-    def test_bad():  # checked at once
+    def test_bad():  # assert_relevant
         with TRACER.start_as_current_span("my test_bad"):
             assert_relevant(QUESTION, BAD, min_score=0.99)
 """

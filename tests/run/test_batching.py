@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import math
 import random
@@ -302,3 +303,43 @@ def test_a_failed_question_waits_for_its_probes_request_and_counts_it(shared: bo
     (result,) = asyncio.run(metric.abatch_score(rows(1)))
     assert "the question's request failed" in str(result.report.error)
     assert result.report.usage.embedding_requests == 2
+
+
+class NeverAnswers(HashEmbeddings):
+    """Embeddings whose requests are taken and never answered; ``asked`` is set once the
+    question's and the probes' requests are both under way."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests = 0
+        self.asked = asyncio.Event()
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        self.requests += 1
+        if self.requests == 2:
+            self.asked.set()
+        await asyncio.Event().wait()
+        raise AssertionError("never answered")
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "own requests"])
+def test_a_run_cancelled_during_its_embedding_requests_leaves_no_error_unread(shared: bool) -> None:
+    """A run cancelled (a caller's deadline) while its embedding requests are under way cancels
+    what waits for them: no future is left holding an error nobody reads (asyncio logs those
+    when they are collected)."""
+    unread: list[str] = []
+
+    async def cancelled() -> None:
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(lambda _, context: unread.append(context["message"]))
+        embeddings = NeverAnswers()
+        metric = AnswerRelevancy(PretendJudge(), embeddings, batch_embeddings=shared)
+        run = asyncio.ensure_future(metric.abatch_score(rows(1)))
+        await embeddings.asked.wait()
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    asyncio.run(cancelled())
+    gc.collect()  # what the run left is collected: an error nobody read is logged now
+    assert unread == []

@@ -75,6 +75,17 @@ def test_stock_mode_keeps_n_independent_replies_for_one_prompt(tmp_path):
     assert again[0].value == first[0].value
 
 
+def test_started_over_a_judge_answers_a_prompt_asked_again_with_its_first_reply(tmp_path):
+    replies = [("When did A17 ship?", 0), ("Has A17 shipped?", 0), ("Where is A17?", 1)]
+    cached = CachedJudge(ScriptedJudge(replies * 2), disk_store(tmp_path), "judge-x")
+    row = ROWS[:1]
+    first = run(cached, row)
+    cached.start_over()  # the same prompts again: the replies stored for the first askings
+    again = run(cached, row)
+    assert probes_of(again) == probes_of(first) == [replies]
+    assert (cached.hits, cached.misses) == (3, 3)
+
+
 def test_other_judge_models_do_not_share_replies(tmp_path):
     run(CachedJudge(PretendJudge(), disk_store(tmp_path), "model-a"), ROWS[:1])
     other = PretendJudge()
