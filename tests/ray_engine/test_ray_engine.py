@@ -69,7 +69,7 @@ PRICES = ["--price-in", "0.5", "--price-out", "2", "--price-embeddings", "0.1"]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray():
     # this process imports RAGAS (for the one-process scores) while Ray's daemons start
     loading = threading.Thread(target=importlib.import_module, args=("ragas",), daemon=True)
@@ -231,20 +231,20 @@ class DiesOnce:
 
 
 class FirstBatchKills:
-    """The metric :class:`DiesOnce` gives: the settings' metric, built on the first batch."""
+    """The metric :class:`DiesOnce` gives: the settings' metric, built when its stream of rows
+    starts."""
 
     def __init__(self, settings: Settings, marker: str):
         self.settings = settings
         self.marker = marker
-        self.metric: Any = None
 
-    async def abatch_score(self, inputs: list[dict[str, Any]]) -> Any:
+    async def ascore_each(self, inputs: Any) -> Any:
         try:
             handle = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            if self.metric is None:
-                self.metric = prepare(self.settings).metric()
-            return await self.metric.abatch_score(inputs)
+            async for scored in prepare(self.settings).metric().ascore_each(inputs):
+                yield scored
+            return
         os.write(handle, str(os.getpid()).encode())
         os.close(handle)
         os._exit(1)  # the actor's process dies mid-batch
@@ -592,7 +592,7 @@ def test_rows_are_counted_without_ray_and_no_further_than_asked(tmp_path: Path) 
 
 
 def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
-    from ragas_relevancy_ext.ray.engine import score_dataset
+    from ragas_relevancy_ext.ray.engine import BATCHES_PER_ACTOR, score_dataset
 
     calls: list[dict[str, Any]] = []
 
@@ -609,6 +609,12 @@ def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
 
     score_dataset(Recorder(), dict, concurrency=3, batch_size=8)  # type: ignore[arg-type]
     scoring = calls[-1]
-    assert "concurrency" not in scoring  # deprecated since Ray 2.51, and warned of on every run
-    assert isinstance(scoring["compute"], ray.data.ActorPoolStrategy)
-    assert (scoring["compute"].min_size, scoring["compute"].max_size) == (3, 3)
+    pool = scoring["compute"]
+    assert isinstance(pool, ray.data.ActorPoolStrategy)
+    assert (pool.min_size, pool.max_size) == (3, 3)
+    batches = getattr(pool, "max_concurrent_calls_per_actor", None)
+    if batches is None:  # before Ray 2.60, an actor's calls at once are a remote argument
+        batches = scoring.pop("max_concurrency")
+    assert batches == pool.max_tasks_in_flight_per_actor == BATCHES_PER_ACTOR
+    # Ray 2.51 deprecates `concurrency`, Ray 2.60 remote arguments (`max_concurrency`...)
+    assert not {"concurrency", "max_concurrency", "ray_remote_args"} & set(scoring)

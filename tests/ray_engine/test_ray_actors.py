@@ -1,0 +1,186 @@
+"""Ray actors as a cluster runs them: rows that keep going past a slow one, and a cluster of
+1-CPU nodes that loses a node mid-run. Each test starts Ray (or a two-node cluster) of its own
+and shuts it down, so they need the ``[ray]`` extra and fail, never skip, without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import ray
+    import ray.data
+    from ray import cloudpickle
+    from ray.cluster_utils import Cluster
+except ImportError as exc:
+    raise ImportError(
+        f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
+    ) from exc
+
+from ragas_relevancy_ext.cli.ray_score import SettingsMetric
+from ragas_relevancy_ext.cli.setup import Settings, prepare
+from ragas_relevancy_ext.ray import score_dataset
+from ragas_relevancy_ext.testing.loopback import LoggedRequest, LoopbackServer, pretend_reply
+
+# Helpers below are shipped to the actors by value: the actors cannot import this test file.
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+SLOW = "(slowly)"  # a response holding this is judged 3 s slower: its reply is 3,000 tokens
+SLOW_PADDING = " " * 12_000  # longer (JSON allows the spaces), at a millisecond a token
+TOKEN_SECONDS = 0.001
+
+
+def rows(n: int, slow_every: int = 0) -> list[dict[str, str]]:
+    """``n`` rows; with ``slow_every``, every such row (the first included) is judged slowly."""
+    return [
+        {
+            "user_input": f"What about topic {i}?",
+            "response": f"Topic {i} is handled this way"
+            + (f" {SLOW}." if slow_every and i % slow_every == 0 else "."),
+        }
+        for i in range(n)
+    ]
+
+
+def slow_reply(messages: list[dict[str, Any]]) -> str:
+    """The pretend judge's reply, made 3,000 tokens longer for a row marked slow."""
+    reply = pretend_reply(messages)
+    return reply + SLOW_PADDING if SLOW in json.dumps(messages) else reply
+
+
+def settings_for(server: LoopbackServer, concurrency: int) -> Settings:
+    return Settings(
+        judge="openai:loop-judge",
+        base_url=server.openai_base_url,
+        embeddings="openai:loop-embed",
+        max_retries=0,
+        concurrency=concurrency,
+    )
+
+
+def slow_or_not(server: LoopbackServer) -> tuple[list[LoggedRequest], list[LoggedRequest]]:
+    """The judge requests the server saw, (for rows marked slow, for the others)."""
+    chats = server.requests("chat")
+    slow = [r for r in chats if SLOW in json.dumps(r.body)]
+    return slow, [r for r in chats if r not in slow]
+
+
+def scoring_seconds(server: LoopbackServer) -> float:
+    """From the first request the server saw to its last answer: the scoring itself, without
+    Ray's start (seconds on the server's clock)."""
+    log = server.log
+    return max(r.finished or r.started for r in log) - min(r.started for r in log)
+
+
+@pytest.fixture
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield
+    ray.shutdown()
+
+
+@pytest.mark.slow
+def test_one_actor_scores_past_its_slow_rows_as_the_local_engine_does(local_ray):
+    """32 rows, one in eight judged 3 s slower, in batches of 4 on one actor: no slow row holds
+    back the others, so every other row's judge answer comes before the first slow one's, as
+    on the local engine, and the scoring takes at most 1.5x the local engine's time.
+
+    The times are the server's, from its first request to its last answer, for each engine in
+    this test; a slow row costs 3 s on both, and the margin leaves room for Ray's dispatch of
+    batches and a loaded machine. Holding batches back would cost a slow row's 3 s per batch
+    that holds one (4 batches here)."""
+    items = rows(32, slow_every=8)
+    with LoopbackServer(
+        width=32, reply=slow_reply, endpoint_token_latency={"chat": TOKEN_SECONDS}
+    ) as server:
+        settings = settings_for(server, concurrency=8)
+        results = asyncio.run(prepare(settings).metric().abatch_score(items))
+        assert not any(math.isnan(r.value) for r in results)
+        local = scoring_seconds(server), slow_or_not(server)
+
+        server.reset()
+        one_block = ray.data.from_items(items, override_num_blocks=1)
+        scored = score_dataset(
+            one_block, SettingsMetric(settings), concurrency=1, batch_size=4, max_concurrency=8
+        ).take_all()
+        on_ray = scoring_seconds(server), slow_or_not(server)
+
+    assert sorted(r["user_input"] for r in scored) == sorted(r["user_input"] for r in items)
+    assert not any(math.isnan(r["score"]) for r in scored)
+    for _, (slow, fast) in (local, on_ray):
+        assert (len(slow), len(fast)) == (4, 28)
+        first_slow_answer = min(r.finished or math.inf for r in slow)
+        assert sum((r.finished or math.inf) < first_slow_answer for r in fast) == 28
+    assert on_ray[0] <= 1.5 * local[0], (on_ray[0], local[0])
+
+
+class MarksItsNode:
+    """A metric factory whose metric leaves a file named for its node in ``folder`` when its
+    stream of rows starts, then scores as the settings say."""
+
+    def __init__(self, settings: Settings, folder: str):
+        self.settings = settings
+        self.folder = folder
+
+    def __call__(self) -> Any:
+        return _NodeMarked(self.settings, self.folder)
+
+
+class _NodeMarked:
+    def __init__(self, settings: Settings, folder: str):
+        self.metric = prepare(settings).metric()
+        self.folder = folder
+
+    async def ascore_each(self, inputs: Any) -> Any:
+        (Path(self.folder) / ray.get_runtime_context().get_node_id()).touch()
+        async for scored in self.metric.ascore_each(inputs):
+            yield scored
+
+
+@pytest.fixture
+def two_one_cpu_nodes():
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    worker = cluster.add_node(num_cpus=1)
+    ray.init(address=cluster.address, log_to_driver=False)
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    yield cluster, worker
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.mark.slow
+def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
+    two_one_cpu_nodes, tmp_path
+):
+    """Two 1-CPU nodes, score_dataset's default actors: the second node is removed once its
+    actor has rows under way and the first batch is back; every row comes back, once."""
+    cluster, worker = two_one_cpu_nodes
+    items = rows(64)
+    marks = tmp_path / "nodes"
+    marks.mkdir()
+    with LoopbackServer(width=32, endpoint_latency={"chat": 0.3}) as server:
+        metric = MarksItsNode(settings_for(server, concurrency=2), str(marks))
+        scored = score_dataset(ray.data.from_items(items), metric, batch_size=4)
+        back: list[dict[str, Any]] = []
+        removed = False
+        for batch in scored.iter_batches(batch_format="pyarrow", batch_size=None):
+            back += batch.to_pylist()
+            if not removed and (marks / worker.node_id).exists():
+                cluster.remove_node(worker)
+                removed = True
+        asked = server.count("chat")
+
+    assert removed  # an actor ran on the second node, which went while it scored
+    assert asked > len(items)  # rows it had under way were scored again elsewhere
+    keys = [r["key"] for r in back]
+    assert len(keys) == len(set(keys))  # no duplicate
+    assert sorted(r["user_input"] for r in back) == sorted(r["user_input"] for r in items)
+    assert not any(math.isnan(r["score"]) for r in back)
