@@ -161,12 +161,14 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
     two_one_cpu_nodes, tmp_path
 ):
     """Two 1-CPU nodes, score_dataset's default actors: the second node is removed once its
-    actor has rows under way and the first batch is back; every row comes back, once."""
+    actor has rows under way and a batch is back; every row comes back, once. A judge answer
+    takes a second, so one actor alone would take 24 s for the rows: long enough for the
+    second node's actor to start and take its share."""
     cluster, worker = two_one_cpu_nodes
-    items = rows(64)
+    items = rows(48)
     marks = tmp_path / "nodes"
     marks.mkdir()
-    with LoopbackServer(width=32, endpoint_latency={"chat": 0.3}) as server:
+    with LoopbackServer(width=32, endpoint_latency={"chat": 1.0}) as server:
         metric = MarksItsNode(settings_for(server, concurrency=2), str(marks))
         scored = score_dataset(ray.data.from_items(items), metric, batch_size=4)
         back: list[dict[str, Any]] = []
