@@ -162,7 +162,7 @@ def _run(
     print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
-        SettingsMetric(per_actor(settings, count)),
+        SettingsMetric(settings),
         concurrency=count,
         batch_size=batch_size,
         settings_tag=tag,
@@ -184,17 +184,12 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
     given = scorer.settings.rate_limits()
     if str(given) != "learned":
-        engine += f"; each actor keeps to {given.share(actors)} ({given} / {actors})"
+        engine += f"; together they keep to {given}"  # each key's, kept on a Ray actor
     return used_fields(
         {"input": str(file), "engine": engine},
         scorer,
         output=f"{out} ({done} row(s) already there, skipped)",
     )
-
-
-def per_actor(settings: Settings, actors: int) -> Settings:
-    """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    return replace(settings, **vars(settings.rate_limits().share(actors)))
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:

@@ -9,10 +9,12 @@ shows its use.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 import itertools
 import json
 import math
+import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -30,6 +32,7 @@ except ImportError as exc:  # pragma: no cover - the message is the point
 from ..scoring import otlp
 from ..scoring.languages import detector_ready
 from ..scoring.report import SKIPPED, TEXT_FIELDS, input_problem, row_key
+from .limits import RayLimits
 
 __all__ = [
     "KEY_COLUMN",
@@ -89,11 +92,16 @@ def score_dataset(
     response: str = "response",
     num_cpus: float = ACTOR_NUM_CPUS,
     otel: str | None = None,
+    limits: RayLimits | None = None,
 ) -> ray.data.Dataset:
     """Score every row of ``ds`` on ``concurrency`` actors, each building its metric once from
     the picklable ``metric_factory`` and scoring :data:`BATCHES_PER_ACTOR` batches at once;
     rows come back (in any order) with ``key`` and :data:`OUTPUT_COLUMNS`, a failing or
     set-aside row NaN with its reason.
+
+    Every actor keeps to each provider key's rate limit together, through ``limits`` (by
+    default a :class:`RayLimits` of the run's own; pass one to share it between runs), unless
+    the metric's ``rate_limits`` name a backend of their own.
 
     ``otel``: an OTLP/HTTP traces URL (``http://HOST:4318/v1/traces``) each actor sends its
     spans to (the ``[otel]`` extra), under the span current here; sent after every batch."""
@@ -116,6 +124,7 @@ def score_dataset(
             "response": response,
             "otel": otel,
             "trace_parent": otlp.carrier() if otel else None,
+            "limits": limits or RayLimits(),
         },
         batch_size=batch_size,
         batch_format="pyarrow",
@@ -162,11 +171,14 @@ class _Scorer:
         response: str,
         otel: str | None = None,
         trace_parent: Mapping[str, str] | None = None,
+        limits: RayLimits | None = None,
     ):
         if otel:  # before the metric is built, so nothing it does goes untraced
             otlp.export_to(otel)
         self.trace_parent = trace_parent
         self.metric = metric_factory()
+        if limits is not None:
+            _keep_to(self.metric, limits)
         if max_concurrency is not None:
             if not hasattr(self.metric, "max_concurrency"):
                 raise TypeError(
@@ -242,6 +254,19 @@ class _Stream:
             for future in left:
                 if not future.done():
                     future.set_exception(exc)
+
+
+def _keep_to(metric: Any, limits: RayLimits) -> None:
+    """Have ``metric`` pace each key through ``limits``, with every actor of the run, unless
+    its rate limits are kept in a backend of its own (one in a file is one machine's only); a
+    metric with no ``rate_limits`` (stock's) keeps to none."""
+    from .. import RateLimits
+
+    if not hasattr(metric, "rate_limits") or "shared" not in RateLimits.__dataclass_fields__:
+        return
+    rates = metric.rate_limits or RateLimits()
+    if rates.shared is None or isinstance(rates.shared, (str, os.PathLike)):
+        metric.rate_limits = dataclasses.replace(rates, shared=limits)
 
 
 def _problems(batch: pa.Table, user_input: str, response: str) -> list[str | None]:

@@ -24,9 +24,11 @@ except ImportError as exc:
         f"these tests need the [ray] extra: pip install -e '.[test,local,ray]' ({exc})"
     ) from exc
 
+from pyrate_limiter import GCRA, InMemoryStateStore, Rate
+
 from ragas_relevancy_ext.cli.ray_score import SettingsMetric
 from ragas_relevancy_ext.cli.setup import Settings, prepare
-from ragas_relevancy_ext.ray import score_dataset
+from ragas_relevancy_ext.ray import RayLimits, score_dataset
 from ragas_relevancy_ext.testing.loopback import LoggedRequest, LoopbackServer, pretend_reply
 
 # Helpers below are shipped to the actors by value: the actors cannot import this test file.
@@ -120,6 +122,36 @@ def test_one_actor_scores_past_its_slow_rows_as_the_local_engine_does(local_ray)
         first_slow_answer = min(r.finished or math.inf for r in slow)
         assert sum((r.finished or math.inf) < first_slow_answer for r in fast) == 28
     assert on_ray[0] <= 1.5 * local[0], (on_ray[0], local[0])
+
+
+CHAT = "https://api.example/v1/chat/completions key 1234"  # a limit's name: endpoint and key
+PER_MINUTE = [Rate(10, 60_000)]
+
+
+@ray.remote
+def take(limits: RayLimits, name: str, requests: int, now_ms: int) -> int:
+    """How many of ``requests`` asked together at ``now_ms`` (in one process) the limit called
+    ``name`` lets go."""
+
+    async def ask() -> int:
+        store = limits.store(name)
+        decisions = [await store.check(GCRA(), PER_MINUTE, now_ms, 1) for _ in range(requests)]
+        return sum(decision.allowed for decision in decisions)
+
+    return asyncio.run(ask())
+
+
+@pytest.mark.slow
+def test_a_key_s_limit_is_one_for_every_process_of_the_run(local_ray):
+    """Four processes asking at once for one key get, together, what one process alone gets
+    from one store; another key's limit is its own."""
+    limits = RayLimits()
+    now_ms = int(limits.now() * 1000)
+    alone = InMemoryStateStore()
+    one_process = sum(alone.check(GCRA(), PER_MINUTE, now_ms, 1).allowed for _ in range(4 * 9))
+    four = ray.get([take.remote(limits, CHAT, 9, now_ms) for _ in range(4)])
+    assert sum(four) == one_process < 4 * 9
+    assert ray.get(take.remote(limits, CHAT.replace("1234", "5678"), 9, now_ms)) == 9
 
 
 class MarksItsNode:

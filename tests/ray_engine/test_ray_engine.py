@@ -607,7 +607,8 @@ def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
         def repartition(self, **kwargs: Any) -> Recorder:
             return self
 
-    score_dataset(Recorder(), dict, concurrency=3, batch_size=8)  # type: ignore[arg-type]
+    limits: Any = SimpleNamespace()  # a stand-in: RayLimits starts an actor
+    score_dataset(Recorder(), dict, concurrency=3, batch_size=8, limits=limits)  # type: ignore[arg-type]
     scoring = calls[-1]
     pool = scoring["compute"]
     assert isinstance(pool, ray.data.ActorPoolStrategy)
