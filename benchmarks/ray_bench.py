@@ -12,6 +12,8 @@ and actors), sampled from /proc. The figures project to a cluster at the end::
     python benchmarks/ray_bench.py --rows 10000 100000 --save runs.jsonl
     python benchmarks/ray_bench.py --quick            # 200 rows; 1 and 2 actors
 
+``one_key(server, rows)`` is benchmarks/rate_limits.py's row for Ray actors on one key.
+
 ``--save FILE`` appends each finished run to FILE at once (one JSON line); a re-run with the
 same FILE skips the runs already there and prints the table of all of them, so a long run
 stopped half-way loses only the command it was in.
@@ -35,6 +37,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from benchsteps import Steps  # benchmarks/benchsteps.py, beside this script
 
@@ -155,6 +158,37 @@ def run(label: str, args: list[str], out: Path, rows: int, in_flight: int) -> Ru
         lines,
         load,
     )
+
+
+def one_key(
+    server: Any, rows: int, *, actors: int = 4, concurrency: int = 16, rpm: int | None = None
+) -> dict[str, float]:
+    """``score --engine ray --actors ACTORS`` on ``rows`` rows against ``server`` (a running
+    LoopbackServer whose chat limit is the key's; ``rpm``: given as ``--rpm``, else learned):
+    wall from the first judge request to the last answer, the answered judge requests' share of
+    what the limit allows in that time, the share answered 429, rows lost (not scored) and judge
+    requests per row."""
+    server.reset()
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp) / "rows.jsonl", Path(tmp) / "out.jsonl"
+        write_rows(data, rows)
+        args = ["score", str(data), *server.cli_options(), "--engine", "ray", "--out", str(out)]
+        args += ["--actors", str(actors), "--concurrency", str(concurrency), "--no-progress"]
+        args += ["--rpm", str(rpm)] if rpm else []
+        env = {**os.environ, "RAGAS_DO_NOT_TRACK": "true", "OPENAI_API_KEY": "unused"}
+        command = [sys.executable, "-m", "ragas_relevancy_ext", *args]
+        subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=False)
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    chats = server.requests("chat")
+    refused = sum(r.status == 429 for r in chats)
+    wall = max(r.finished or r.started for r in chats) - min(r.started for r in chats)
+    return {
+        "wall": wall,
+        "rate": (len(chats) - refused) / (server.rpm / 60 * wall),
+        "429s": refused / len(chats),
+        "lost": rows - sum(line.get("score") is not None for line in lines),
+        "judge per row": len(chats) / rows,
+    }
 
 
 def main() -> None:
