@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from .metric import AnswerRelevancy, RelevancyResult
     from .parity import compare_with_stock
     from .results import probe_frame, report_for, reports_for, usage_for
-    from .run.scheduler import RateLimits
+    from .run.limits import RateLimits
     from .scoring.prompts import AngleProbePrompt, DiverseProbePrompt, SequentialProbePrompt
     from .scoring.report import Probe, RelevancyReport
     from .scoring.usage import Usage
@@ -63,7 +63,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
     "scoring.prompts": ("AngleProbePrompt", "DiverseProbePrompt", "SequentialProbePrompt"),
     "adapters": ("OneTextPerCall", "gemini_embeddings", "local_embeddings"),
     "parity": ("compare_with_stock",),
-    "run.scheduler": ("RateLimits",),
+    "run.limits": ("RateLimits",),
     "results": ("probe_frame", "report_for", "reports_for", "usage_for"),
     "store.cache": ("CachedJudge",),
     "scoring.usage": ("Usage",),

@@ -19,7 +19,7 @@ from ragas.embeddings import HuggingFaceEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .errors import EmbeddingCallError
-from .run.scheduler import Row, Scheduler
+from .run.scheduler import Row
 from .scoring import aio
 from .scoring.aio import run_sync
 from .scoring.embeddings import (
@@ -82,7 +82,7 @@ class OneTextPerCall(BaseRagasEmbedding):
         limit = self._limit()
 
         async def one(index: int, text: str) -> Any:
-            async with limit.slot(), aio.request(slot, "embeddings", text):
+            async with limit, aio.request(slot, "embeddings", text):
                 try:
                     return await embed_one(self.inner, text, **kwargs)
                 except Exception as exc:
@@ -102,13 +102,13 @@ class OneTextPerCall(BaseRagasEmbedding):
             raise
         return check_vectors(vectors, len(texts), self.source).tolist()
 
-    def _limit(self) -> Scheduler:
+    def _limit(self) -> asyncio.Semaphore:
         """This object's limit in the running event loop (a sync call runs in a loop of its
         own, so each loop gets its own), shared by every call made in it."""
-        loop = asyncio.get_running_loop()
+        key = (asyncio.get_running_loop(), self.max_concurrency)
         held = self.__dict__.get("_held_limit")
-        if held is None or held[0] is not loop or held[1].limit != self.max_concurrency:
-            held = (loop, Scheduler(self.max_concurrency))
+        if held is None or held[0] != key:
+            held = (key, asyncio.Semaphore(self.max_concurrency))
             self.__dict__["_held_limit"] = held
         return held[1]
 

@@ -18,6 +18,7 @@ __all__ = [
     "EmbeddingShapeError",
     "JudgeHTTPError",
     "JudgeReplyError",
+    "PatienceExhausted",
     "UsageError",
     "answer_headers",
     "cause_of",
@@ -52,11 +53,17 @@ class JudgeHTTPError(RuntimeError):
     """The judge's HTTP exchange failed below the reply (a body that is not JSON at all)."""
 
 
+class PatienceExhausted(RuntimeError):
+    """No request to an endpoint succeeded for the run's patience: the provider kept answering
+    429; raised from the last 429, so :func:`cause_of` says ``rate_limited``."""
+
+
 class Cause(str, Enum):
     """Why a sample is NaN (not measured); the value is what reports and summaries show."""
 
     AUTH = "auth"
     RATE_LIMITED = "rate_limited"
+    QUOTA = "quota"
     TIMEOUT = "timeout"
     UNREACHABLE = "unreachable"
     SERVER_ERROR = "server_error"
@@ -73,11 +80,12 @@ class Cause(str, Enum):
 
 
 # Causes that no retry can mend: a run that meets them row after row stops early.
-PERMANENT = frozenset({Cause.AUTH, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE})
+PERMANENT = frozenset({Cause.AUTH, Cause.QUOTA, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE})
 
 _PHRASES = {
     Cause.AUTH: "{who} refused the API key",
     Cause.RATE_LIMITED: "{who} answered rate limited (429)",
+    Cause.QUOTA: "{who}'s account is out of quota or credit (429)",
     Cause.TIMEOUT: "{who} did not answer in time",
     Cause.UNREACHABLE: "{who} could not be reached",
     Cause.SERVER_ERROR: "{who} failed on its side (5xx)",
@@ -217,6 +225,8 @@ _SDK_CAUSES = (
 
 def _transport_cause(error: BaseException) -> Cause | None:
     """One error's transport or provider cause (None when it is not one)."""
+    if _is_quota(error):
+        return Cause.QUOTA
     for module, name, cause in _SDK_CAUSES:
         sdk = sys.modules.get(module)
         if sdk is not None and isinstance(error, getattr(sdk, name)):
@@ -248,6 +258,20 @@ def _status_cause(error: BaseException) -> Cause | None:
         if isinstance(value, int) and not isinstance(value, bool) and 100 <= value <= 599:
             return Cause.SERVER_ERROR if value >= 500 else _STATUS_CAUSES.get(value)
     return None
+
+
+# What a 429 says when no wait mends it: OpenAI's account out of credit, a Gemini quota per day
+# (or one of 0: a tier without it), not its per-minute limits.
+_QUOTA_MARKS = ("insufficient_quota", "PerDay", "limit: 0")
+
+
+def _is_quota(error: BaseException) -> bool:
+    """Whether ``error`` is a 429 whose body says the account's quota is spent."""
+    if _status_cause(error) is not Cause.RATE_LIMITED:
+        return False
+    said = [getattr(error, name, None) for name in ("code", "type", "body", "details", "message")]
+    text = " ".join(str(part) for part in said if part is not None)
+    return any(mark in text for mark in _QUOTA_MARKS)
 
 
 def _completion_of(error: BaseException) -> object | None:

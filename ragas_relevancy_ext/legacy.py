@@ -15,7 +15,6 @@ probes, any judge and embeddings kind) and leaves each row's report in the run's
 from __future__ import annotations
 
 import asyncio
-import itertools
 import typing as t
 from dataclasses import dataclass, field
 
@@ -25,7 +24,8 @@ from ragas.metrics.base import MetricWithEmbeddings, MetricWithLLM
 
 from .results import REPORT_TRACE
 from .run.batching import RunEmbedder
-from .run.scheduler import RateLimits, Scheduler
+from .run.limits import RateLimits, run_limits
+from .run.scheduler import Scheduler
 from .scoring.embeddings import embeddings_kind
 from .scoring.judges import judge_kind
 from .scoring.languages import AUTO, AdaptedPrompts, detector_ready
@@ -66,9 +66,10 @@ class _CurrentRun:
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers
         self.settings: tuple[t.Any, ...] = ()
-        self._rows = itertools.count()
 
-    def row(self, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None) -> t.Any:
+    def row(
+        self, llm: t.Any, embeddings: t.Any, options: ProbeOptions, rates: RateLimits | None
+    ) -> t.Any:
         """(the row's calls, its embeddings) for the next row of the run: at most
         ``max_workers`` (-1: no bound) calls in flight, capped by ``max_concurrency``."""
         limit, batch = options.max_concurrency, options.batch_embeddings
@@ -78,9 +79,9 @@ class _CurrentRun:
         settings = (asyncio.get_running_loop(), limit, id(embeddings), batch, rates or RateLimits())
         if settings != self.settings:
             self.settings = settings
-            self.scheduler = Scheduler(limit, rates=rates)
+            self.scheduler = Scheduler(limit, limits=run_limits(rates, llm, embeddings))
             self.embedder = RunEmbedder(embeddings, self.scheduler, coalesce=batch)
-        calls = self.scheduler.row(next(self._rows))
+        calls = self.scheduler.row()
         return calls, self.embedder.row(calls)
 
     def __reduce__(self) -> tuple[type[_CurrentRun], tuple[int | None]]:
@@ -200,7 +201,7 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         options = self._options()
         user_input, response = row.get("user_input"), row.get("response")
         meter = UsageMeter()
-        calls, embeds = self._run.row(self.embeddings, options, self.rate_limits)
+        calls, embeds = self._run.row(self.llm, self.embeddings, options, self.rate_limits)
         try:
             if self.llm is None or self.embeddings is None:
                 raise ValueError(f"Metric '{self.name}' needs both llm and embeddings set")

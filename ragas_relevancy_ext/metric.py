@@ -20,7 +20,8 @@ from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as StockA
 from ragas.metrics.result import MetricResult
 
 from .run.batching import RunEmbedder
-from .run.scheduler import RateLimits, RowNotStarted, Scheduler
+from .run.limits import RateLimits, run_limits
+from .run.scheduler import RowNotStarted, Scheduler
 from .run.streaming import EarlyStop, bounded_map
 from .scoring import tracing
 from .scoring.embeddings import Embeddings
@@ -69,7 +70,8 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         translated by the judge once per metric and language, as ``prompt.adapt`` does.
     rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` a call keeps to
         (tokens estimated before sending); fields left None are learned from the provider's
-        ``x-ratelimit-*`` headers and 429s, and a 429 slows the whole call (``retry-after``).
+        ``x-ratelimit-*`` headers and 429s; a 429 pauses the key (``retry-after``) and the
+        request is asked again, for up to ``patience`` seconds without a success.
     batch_embeddings: concurrent samples share embedding requests (up to 64 texts each);
         False sends two per sample, as stock; never with ``OneTextPerCall``. A question met
         again in one call is embedded once either way.
@@ -139,16 +141,25 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
 
     async def ascore(self, user_input: str, response: str) -> RelevancyResult:  # type: ignore[override]
         """Score one sample; the result's ``.report`` lists every probe."""
-        async with Scheduler(self.max_concurrency, rates=self.rate_limits) as run:
-            report = await score_sample(
-                user_input,
-                response,
-                llm=self.llm,
-                embeddings=self.embeddings,
-                options=self.probe_options(),
-                limiter=run.row(0),
-                adapted=self.adapted,
-            )
+        async with self._scheduler() as run:
+            return await self._ascore_on(run.row(), user_input, response)
+
+    def _scheduler(self, cautious: bool = False) -> Scheduler:
+        """A run's scheduler, keeping to this metric's rate limits."""
+        limits = run_limits(self.rate_limits, self.llm, self.embeddings)
+        return Scheduler(self.max_concurrency, cautious=cautious, limits=limits)
+
+    async def _ascore_on(self, row: Any, user_input: str, response: str) -> RelevancyResult:
+        """One sample whose calls are ``row``'s (a run's row)."""
+        report = await score_sample(
+            user_input,
+            response,
+            llm=self.llm,
+            embeddings=self.embeddings,
+            options=self.probe_options(),
+            limiter=row,
+            adapted=self.adapted,
+        )
         return RelevancyResult(report)
 
     async def ascore_each(
@@ -171,13 +182,11 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         everything costs one call per sample, not ``max_concurrency`` at once.
         """
         options = self.probe_options()
-        run = Scheduler(
-            options.max_concurrency, cautious=early_stop is not None, rates=self.rate_limits
-        )
+        run = self._scheduler(cautious=early_stop is not None)
         embedder = RunEmbedder(self.embeddings, run, coalesce=self.batch_embeddings)
 
         def finished(result: RelevancyResult) -> RelevancyResult:
-            if early_stop is not None and early_stop.note(result.report):
+            if early_stop is not None and early_stop.note(result.report, run.gave_up):
                 run.stop_new_rows()  # at once: the next row was maybe handed a slot
                 if stop is not None:
                     stop.set()
@@ -185,7 +194,7 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
 
         async def one(index: int, row: Any) -> RelevancyResult | None:
             meter = UsageMeter()
-            calls = run.row(index)
+            calls = run.row()
             with contextlib.closing(embedder.row(calls)) as embeds:
                 try:
                     user_input, response = _fields(row)

@@ -9,6 +9,9 @@ from typing import Any
 from ragas.embeddings.base import BaseRagasEmbedding
 
 from .errors import is_reply_error
+from .run.scheduler import Row, Scheduler
+from .scoring import aio
+from .scoring.aio import DEFAULT_MAX_CONCURRENCY
 from .scoring.embeddings import Embeddings, metered_call
 from .scoring.judges import Judge, JudgeWrapper, Reply
 from .scoring.report import RelevancyReport
@@ -19,17 +22,19 @@ __all__ = ["ParityResult", "compare_with_stock"]
 
 class MeteredEmbeddings(BaseRagasEmbedding):
     """Modern embeddings ``inner`` as they are (the same requests), each async call's usage
-    recorded as ours is."""
+    recorded as ours is, within ``limiter``'s rate limits (a run's row) when given."""
 
-    def __init__(self, inner: Any):
+    def __init__(self, inner: Any, limiter: Row | None = None):
         super().__init__()
-        self.inner = inner
+        self.inner, self.limiter = inner, limiter
 
     async def aembed_text(self, text: str, **kwargs: Any) -> Any:
-        return await metered_call(self.inner, self.inner.aembed_text(text, **kwargs))
+        call = lambda: metered_call(self.inner, self.inner.aembed_text(text, **kwargs))  # noqa: E731
+        return await aio.send(self.limiter, "embeddings", text, call)
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> Any:
-        return await metered_call(self.inner, self.inner.aembed_texts(texts, **kwargs))
+        call = lambda: metered_call(self.inner, self.inner.aembed_texts(texts, **kwargs))  # noqa: E731
+        return await aio.send(self.limiter, "embeddings", texts, call)
 
     def embed_text(self, text: str, **kwargs: Any) -> Any:
         return self.inner.embed_text(text, **kwargs)
@@ -39,18 +44,23 @@ class MeteredEmbeddings(BaseRagasEmbedding):
 
 
 class RecordingJudge(JudgeWrapper):
-    """Passes each request to ``inner`` and keeps the prompt and the reply."""
+    """Passes each request to ``inner`` (within ``limiter``'s rate limits, a run's row, when
+    given) and keeps the prompt and the reply."""
 
-    def __init__(self, inner: Judge):
+    def __init__(self, inner: Judge, limiter: Row | None = None):
         super().__init__(inner)
+        self.limiter = limiter
         self.prompts: list[str] = []
         self.replies: list[Any] = []
         self.errors: list[Exception] = []
 
     async def agenerate(self, prompt: str, response_model: type[Reply]) -> Reply:
         self.prompts.append(prompt)
+        ask = super().agenerate
         try:
-            reply = await super().agenerate(prompt, response_model)
+            reply = await aio.send(
+                self.limiter, "judge", prompt, lambda: ask(prompt, response_model)
+            )
         except Exception as exc:
             self.errors.append(exc)
             raise
@@ -106,18 +116,23 @@ async def compare_with_stock(
     response: str,
     strictness: int = 3,
     cost_mode: str | None = None,
+    scheduler: Scheduler | None = None,
 ) -> ParityResult:
     """Score one sample with stock and with ours (stock mode) on identical judge replies, and
-    with ``cost_mode`` ours again in that mode; a failing judge's error is raised as it is."""
+    with ``cost_mode`` ours again in that mode; a failing judge's error is raised as it is.
+    With ``scheduler`` (a run's), every request, stock's too, keeps to its rate limits."""
     from ragas.metrics.collections.answer_relevancy import AnswerRelevancy as Stock
 
     from .metric import AnswerRelevancy, RelevancyResult
 
-    recorder = RecordingJudge(judge)
+    run = scheduler or Scheduler(DEFAULT_MAX_CONCURRENCY)
+    recorder = RecordingJudge(judge, run.row())
     stock_score: float | None = None
     stock_error: str | None = None
     stock_embeddings = (
-        MeteredEmbeddings(embeddings) if isinstance(embeddings, BaseRagasEmbedding) else embeddings
+        MeteredEmbeddings(embeddings, run.row())
+        if isinstance(embeddings, BaseRagasEmbedding)
+        else embeddings
     )
     stock_meter = UsageMeter()
     try:
@@ -131,15 +146,17 @@ async def compare_with_stock(
             raise judge_failures[0] from None
         stock_error = f"{type(exc).__name__}: {exc}"
 
-    async def ours(llm: Judge, mode: str) -> RelevancyResult:
+    async def ours(llm: Judge, mode: str, on: Scheduler) -> RelevancyResult:
         metric = AnswerRelevancy(
             llm=llm, embeddings=embeddings, strictness=strictness, probe_prompt=mode
         )
-        return await metric.ascore(user_input, response)
+        return await metric._ascore_on(on.row(), user_input, response)
 
-    replay = ReplayJudge(recorder.replies)
-    result = await ours(replay, "stock")
-    cost_report = (await ours(judge, cost_mode)).report if cost_mode is not None else None
+    replay = ReplayJudge(recorder.replies)  # asks no one: only the embeddings' limit is kept
+    embedding_limit = {k: v for k, v in run.limits.items() if k == "embeddings"}
+    result = await ours(replay, "stock", Scheduler(run.limit, limits=embedding_limit))
+    cost = await ours(judge, cost_mode, run) if cost_mode is not None else None
+    cost_report = cost.report if cost is not None else None
     return ParityResult(
         stock_score=stock_score,
         ours_score=float(result.value),

@@ -1,5 +1,5 @@
 """What the tests share besides fixtures: paths, the shared fixture cases, a forked command, a
-local OTLP trace receiver, a scheduler on a stand-in clock.
+local OTLP trace receiver, a stand-in clock.
 
 Importable from every test folder (``pythonpath = ["tests"]`` in pyproject.toml).
 """
@@ -204,7 +204,7 @@ class TranslationCounter(PretendJudge):
 
 
 class FakeTime:
-    """A stand-in clock a scheduler reads, moved on only by the stand-in sleep it is given, so
+    """A stand-in clock a rate limit reads, moved on only by the stand-in sleep it is given, so
     a test counts the waits asked for, never how long anything took."""
 
     def __init__(self) -> None:
@@ -220,42 +220,3 @@ class FakeTime:
         self.slept.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
-
-
-def scheduler(rates: Any = None, limit: int = 16) -> tuple[Any, FakeTime]:
-    """A run's scheduler of ``limit`` slots keeping to ``rates`` on a stand-in clock."""
-    from ragas_relevancy_ext.run.scheduler import Scheduler
-
-    time = FakeTime()
-    return Scheduler(limit, rates=rates, clock=time.clock, sleep=time.sleep), time
-
-
-async def send(run: Any, kind: Any, tokens: int, sent: list[float], now: FakeTime) -> None:
-    """One call of row 0 of about ``tokens``; ``sent`` gets the stand-in time it went."""
-    async with run.row(0).call(kind, tokens):
-        sent.append(now.now)
-
-
-async def calls_held_open(run: Any, *groups: Sequence[float]) -> tuple[list[float], list[float]]:
-    """Judge calls of each group's rows, the groups asked one after another (each given 20
-    loop steps to go), all held open until the last group had its steps: the rows whose calls
-    went before any was answered, and the rows of every call once all were answered."""
-    import asyncio
-
-    started: list[float] = []
-    release = asyncio.Event()
-
-    async def call(row: float) -> None:
-        async with run.row(row).call("judge", 10):
-            started.append(row)
-            await release.wait()
-
-    tasks: list[Any] = []
-    for group in groups:
-        tasks += [asyncio.ensure_future(call(row)) for row in group]
-        for _ in range(20):
-            await asyncio.sleep(0)
-    early = list(started)
-    release.set()
-    await asyncio.gather(*tasks)
-    return early, started

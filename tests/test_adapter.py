@@ -197,7 +197,7 @@ def test_a_runs_slot_bounds_each_texts_request() -> None:
     wrapped = OneTextPerCall(inner, max_concurrency=8)
 
     async def run() -> tuple[list[list[float]], int]:
-        vectors = await embed_texts(wrapped, TEXTS[:6], Scheduler(2).row(0))
+        vectors = await embed_texts(wrapped, TEXTS[:6], Scheduler(2).row())
         peak, inner.peak = inner.peak, 0
         await embed_texts(wrapped, TEXTS[:8])
         return vectors.tolist(), peak

@@ -173,7 +173,25 @@ def test_failures_that_are_not_the_transports_have_their_own_cause() -> None:
     assert cause_of(TypeError("response must be a string, got int")) is Cause.BAD_INPUT
     assert cause_of(asyncio.CancelledError()) is Cause.CANCELLED
     assert cause_of(RuntimeError("surprise")) is Cause.OTHER
-    assert PERMANENT == {Cause.AUTH, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE}
+    assert PERMANENT == {Cause.AUTH, Cause.QUOTA, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE}
+
+
+def test_an_account_out_of_quota_is_a_cause_of_its_own_and_a_rate_limit_is_not() -> None:
+    from ragas_relevancy_ext.testing.limits import Admission
+    from ragas_relevancy_ext.testing.loopback import _QUOTA
+
+    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
+    body = _QUOTA["openai"]
+    response = httpx.Response(429, request=request, json=body)
+    out_of_credit = openai.RateLimitError("Error code: 429", response=response, body=body["error"])
+    assert cause_of(out_of_credit) is Cause.QUOTA
+    assert cause_of(instructor_wrapped(out_of_credit)) is Cause.QUOTA
+    assert cause_of(genai_errors.ClientError(429, _QUOTA["gemini"])) is Cause.QUOTA
+    per_minute = Admission(False, exceeded="requests", limit=15, wait=0.6)
+    assert cause_of(genai_errors.ClientError(429, per_minute.gemini_error("m"))) is (
+        Cause.RATE_LIMITED
+    )
+    assert cause_of(status_error(openai.RateLimitError, 429)) is Cause.RATE_LIMITED
 
 
 def raised_while_handling(handled: BaseException, error: BaseException) -> BaseException:

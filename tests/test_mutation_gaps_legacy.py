@@ -206,19 +206,18 @@ def test_a_row_refused_before_scoring_loads_the_language_model_off_the_loop(mode
 
 def test_an_evaluate_run_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> None:
     """Every request of ``ResponseRelevancy``'s rows is paced under its ``rate_limits``."""
-    from ragas_relevancy_ext.run.scheduler import RateLimits, Scheduler
+    from ragas_relevancy_ext.run.limits import KeyLimit, RateLimits
 
     seen: list[Any] = []
 
-    async def pace(
-        self: Scheduler, kind: str, tokens: int, budget: int = 0, row: float | None = None
-    ) -> int:
-        seen.append(self.rates)
+    async def wait(self: KeyLimit, tokens: int) -> int:
+        seen.append(self)
         return tokens
 
-    monkeypatch.setattr(Scheduler, "pace", pace)
+    monkeypatch.setattr(KeyLimit, "wait", wait)
     _evaluate(ResponseRelevancy(strictness=2, rate_limits=RateLimits(rpm=60)), ROWS[:2])
-    assert seen and all(rates.rpm == 60 for rates in seen)
+    judge = [limit for limit in seen if "/chat/completions" in limit.name]
+    assert len(judge) >= 2 and all(limit.rpm == 60 for limit in judge)  # one a row, at least
 
 
 # --- the run a row joins -----------------------------------------------------------------------

@@ -202,43 +202,41 @@ def test_each_row_is_traced_under_the_span_its_caller_gave_it(spans: Any) -> Non
     assert set(by_parent) == {p.get_span_context().span_id for p in parents}
 
 
-def _paced_runs(monkeypatch: Any) -> list[tuple[Any, float | None]]:
-    """Record, for every request a run paces, the run's rate limits and the request's row."""
-    from ragas_relevancy_ext.run.scheduler import Scheduler
+def _paced_runs(monkeypatch: Any) -> list[Any]:
+    """Record the key's limit every request of a run waits for."""
+    from ragas_relevancy_ext.run.limits import KeyLimit
 
-    seen: list[tuple[Any, float | None]] = []
+    seen: list[Any] = []
 
-    async def pace(
-        self: Scheduler, kind: str, tokens: int, budget: int = 0, row: float | None = None
-    ) -> int:
-        seen.append((self.rates, row))
+    async def wait(self: KeyLimit, tokens: int) -> int:
+        seen.append(self)
         return tokens
 
-    monkeypatch.setattr(Scheduler, "pace", pace)
+    monkeypatch.setattr(KeyLimit, "wait", wait)
     return seen
 
 
-def test_one_sample_keeps_to_the_metric_rate_limits_as_the_first_row(monkeypatch: Any) -> None:
-    """``ascore`` runs its sample under the metric's ``rate_limits``, as row 0 (the row whose
-    calls go before the provider's first answer)."""
-    from ragas_relevancy_ext.run.scheduler import RateLimits
+def test_one_sample_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> None:
+    """``ascore`` runs its sample under the metric's ``rate_limits``."""
+    from ragas_relevancy_ext.run.limits import RateLimits
 
     seen = _paced_runs(monkeypatch)
     metric = AnswerRelevancy(
         PretendJudge(), HashEmbeddings(), probe_prompt="stock", rate_limits=RateLimits(rpm=60)
     )
     asyncio.run(metric.ascore(ROWS[0]["user_input"], ROWS[0]["response"]))
-    assert seen and all(rates.rpm == 60 for rates, _ in seen)
-    assert {row for _, row in seen} == {0}
+    judge = [limit for limit in seen if limit.name.endswith("/chat/completions no key")]
+    assert len(judge) == 3 and all(limit.rpm == 60 for limit in judge)
 
 
 def test_a_batch_keeps_to_the_metric_rate_limits(monkeypatch: Any) -> None:
     """``abatch_score`` runs its rows under the metric's ``rate_limits``."""
-    from ragas_relevancy_ext.run.scheduler import RateLimits
+    from ragas_relevancy_ext.run.limits import RateLimits
 
     seen = _paced_runs(monkeypatch)
     metric = AnswerRelevancy(
         PretendJudge(), HashEmbeddings(), probe_prompt="stock", rate_limits=RateLimits(tpm=9000)
     )
     asyncio.run(metric.abatch_score(ROWS[:2]))
-    assert seen and all(rates.tpm == 9000 for rates, _ in seen)
+    judge = [limit for limit in seen if limit.name.endswith("/chat/completions no key")]
+    assert len(judge) == 6 and all(limit.tpm == 9000 for limit in judge)

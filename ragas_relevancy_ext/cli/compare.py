@@ -119,22 +119,28 @@ class Comparison:
 
 async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[Comparison]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time, and ours in
-    ``cost_mode``, for its score and usage."""
+    ``cost_mode``, for its score and usage, all within ``--concurrency`` and the keys' limits
+    (stock's requests too)."""
     from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
+    from ..run.limits import run_limits
+    from ..run.scheduler import Scheduler
+    from ..run.streaming import bounded_map
 
     settings = scorer.settings
     judge, embeddings = scorer.judge_for_runs(), scorer.embeddings.value
-    check = functools.partial(compare_with_stock, judge, embeddings, cost_mode=cost_mode)
-    rows_in_flight = asyncio.Semaphore(max(1, settings.concurrency // settings.strictness))
+    limits = run_limits(settings.rate_limits(), judge, embeddings)
+    run = Scheduler(settings.concurrency, limits=limits)
+    check = functools.partial(
+        compare_with_stock, judge, embeddings, cost_mode=cost_mode, scheduler=run
+    )
 
-    async def one(row: Row) -> Comparison:
-        async with rows_in_flight:
-            try:
-                result = await check(row.user_input, row.response, settings.strictness)
-            except Exception as exc:  # one row failing is reported with the others
-                error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
-                return Comparison(row, None, math.nan, False, error=error)
+    async def one(_: int, row: Row) -> Comparison:
+        try:
+            result = await check(row.user_input, row.response, settings.strictness)
+        except Exception as exc:  # one row failing is reported with the others
+            error = redact(f"{cause_of(exc)}: {failure_text(exc)}".splitlines()[0])
+            return Comparison(row, None, math.nan, False, error=error)
         stock_error = redact(result.stock_error) if result.stock_error else None
         cost = result.cost_report
         return Comparison(
@@ -148,7 +154,10 @@ async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[
             mode_score=cost.score if cost is not None else None,
         )
 
-    return list(await asyncio.gather(*(one(row) for row in rows)))
+    window = max(1, settings.concurrency // settings.strictness)
+    async with run:
+        done = dict([pair async for pair in bounded_map(rows, one, window, run)])
+    return [done[index] for index in range(len(rows))]
 
 
 def _print_cost(

@@ -179,6 +179,21 @@ SETTING_OPTIONS: dict[str, Any] = {
             ("embedding_tpm", "Embedding tokens"),
         )
     },
+    "patience": option(
+        float,
+        "SECONDS",
+        "Ask a request answered 429 again (after the pause the provider asks for) until no "
+        "request has succeeded for this long; then the run stops early (exit 4) and the same "
+        "command resumes it.",
+        min=0.001,
+    ),
+    "limits_file": option(
+        Path | None,
+        "FILE",
+        "Keep the keys' rate limits in this SQLite file, shared by every process on this "
+        "machine that names it, so two runs on one key keep to its limit together. Default: "
+        "rate-limits.sqlite3 in --cache DIR.",
+    ),
     "language": option(
         str,
         "auto|NAME",

@@ -67,15 +67,23 @@ class Settings:
     tpm: int | None = None
     embedding_rpm: int | None = None
     embedding_tpm: int | None = None
+    patience: float = 600.0  # seconds without a successful request before a run gives up
+    limits_file: Path | None = None  # the keys' limits, shared by processes (default: in --cache)
     cache: Path | None = None
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
     def rate_limits(self) -> Any:
-        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``."""
-        from ..run.scheduler import RateLimits
+        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``,
+        ``--patience`` and ``--limits-file`` (by default ``rate-limits.sqlite3`` in ``--cache``,
+        so runs on one cache share their keys' limits)."""
+        from ..run.limits import RateLimits
 
-        return RateLimits(self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
+        shared = self.limits_file
+        if shared is None and self.cache is not None:
+            shared = self.cache / "rate-limits.sqlite3"
+        limits = (self.rpm, self.tpm, self.embedding_rpm, self.embedding_tpm)
+        return RateLimits(*limits, patience=self.patience, shared=shared)
 
     def connection(self, base_url: str | None) -> dict[str, Any]:
         """What a judge or embeddings client at ``base_url`` is built with."""

@@ -1,30 +1,20 @@
 """Embedding requests of a run: samples' texts coalesced into shared requests, questions reused.
 
-Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time it
-takes for one, so two requests per sample waste both. A :class:`RunEmbedder` lives as long as a run
-(``abatch_score``, one ``ragas.evaluate`` run) on the run's :class:`.Scheduler`: each sample hands
-it its question and its probes, and it sends the texts of concurrent samples as one request of up to
-``max_batch`` texts. A request leaves ahead of the judge calls of rows not yet judged when it is
-full, or when no more texts are coming (every row under way is waiting on its vectors or done), once
-enough rows have been given a slot since its first text came to fill one, or when a slot is free
-with no call in line for it and at least as many rows wait on it as may still add texts. A row's
-question waits from the row's start; when a probes request takes a row's probes, the questions
-up to that row's leave, in full requests that carry the questions of rows still being judged,
-so a question is never sent before some row needs it and rarely holds a row back. There is no
-time window: rows finish as they go, a few dozen at most waiting on a request. The vectors are
-checked once per request (one per text, one width, finite, non-zero), then split back per sample;
-questions and probes go in separate requests, so each sample's two widths still come from two
-answers. A coalesced request that fails is sent again per sample, so a sample whose texts are fine
-never fails with a neighbour's. Embeddings that send a request per text (:class:`OneTextPerCall`)
-are never coalesced; unshared requests take their row's place in line. A question seen before in the
-run is not embedded again.
+Embedding APIs limit requests per minute, and a local model embeds 64 texts in about the time
+of one. A :class:`RunEmbedder` lives as long as a run on its :class:`.Scheduler` and sends the
+texts of concurrent samples in requests of up to ``max_batch`` texts. A probes request leaves
+when full, when no more texts are coming, or ``window`` seconds after its first text came,
+whatever the judge's queue holds, so an answered row never waits long on rows a rate limit
+holds back. A row's question waits from the row's start and leaves with the first probes request
+that takes the row's probes, beside the questions of rows still being judged. Vectors are checked
+once per request, then split back per sample; questions and probes go apart, so each sample's two
+widths come from two answers. A shared request that fails is sent again per sample, so a bad
+text fails only its own sample. :class:`OneTextPerCall` is never coalesced. A question among the
+last :data:`REUSED_QUESTIONS` asked is not embedded again.
 
-Usage: a shared request's requests and tokens are split over the samples in it in proportion
-to the characters of each sample's texts (whole numbers, largest remainders), so each sample
-carries a fair part and the parts add up to exactly what the provider reported: the sum over a
-run's samples is the run's usage. A failed shared request is split the same way; each sample's
-own retry is its own. A reused question costs the sample that first asked for it, and nothing
-to the samples that reuse it.
+Usage: a shared request's requests and tokens are split over its samples by their texts'
+characters (whole numbers, largest remainders), so the parts add up to what the provider
+reported; a reused question costs only the sample that first asked for it.
 """
 
 from __future__ import annotations
@@ -44,7 +34,6 @@ from ..scoring.embeddings import (
     sends_one_request,
 )
 from ..scoring.usage import (
-    Usage,
     UsageMeter,
     current_meter,
     metering,
@@ -52,33 +41,27 @@ from ..scoring.usage import (
 )
 from .scheduler import Row, Scheduler
 
-__all__ = ["DEFAULT_MAX_BATCH", "MAX_REUSED_QUESTIONS", "RowEmbeddings", "RunEmbedder"]
+__all__ = ["DEFAULT_MAX_BATCH", "REUSED_QUESTIONS", "WINDOW", "RowEmbeddings", "RunEmbedder"]
 
 DEFAULT_MAX_BATCH = 64
-# Loop steps between a slot left free and the check of what waits: the row whose call freed it
-# hands in its texts first (its reply goes up through a gather or two).
-FREE_SLOT_STEPS = 4
-# Question vectors kept for reuse in one run, the least recently used dropped first.
-MAX_REUSED_QUESTIONS = 20_000
+# Seconds a probes request that is not full waits for more texts after its first came.
+WINDOW = 0.5
+# Question vectors kept for reuse in one run, the least recently used dropped first: a fixed
+# cap, so a run's memory does not grow with its file (26 KB a question at 3,072 dimensions).
+REUSED_QUESTIONS = 256
 
 
 class _Share:
     """One sample's texts in a coalesced request, and where its vectors and usage go."""
 
-    def __init__(self, texts: list[str], priority: float, needs: asyncio.Future[Any] | None):
+    def __init__(self, texts: list[str], needs: asyncio.Future[Any] | None):
         self.texts = texts
-        self.priority = priority
         self.needs = needs  # the question vector its row waits for beside these
         self.future: asyncio.Future[np.ndarray] = asyncio.get_running_loop().create_future()
         # The submitting caller's meter, charged before the vectors arrive: a sample that
         # finds its vectors already there reads its usage at once, with no callback pending.
         self.meter = current_meter()
         self.trace = tracing.span_context()  # the request's span goes under the first sample's
-
-    def charge(self, usage: Usage) -> None:
-        """Add the share's part of a request that carried its texts to its caller's meter."""
-        if self.meter is not None:
-            self.meter.add(usage)
 
     def settle(self, vectors: np.ndarray | None = None, error: BaseException | None = None) -> None:
         if self.future.done():  # its sample was cancelled
@@ -90,51 +73,40 @@ class _Share:
 
 
 class _Coalescer:
-    """Texts of concurrent callers sent as shared requests of up to ``max_batch`` texts.
-
-    Each request is a task of the run that takes the texts waiting when it gets its slot (ahead
-    of every row's judge calls), so texts that come meanwhile ride along. A request leaves when
-    it is full, when :meth:`flush` asks (no more texts are coming), once as many more rows as
-    fill one have been given a slot since its first text came (by then their texts are in), or
-    when a slot is free with no call waiting for it: then no row is in line to add texts, and a
-    row whose judge hangs holds none back. With no ``coming`` (the questions), requests leave
-    only when :meth:`send_for` asks. ``on_take`` is told the shares a request takes.
-    """
+    """Texts of concurrent callers sent as shared requests of up to ``max_batch`` texts: a
+    request takes the texts waiting when they fill it, when :meth:`flush` asks, or ``window``
+    seconds after the first came (no ``window``: only when :meth:`send_for` asks), then waits
+    for the key's limit and a slot as a task of the run. ``on_take`` hears what it takes."""
 
     def __init__(
         self,
         embeddings: Any,
         scheduler: Scheduler,
         max_batch: int,
-        coming: Callable[[], int] | None,
+        window: float | None,
         on_take: Callable[[list[_Share]], None] | None = None,
     ):
         self.embeddings, self.scheduler = embeddings, scheduler
-        self.coming = coming  # rows under way that may still add texts; None: on demand only
-        self.max_batch = max_batch
+        self.max_batch, self.window = max_batch, window
         self.on_take = on_take
         self._pending: list[_Share] = []
         self._pending_texts = 0
-        self._ahead = 0  # requests started, waiting for a slot
-        self._due: float | None = None  # what is waiting goes once the frontier reaches this
-        self._checking = False  # a free slot's check is under way
-        self._shares = self._texts = 0  # seen so far: how many rows fill a request
-        scheduler.on_frontier.append(self._frontier_moved)
-        scheduler.on_free.append(self._slot_free)
+        self._timer: asyncio.TimerHandle | None = None
 
     def submit(
-        self, texts: list[str], priority: float, needs: asyncio.Future[Any] | None = None
+        self, texts: list[str], needs: asyncio.Future[Any] | None = None
     ) -> asyncio.Future[np.ndarray]:
         """A future of the checked (len(texts), d) array, from a request shared with other
         callers' texts; no task per caller. Cancelling it takes the texts out if not sent yet.
         The share's part of each request that carried its texts goes to the meter of the
         caller who submitted it, before its vectors are handed over."""
-        share = _Share(texts, priority, needs)
+        share = _Share(texts, needs)
         self._pending.append(share)
         self._pending_texts += len(texts)
-        self._shares += 1
-        self._texts += len(texts)
-        self._schedule()
+        while self.window is not None and self._pending_texts >= self.max_batch:
+            self._start()
+        if self._pending and self._timer is None and self.window is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self.flush)
         return share.future
 
     def withdraw(self, future: asyncio.Future[np.ndarray]) -> bool:
@@ -150,70 +122,19 @@ class _Coalescer:
         """Send, in full requests from the oldest, what is waiting up to the last of
         ``futures`` still waiting."""
         wanted = {id(future) for future in futures}
-        needed = size = 0
-        for share in self._pending:
-            size += len(share.texts)
-            if id(share.future) in wanted:
-                needed = size
-        while self._ahead * self.max_batch < needed and not self.scheduler.closed:
+        while any(id(share.future) in wanted for share in self._pending):
             self._start()
 
     def flush(self) -> None:
         """Send what is waiting now."""
-        self._due = None
-        if self.scheduler.closed or not self._pending:
-            return
-        while self._ahead * self.max_batch < self._pending_texts:
+        while self._pending:
             self._start()
-
-    def _schedule(self) -> None:
-        """A request per ``max_batch`` waiting texts; for what is left, a frontier to wait for."""
-        if self.scheduler.closed or not self._pending or self.coming is None:
-            return
-        while self._ahead < self._pending_texts // self.max_batch:
-            self._start()
-        if self._due is None and self._ahead * self.max_batch < self._pending_texts:
-            rows = self.max_batch * self._shares // max(1, self._texts)  # rows filling one
-            # the rows given a slot by then, less those still in their calls, fill one
-            self._due = self.scheduler.frontier + max(1, rows) + self.scheduler.limit
-        self.check_free()
-
-    def check_free(self) -> None:
-        """With a slot free and nothing in line, what waits goes once at least as many rows
-        wait on it as may still add texts: a row whose judge hangs holds back no more rows than
-        there are such rows, and the last rows of a run leave in a few requests, not one each."""
-        if (
-            self._due is not None
-            and self.coming is not None
-            and not self.scheduler.saturated
-            and len(self._pending) >= self.coming()
-        ):
-            self.flush()
-
-    def _frontier_moved(self, frontier: float) -> None:
-        if self._due is not None and frontier >= self._due:
-            self.flush()
-
-    def _slot_free(self) -> None:
-        """A slot was left free: once the row that freed it has handed in its texts (a few
-        loop steps on), what waits goes if nothing is in line."""
-        if self._due is not None and not self._checking:
-            self._checking = True
-            asyncio.get_running_loop().call_soon(self._check_free, FREE_SLOT_STEPS)
-
-    def _check_free(self, steps: int) -> None:
-        if steps > 1:
-            asyncio.get_running_loop().call_soon(self._check_free, steps - 1)
-            return
-        self._checking = False
-        self.check_free()
 
     def _start(self) -> None:
-        self._ahead += 1
-        self.scheduler.start(self._send())
-
-    def _take(self) -> list[_Share]:
-        """Up to ``max_batch`` texts' worth of waiting shares (always at least one share)."""
+        """Up to ``max_batch`` texts' worth of waiting shares (at least one) leave as a request."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         taken: list[_Share] = []
         size = 0
         while self._pending:
@@ -225,67 +146,44 @@ class _Coalescer:
             if not share.future.done():  # its sample was cancelled
                 taken.append(share)
                 size += len(share.texts)
-        self._due = None  # what is left waits for rows from here on
-        self._schedule()
-        return taken
+        if self._pending and self.window is not None:
+            self._timer = asyncio.get_running_loop().call_later(self.window, self.flush)
+        if taken and not self.scheduler.closed:
+            if self.on_take is not None:
+                self.on_take(taken)
+            self.scheduler.start(self._send(taken))
 
-    async def _send(self) -> None:
-        failed: Exception | None = None
-        waiting = True
-        try:
-            async with self.scheduler.ahead():
-                waiting = False
-                self._ahead -= 1
-                shares = self._take()
-                if not shares:
-                    return
-                if self.on_take is not None:
-                    self.on_take(shares)
-                texts = [text for share in shares for text in share.texts]
-                meter = UsageMeter()
-                try:  # the slot held, the request keeps to the run's rate limits
-                    with metering(meter), tracing.shared_request([s.trace for s in shares]):
-                        vectors = await embed_texts(self.embeddings, texts, self.scheduler)
-                except asyncio.CancelledError as exc:
-                    _charge(shares, meter)
-                    for share in shares:
-                        share.settle(error=exc)
-                    raise
-                except Exception as exc:
-                    failed = exc
-                _charge(shares, meter)
-        finally:
-            if waiting:  # cancelled before a slot
-                self._ahead -= 1
-        if failed is not None:
+    async def _send(self, shares: list[_Share]) -> None:
+        texts = [text for share in shares for text in share.texts]
+        meter = UsageMeter()
+        try:  # the key's rate limit, then a slot, as any request
+            with metering(meter), tracing.shared_request([s.trace for s in shares]):
+                vectors = await embed_texts(self.embeddings, texts, self.scheduler.slot())
+        except asyncio.CancelledError as exc:
+            _charge(shares, meter)
+            for share in shares:
+                share.settle(error=exc)
+            raise
+        except Exception as exc:
+            _charge(shares, meter)
             if len(shares) == 1:
-                shares[0].settle(error=failed)
+                shares[0].settle(error=exc)
             else:  # each caller's share alone: neighbours of a bad text are not failed
-                await asyncio.gather(*(self._send_alone(share) for share in shares))
+                await asyncio.gather(*(self._send([share]) for share in shares))
             return
+        _charge(shares, meter)
         start = 0
         for share in shares:
             share.settle(vectors[start : start + len(share.texts)])
             start += len(share.texts)
-
-    async def _send_alone(self, share: _Share) -> None:
-        meter = UsageMeter()
-        try:
-            with metering(meter), tracing.shared_request([share.trace]):
-                vectors = await embed_texts(self.embeddings, share.texts, self.scheduler.ahead())
-        except Exception as exc:
-            share.charge(meter.usage)
-            share.settle(error=exc)
-            return
-        share.charge(meter.usage)
-        share.settle(vectors)
 
 
 def _charge(shares: list[_Share], meter: UsageMeter) -> None:
     """Split a shared request's usage over its shares by their texts' characters."""
     weights = [sum(len(text) for text in share.texts) for share in shares]
     for share, part in zip(shares, split_usage(meter.usage, weights), strict=True):
-        share.charge(part)
+        if share.meter is not None:
+            share.meter.add(part)
 
 
 class RunEmbedder:
@@ -307,6 +205,7 @@ class RunEmbedder:
         *,
         coalesce: bool = True,
         max_batch: int = DEFAULT_MAX_BATCH,
+        window: float = WINDOW,
     ):
         self.embeddings = embeddings
         self.scheduler = scheduler
@@ -318,7 +217,7 @@ class RunEmbedder:
             embeddings,
             scheduler,
             max_batch,
-            self._rows_coming,
+            window,
             on_take=lambda shares: questions.send_for([share.needs for share in shares]),
         )
         self._streams = {"questions": questions, "probes": probes}
@@ -342,12 +241,8 @@ class RunEmbedder:
         """One row has handed in its texts, or will hand in none: with no row left to hand in
         any, what is waiting goes now."""
         self._coming -= 1
-        if self.coalesce:
-            probes = self._streams["probes"]
-            probes.flush() if self._coming <= 0 else probes.check_free()
-
-    def _rows_coming(self) -> int:
-        return self._coming
+        if self.coalesce and self._coming <= 0:
+            self._streams["probes"].flush()
 
     def _embed(
         self,
@@ -361,7 +256,7 @@ class RunEmbedder:
         context, in the row's place in line)."""
         if not self.coalesce:
             return self.scheduler.start(embed_texts(self.embeddings, texts, calls))
-        return self._streams[stream].submit(texts, calls.priority, needs)
+        return self._streams[stream].submit(texts, needs)
 
     def _question(self, text: str, calls: Row) -> asyncio.Future[np.ndarray]:
         """``text``'s (1, d) vectors, embedded once per run however many samples ask."""
@@ -369,7 +264,7 @@ class RunEmbedder:
         if held is None:
             held = self._embed("questions", [text], calls)
             self._questions[text] = held
-            while len(self._questions) > MAX_REUSED_QUESTIONS:
+            while len(self._questions) > REUSED_QUESTIONS:
                 self._questions.popitem(last=False)
         else:
             self._questions.move_to_end(text)

@@ -2,8 +2,8 @@
 
 :func:`bounded_map` pulls inputs lazily and keeps at most ``window`` of them in flight, as
 tasks of the run's :class:`.Scheduler`, so a file of any length costs the memory of ``window``
-rows; the scheduler serves calls of rows started earlier first, so rows finish roughly in the
-order they started and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
+rows; rows not begun take their turn in order, so rows finish roughly in the order they started
+and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ R = TypeVar("R")
 
 class EarlyStop:
     """Watches finished samples: ``rows`` of them NaN one after another with the same cause that
-    no retry mends (:data:`.errors.PERMANENT`: a refused key, an unknown model, a server not
-    reached) mean the run should stop. Any other outcome starts the count again."""
+    no retry mends (:data:`.errors.PERMANENT`: a refused key, an account out of quota, an
+    unknown model, a server not reached) mean the run should stop, as does a key's patience run
+    out (no request succeeded for that long). Any other outcome starts the count again."""
 
     def __init__(self, rows: int = EARLY_STOP_ROWS):
         if rows < 1:
@@ -41,11 +42,16 @@ class EarlyStop:
         self.example = ""
         self.stopped = False
 
-    def note(self, report: RelevancyReport) -> bool:
-        """Count one finished sample; True once, when the run should stop."""
+    def note(self, report: RelevancyReport, gave_up: BaseException | None = None) -> bool:
+        """Count one finished sample (``gave_up``: the run's patience ran out, then); True
+        once, when the run should stop."""
         cause = report.cause if report.score != report.score else None  # NaN: not measured
         if self.stopped:
             return False
+        if gave_up is not None:
+            self.cause, self.example, self.count = Cause.RATE_LIMITED, str(gave_up), 1
+            self.stopped = True
+            return True
         if cause not in PERMANENT:
             self.cause, self.count = None, 0
             return False
@@ -60,6 +66,8 @@ class EarlyStop:
             return ""
         from ..scoring.report import clip, plural
 
+        if self.cause is Cause.RATE_LIMITED:  # the patience ran out
+            return f"{self.example}; --patience SECONDS waits longer"
         return (
             f"{plural(self.count, 'row')} failed with {self.cause} "
             f"({cause_phrase(self.cause)}: {clip(self.example, 240)})"

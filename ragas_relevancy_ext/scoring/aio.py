@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from .usage import PROVIDER_REPORTS, estimate_tokens
+from .usage import estimate_tokens
 
 T = TypeVar("T")
 
@@ -18,8 +18,6 @@ __all__ = ["DEFAULT_MAX_CONCURRENCY", "call", "request", "run_sync", "send"]
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
 DEFAULT_MAX_CONCURRENCY = 16
-# Tries of one request answered 429 inside a run that keeps to the provider's rate limits.
-RATE_LIMIT_ATTEMPTS = 6
 
 
 async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
@@ -31,25 +29,23 @@ async def call(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: 
 
 
 def request(limiter: Any, kind: str, texts: str | Sequence[str], budget: int = 0) -> Any:
-    """What one request holds while it is sent: a run's slot and rate limits (a run's row,
-    whose ``call`` takes the request's kind and estimated tokens: its texts', plus ``budget``
-    reply tokens asked for), any other async context manager as it is, or nothing."""
+    """What one request holds while it is sent: its key's rate limit, then a run's slot (a run's
+    row, whose ``call`` takes the request's kind and estimated tokens: its texts', plus
+    ``budget`` reply tokens asked for), any other async context manager as it is, or nothing."""
     if callable(getattr(limiter, "call", None)):
-        return limiter.call(kind, estimate_tokens(texts) + budget, budget)
+        return limiter.call(kind, estimate_tokens(texts) + budget)
     return limiter if limiter is not None else contextlib.nullcontext()
 
 
-def rate_limited(limiter: Any, kind: str, exc: BaseException) -> bool:
-    """Whether ``exc`` is the provider's 429 and ``limiter`` (a run's row) keeps to rate
-    limits: then the run is told (it pauses every request of ``kind``) and True, so the call
-    may be asked again; False otherwise."""
+def asks_again(limiter: Any, kind: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is the provider's 429 and ``limiter`` (a run's row) keeps to rate limits:
+    then the key's limit is told (it pauses the key) and True, so the call is asked again; the
+    limit raises :class:`.errors.PatienceExhausted` once no request has succeeded for the run's
+    patience. False otherwise."""
     from ..errors import Cause, cause_of
 
     note = getattr(limiter, "rate_limited", None)
-    if not callable(note) or cause_of(exc) != Cause.RATE_LIMITED:
-        return False
-    note(kind, exc)
-    return True
+    return callable(note) and cause_of(exc) == Cause.RATE_LIMITED and note(kind, exc)
 
 
 async def send(
@@ -60,18 +56,14 @@ async def send(
     budget: int = 0,
 ) -> T:
     """``await make()`` holding what :func:`request` gives; answered 429 in a run that keeps to
-    rate limits, asked again after the run's pause, up to ``RATE_LIMIT_ATTEMPTS`` tries (the
-    SDK of a client the package built then leaves its 429s to the run)."""
-    asks_again = callable(getattr(limiter, "rate_limited", None))
-    for attempt in range(1, RATE_LIMIT_ATTEMPTS + 1):
+    rate limits, asked again after the key's pause, until the run's patience runs out."""
+    while True:
         try:
             async with request(limiter, kind, texts, budget):
-                with PROVIDER_REPORTS.run_asks_again() if asks_again else contextlib.nullcontext():
-                    return await make()
+                return await make()
         except Exception as exc:
-            if attempt == RATE_LIMIT_ATTEMPTS or not rate_limited(limiter, kind, exc):
+            if not asks_again(limiter, kind, exc):
                 raise
-    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:

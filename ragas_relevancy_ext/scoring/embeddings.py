@@ -25,7 +25,7 @@ import numpy as np
 
 from ..errors import EmbeddingShapeError
 from . import aio, tracing
-from .usage import PROVIDER_REPORTS, Usage, record, tokens_from
+from .usage import Usage, anote_answer, note_answer, record, tokens_from
 
 if TYPE_CHECKING:
     from langchain_core.embeddings import Embeddings as LangChainEmbeddings
@@ -98,16 +98,16 @@ _SDK_USAGE: ContextVar[list[Any] | None] = ContextVar("ragas_relevancy_sdk_usage
 
 def usage_http_client(is_async: bool = True) -> Any:
     """The OpenAI SDK's default HTTP client, with an httpx response hook that notes the
-    ``usage`` of each embeddings answer for :func:`metered`, and one that tells running
-    schedulers the provider's rate-limit headers and 429s (:data:`.usage.PROVIDER_REPORTS`).
+    ``usage`` of each embeddings answer for :func:`metered`, and one that tells the key's limit
+    of the request under way the provider's rate-limit headers and 429s (:func:`.usage.listening`).
     The package builds its OpenAI clients on it; a client built without it reports no
     embedding tokens (None) and teaches no limits."""
     import openai
 
     if is_async:
-        hooks = {"response": [_note_async, PROVIDER_REPORTS]}
+        hooks = {"response": [_note_async, anote_answer]}
         return openai.DefaultAsyncHttpxClient(event_hooks=hooks)
-    return openai.DefaultHttpxClient(event_hooks={"response": [_note, PROVIDER_REPORTS.note]})
+    return openai.DefaultHttpxClient(event_hooks={"response": [_note, note_answer]})
 
 
 async def _note_async(response: Any) -> None:

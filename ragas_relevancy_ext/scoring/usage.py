@@ -229,49 +229,36 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
     )
 
 
-# Set while a run sends a request whose 429 it asks again itself, after pausing the kind.
-_RUN_ASKS_AGAIN: ContextVar[bool] = ContextVar("ragas_relevancy_run_asks_again", default=False)
+# What hears the provider's answers to the request under way (a key's limit), if anything.
+_LISTENER: ContextVar[Any] = ContextVar("ragas_relevancy_listener", default=None)
 
 
-class ProviderReports:
-    """Rate-limit news from the provider's HTTP answers (status and ``x-ratelimit-*`` /
-    ``retry-after`` headers), handed to the runs listening: an httpx response hook on the
-    clients the package builds (:func:`.embeddings.usage_http_client`). Runs add themselves
-    while they last (held weakly), so a run learns the provider's limits without being told."""
-
-    def __init__(self) -> None:
-        import weakref
-
-        self.listeners: weakref.WeakSet[Any] = weakref.WeakSet()
-
-    @staticmethod
-    @contextlib.contextmanager
-    def run_asks_again() -> Iterator[None]:
-        """Inside the block, a 429 is handed to the run at once (``x-should-retry: false``):
-        the SDK asking again on its own, around the run's pause, would meet 429s again."""
-        token = _RUN_ASKS_AGAIN.set(True)
-        try:
-            yield
-        finally:
-            _RUN_ASKS_AGAIN.reset(token)
-
-    def note(self, response: Any) -> None:
-        """Tell every listening run what ``response`` says (``observe(kind, status, headers)``)."""
-        if response.status_code == 429 and _RUN_ASKS_AGAIN.get():
-            response.headers["x-should-retry"] = "false"  # the openai SDK's own switch
-        if not self.listeners:
-            return
-        path = response.request.url.path
-        kind = "embeddings" if path.endswith("/embeddings") else "judge"
-        for listener in list(self.listeners):
-            listener.observe(kind, response.status_code, response.headers)
-
-    async def __call__(self, response: Any) -> None:
-        self.note(response)
+@contextlib.contextmanager
+def listening(listener: Any) -> Iterator[None]:
+    """Inside the block, each HTTP answer of a client the package built goes to
+    ``listener.observe(status, headers)`` (limits, pauses), and a 429 is left to the caller,
+    which asks again after the key's pause (``x-should-retry: false``, the openai SDK's switch):
+    the SDK asking again on its own, around the pause, would meet 429s again."""
+    token = _LISTENER.set(listener)
+    try:
+        yield
+    finally:
+        _LISTENER.reset(token)
 
 
-# The one hook every client the package builds carries.
-PROVIDER_REPORTS = ProviderReports()
+def note_answer(response: Any) -> None:
+    """The httpx response hook of the clients the package builds (see :func:`listening`)."""
+    listener = _LISTENER.get()
+    if listener is None:
+        return
+    if response.status_code == 429:
+        response.headers["x-should-retry"] = "false"
+    listener.observe(response.status_code, response.headers)
+
+
+async def anote_answer(response: Any) -> None:
+    """:func:`note_answer` for an async client."""
+    note_answer(response)
 
 
 CHARS_PER_TOKEN = 4  # a request's tokens estimated before it is sent

@@ -1,10 +1,12 @@
 """A provider's per-minute rate limits for the loopback server: token buckets for requests and
 tokens, OpenAI's ``x-ratelimit-*`` headers, and the 429 bodies OpenAI and Gemini send.
 
-Each bucket holds up to its limit and refills continuously at limit / 60 per second from a
-clock it is handed, so a test moves time by hand. A request is admitted when every bucket holds
-what it asks for (1 request, its counted tokens); it then takes that, whatever happens to it
-next. A refused request takes nothing and learns how long until it would be admitted.
+Each bucket holds up to its limit (``per_second``: a second's worth, as a provider that enforces
+a per-minute limit in one-second slices) and refills continuously at limit / 60 per second from
+a clock it is handed, so a test moves time by hand. A request is admitted when every bucket holds
+what it asks for (1 request, its counted tokens; more than a second's worth from a full bucket);
+it then takes that, whatever happens to it next. A refused request takes nothing and learns how
+long until it would be admitted.
 """
 
 from __future__ import annotations
@@ -49,27 +51,31 @@ def duration(seconds: float) -> str:
 
 
 class TokenBucket:
-    """Up to ``limit`` units, refilled continuously at ``limit / 60`` per second."""
+    """Up to ``limit`` units (``per_second``: a second's worth, at least 1), refilled
+    continuously at ``limit / 60`` per second."""
 
-    def __init__(self, limit: int, now: float):
+    def __init__(self, limit: int, now: float, per_second: bool = False):
         if limit < 1:
             raise ValueError(f"a per-minute limit must be at least 1, got {limit!r}")
         self.limit = limit
-        self._level = float(limit)
+        self.capacity = max(1.0, limit / WINDOW) if per_second else float(limit)
+        self._level = self.capacity
         self._last = now
 
     def level(self, now: float) -> float:
         """Units held at ``now`` (refilled since the last look)."""
         if now > self._last:
-            self._level = min(self.limit, self._level + (now - self._last) * self.limit / WINDOW)
+            refill = (now - self._last) * self.limit / WINDOW
+            self._level = min(self.capacity, self._level + refill)
             self._last = now
         return self._level
 
     def wait(self, amount: int, now: float) -> float:
-        """Seconds until ``amount`` units are held: 0 if they are now, inf if never."""
+        """Seconds until ``amount`` units are held (more than the bucket holds: until it is
+        full): 0 if they are now, inf if never (more than a minute's worth)."""
         if amount > self.limit:
             return math.inf
-        return max(0.0, (amount - self.level(now)) * WINDOW / self.limit)
+        return max(0.0, (min(amount, self.capacity) - self.level(now)) * WINDOW / self.limit)
 
     def take(self, amount: int, now: float) -> None:
         self._level = self.level(now) - amount
@@ -80,7 +86,7 @@ class TokenBucket:
 
     def until_full(self, now: float) -> float:
         """Seconds until the bucket is full again (the ``x-ratelimit-reset-*`` value)."""
-        return (self.limit - self.level(now)) * WINDOW / self.limit
+        return (self.capacity - self.level(now)) * WINDOW / self.limit
 
 
 @dataclass(frozen=True)
@@ -176,15 +182,15 @@ class Admission:
 
 class RateLimits:
     """The requests-per-minute and tokens-per-minute buckets of one endpoint (either may be
-    None: not limited)."""
+    None: not limited), each holding a minute's worth or (``per_second``) a second's."""
 
-    def __init__(self, rpm: int | None, tpm: int | None, now: float):
-        self.rpm, self.tpm = rpm, tpm
+    def __init__(self, rpm: int | None, tpm: int | None, now: float, per_second: bool = False):
+        self.rpm, self.tpm, self.per_second = rpm, tpm, per_second
         self._buckets: dict[LimitName, TokenBucket] = {}
         if rpm is not None:
-            self._buckets["requests"] = TokenBucket(rpm, now)
+            self._buckets["requests"] = TokenBucket(rpm, now, per_second)
         if tpm is not None:
-            self._buckets["tokens"] = TokenBucket(tpm, now)
+            self._buckets["tokens"] = TokenBucket(tpm, now, per_second)
         self._lock = threading.Lock()
 
     def admit(self, tokens: int, now: float) -> Admission:
@@ -209,7 +215,7 @@ class RateLimits:
                 headers=headers,
                 exceeded=name,
                 limit=bucket.limit,
-                used=bucket.limit - bucket.remaining(now),
+                used=int(bucket.capacity) - bucket.remaining(now),
                 requested=asks[name],
                 wait=wait,
                 tokens=tokens,

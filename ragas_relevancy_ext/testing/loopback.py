@@ -39,6 +39,7 @@ from .offline import HashEmbeddings, count_tokens, pretend_reply_text
 Endpoint = Literal["gemini", "embeddings", "chat"]
 FaultKind = Literal[
     "rate_limit",
+    "quota",
     "server_error",
     "hang",
     "malformed",
@@ -53,7 +54,7 @@ Reply = Callable[[list[dict[str, Any]]], str]
 ENDPOINTS: tuple[str, ...] = get_args(Endpoint)
 FAULT_KINDS: tuple[str, ...] = get_args(FaultKind)
 VECTOR_FAULTS = frozenset({"wrong_count", "wrong_size", "mixed_size", "nan"})
-_FAULT_STATUS = {"rate_limit": 429, "server_error": 500, "unauthorized": 401}
+_FAULT_STATUS = {"rate_limit": 429, "quota": 429, "server_error": 500, "unauthorized": 401}
 _OPENAI_PATHS = {"/v1/embeddings": "embeddings", "/v1/chat/completions": "chat"}
 _GEMINI_PATH = re.compile(r"^/v1[a-z0-9]*/models/(?P<model>[^/:]+):(?P<method>\w+)$")
 _ERRORS = {  # status: (default message, Gemini's status name, OpenAI's error type)
@@ -68,7 +69,9 @@ _ERRORS = {  # status: (default message, Gemini's status name, OpenAI's error ty
 class Fault:
     """One injected fault: on the listed request numbers, and/or on a fraction of requests.
 
-    kind: ``rate_limit`` (429 with Retry-After), ``server_error`` (500), ``hang`` (no answer until
+    kind: ``rate_limit`` (429 with Retry-After), ``quota`` (429 as for an account out of credit:
+        OpenAI's ``insufficient_quota``, Gemini's quota per day; no Retry-After, no wait mends
+        it), ``server_error`` (500), ``hang`` (no answer until
         ``hang_seconds`` pass or the server stops), ``malformed`` (200 with a broken JSON body),
         ``unauthorized`` (401 as for a bad API key; the key is never echoed), and for embeddings
         only ``wrong_count`` (one vector too many), ``wrong_size`` (every vector half as long),
@@ -156,7 +159,10 @@ class LoopbackServer:
         are its usage's plus a chat request's ``max_completion_tokens`` (or ``max_tokens``)
         times ``n``. Limited answers carry ``x-ratelimit-*`` headers (``limit_headers`` False:
         only a 429's ``retry-after``, as providers that do not say their limits); a refused
-        request gets a 429 and its logged ``admission`` says why.
+        request gets a 429 and its logged ``admission`` says why. ``per_second``: each limit is
+        enforced in one-second slices, as OpenAI documents (a bucket of a second's worth).
+    headers: headers every answer carries, over the server's own (a provider's hostile
+        ``retry-after: 86400`` or ``x-ratelimit-limit-requests: 0.001``).
     clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
 
     Every knob but ``width`` is a plain attribute and can be changed while the server runs;
@@ -182,6 +188,8 @@ class LoopbackServer:
     embedding_rpm: int | None = None
     embedding_tpm: int | None = None
     limit_headers: bool = True
+    per_second: bool = False
+    headers: dict[str, str] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
 
     def __post_init__(self) -> None:
@@ -407,8 +415,12 @@ class LoopbackServer:
             return None
         now = self.clock()
         limits = self._limits.get(endpoint)
-        if limits is None or (limits.rpm, limits.tpm) != (rpm, tpm):
-            limits = self._limits[endpoint] = RateLimits(rpm, tpm, now)
+        if limits is None or (limits.rpm, limits.tpm, limits.per_second) != (
+            rpm,
+            tpm,
+            self.per_second,
+        ):
+            limits = self._limits[endpoint] = RateLimits(rpm, tpm, now, self.per_second)
         return limits.admit(_request_tokens(endpoint, path, body), now)
 
     def _draw_fault(self, entry: LoggedRequest) -> str | None:
@@ -429,13 +441,16 @@ class LoopbackServer:
         headers = admission.headers if admission and family == "openai" else {}
         if not self.limit_headers:
             headers = {k: v for k, v in headers.items() if not k.startswith("x-ratelimit-")}
+        headers = {**headers, **self.headers}
         if admission is not None and not admission.admitted:
             refusal = admission.gemini_error if family == "gemini" else admission.openai_error
             return 429, refusal(entry.model or ""), headers
+        if entry.fault == "quota":
+            return 429, _QUOTA[family], headers
         if entry.fault in _FAULT_STATUS:
             status = _FAULT_STATUS[entry.fault]
             if status == 429:
-                headers = {**headers, "Retry-After": _number(self.retry_after)}
+                headers = {"retry-after": _number(self.retry_after), **headers}
             return status, _error(family, status), headers
         answer = getattr(self, f"_{entry.endpoint}")  # _chat, _embeddings or _gemini
         try:
@@ -653,6 +668,34 @@ def _error(family: str, status: int, message: str | None = None) -> dict[str, An
     return {"error": {"message": message or default, "type": kind, "param": None, "code": kind}}
 
 
+_QUOTA = {  # an account out of credit, as each API answers it
+    "openai": {
+        "error": {
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details. (loopback fault)",
+            "type": "insufficient_quota",
+            "param": None,
+            "code": "insufficient_quota",
+        }
+    },
+    "gemini": {
+        "error": {
+            "code": 429,
+            "message": "You exceeded your current quota, please check your plan and billing "
+            "details.\n* Quota exceeded for metric: generativelanguage.googleapis.com/"
+            "generate_content_requests, limit: 0 (loopback fault)",
+            "status": "RESOURCE_EXHAUSTED",
+            "details": [
+                {
+                    "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                    "violations": [{"quotaId": "GenerateRequestsPerDayPerProjectPerModel"}],
+                }
+            ],
+        }
+    },
+}
+
+
 def _number(seconds: float) -> str:
     return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
 
@@ -706,6 +749,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         ("--embedding-tpm", "embedding tokens per minute"),
     ):
         limits.add_argument(flag, type=int, help=help)
+    limits.add_argument(
+        "--per-second", action="store_true", help="enforce each limit in one-second slices"
+    )
     args = vars(parser.parse_args(argv))
     chat_latency, chat_token_latency = args.pop("chat_latency"), args.pop("chat_token_latency")
     fault, fault_rate = args.pop("fault"), args.pop("fault_rate")

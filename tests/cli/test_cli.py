@@ -405,7 +405,7 @@ def test_compare_exits_1_when_ours_differs(monkeypatch, tmp_path):
     from ragas_relevancy_ext import parity
     from ragas_relevancy_ext.scoring.report import RelevancyReport
 
-    async def drifting(judge, embeddings, user_input, response, strictness=3, cost_mode=None):
+    async def drifting(judge, embeddings, user_input, response, strictness=3, **options):
         report = RelevancyReport(user_input, response, 0.6, strictness, "stock", False)
         return parity.ParityResult(0.5, 0.6, True, report)
 
@@ -415,6 +415,25 @@ def test_compare_exits_1_when_ours_differs(monkeypatch, tmp_path):
     assert result.exit_code == 1
     assert "2 beyond tolerance" in result.stdout
     assert invoke("compare", path, *OFFLINE, "--tol", "0.2").exit_code == 0
+
+
+def test_compare_keeps_stocks_requests_and_ours_to_the_limits_given(monkeypatch, tmp_path):
+    from ragas_relevancy_ext.run.limits import KeyLimit
+
+    waited: list[tuple[str, float | None]] = []
+    wait = KeyLimit.wait
+
+    async def counted(self: KeyLimit, tokens: int) -> None:
+        waited.append((self.name, self.rpm))
+        await wait(self, tokens)
+
+    monkeypatch.setattr(KeyLimit, "wait", counted)
+    path = write_jsonl(tmp_path / "rows.jsonl", some_rows(2))
+    assert invoke("compare", path, *OFFLINE, "--rpm", "6000").exit_code == 0
+    judge = [rpm for name, rpm in waited if "/chat/completions" in name]
+    # stock's 3 calls a row and ours' 1 (diverse); the replay of stock's replies asks no one
+    assert judge == [6000] * 2 * (3 + 1)
+    assert len(waited) > len(judge)  # the embeddings', stock's included
 
 
 def test_calibrate_reports_correlations_with_intervals():

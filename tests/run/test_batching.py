@@ -70,7 +70,7 @@ def test_vectors_go_back_to_the_samples_that_sent_them(server: LoopbackServer) -
     async def run() -> list[np.ndarray]:
         scheduler = Scheduler(16)
         embedder = RunEmbedder(openai_embeddings(server), scheduler, max_batch=64)
-        rows = [embedder.row(scheduler.row(i)) for i in range(len(shares))]
+        rows = [embedder.row(scheduler.row()) for _ in shares]
 
         async def one(index: int, texts: list[str]) -> np.ndarray:
             await asyncio.sleep(shuffle.random() * 0.02)  # arrive in a random order

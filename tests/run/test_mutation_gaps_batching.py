@@ -80,9 +80,9 @@ def in_run(
     return asyncio.run(run())
 
 
-def row(embedder: RunEmbedder, priority: float) -> RowEmbeddings:
-    """One row of the run, ``priority``-th in line."""
-    return embedder.row(embedder.scheduler.row(priority))
+def row(embedder: RunEmbedder, priority: float = 0) -> RowEmbeddings:
+    """One row of the run (``priority``: which, for the reader)."""
+    return embedder.row(embedder.scheduler.row())
 
 
 async def _sample(calls: RowEmbeddings, question: str, probes: list[str]) -> Any:
@@ -118,23 +118,6 @@ async def question(embedder: RunEmbedder, text: str, priority: float = 0) -> np.
         embedder._streams["questions"].send_for([held])
     calls.close()
     return (await held)[0]
-
-
-async def requests_started_as_rows_get_a_slot(
-    embedder: RunEmbedder, priorities: Sequence[float], later: list[RowEmbeddings], asked: Any
-) -> tuple[int, ...]:
-    """Requests the run has started once each row of ``priorities`` in turn has held a slot;
-    then the ``later`` rows hand in nothing and ``asked`` is awaited."""
-    scheduler = embedder.scheduler
-    before, started = scheduler.tasks, []
-    for priority in priorities:
-        async with scheduler.row(priority):
-            pass
-        started.append(scheduler.tasks - before)
-    for calls in later:
-        calls.close()
-    await asked
-    return tuple(started)
 
 
 def probes(embedder: RunEmbedder, texts: list[str], calls: RowEmbeddings) -> Any:
@@ -185,8 +168,9 @@ def test_requests_hold_at_most_max_batch_texts_and_keep_samples_whole() -> None:
     assert all(len(r) <= 3 for r in probe_requests)
     # samples in the order they came, as many as fit: 2 + 1 texts, then 3
     assert probe_requests == [SAMPLES[0][1] + SAMPLES[1][1], SAMPLES[2][1]]
+    # each probes request takes the questions of its rows that are waiting when it leaves
     question_requests = [r for r in embeddings.requests if r not in probe_requests]
-    assert [len(r) for r in question_requests] == [3]
+    assert question_requests == [[SAMPLES[0][0], SAMPLES[1][0]], [SAMPLES[2][0]]]
 
 
 def test_a_sample_larger_than_max_batch_is_sent_whole_in_a_request_of_its_own() -> None:
@@ -262,7 +246,7 @@ def test_a_question_asked_again_after_a_retry_uses_the_retried_vector() -> None:
 def test_a_question_is_embedded_once_per_run_while_remembered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(batching, "MAX_REUSED_QUESTIONS", 2)
+    monkeypatch.setattr(batching, "REUSED_QUESTIONS", 2)
     embeddings = Recorder()
 
     async def ask(embedder: RunEmbedder) -> None:
@@ -596,22 +580,6 @@ def test_a_question_behind_more_than_a_request_of_waiting_questions_is_sent() ->
     assert sorted(embeddings.requests) == [["Q0?", "Q1?"], ["Q2?", "Q3?"], ["Q4?"], ["pa?", "pb?"]]
 
 
-def test_texts_short_of_a_request_leave_when_the_frontier_reaches_their_due_row() -> None:
-    # one row's text of a 4-text request: four rows fill one, so it leaves once the row four
-    # past it, plus the one slot's row still in its call, is given a slot: row 5, not row 4
-    embeddings = Recorder()
-
-    async def body(embedder: RunEmbedder) -> tuple[int, ...]:
-        first = row(embedder, 0)
-        later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
-        asked = probes(embedder, ["a?"], first)
-        first.close()
-        return await requests_started_as_rows_get_a_slot(embedder, (4, 5), later, asked)
-
-    assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
-    assert embeddings.requests == [["a?"]]
-
-
 def test_texts_waiting_leave_each_time_a_slot_is_left_free_with_no_row_in_line() -> None:
     # the one slot is held by the judge call of the only row still coming, so the text handed
     # in waits; when that call ends, nothing is in line and the text leaves without waiting
@@ -682,24 +650,6 @@ def test_questions_wait_until_a_row_needs_one_even_when_they_would_fill_a_reques
     assert embeddings.requests == []
 
 
-def test_rows_that_fill_a_request_are_counted_over_every_text_handed_in() -> None:
-    # after a 4-text sample and a 1-text one, two samples fill a 4-text request (2 * 4 // 5):
-    # the text waiting leaves when row 0 + 1 + the one slot's row is given a slot: row 2
-    embeddings = Recorder()
-
-    async def body(embedder: RunEmbedder) -> tuple[int, ...]:
-        first, second = row(embedder, 0), row(embedder, 0)
-        later = [row(embedder, i) for i in range(1, 10)]  # rows still coming
-        await probes(embedder, ["a?", "b?", "c?", "d?"], first)  # full: it leaves at once
-        first.close()
-        asked = probes(embedder, ["e?"], second)
-        second.close()
-        return await requests_started_as_rows_get_a_slot(embedder, (1, 2), later, asked)
-
-    assert in_run(embeddings, body, limit=1, max_batch=4) == (0, 1)
-    assert embeddings.requests == [["a?", "b?", "c?", "d?"], ["e?"]]
-
-
 class FailsOnce(Recorder):
     """Recorder whose first request holding a ``bad`` text fails; every later one succeeds."""
 
@@ -752,32 +702,6 @@ def test_a_sample_whose_question_failed_waits_for_its_probes_request_under_way()
     assert waited
     # both requests counted, and the probes' tokens (the failed request reports none)
     assert (usage.embedding_requests, usage.embedding_tokens) == (2, len("probe?"))
-
-
-def test_texts_waiting_leave_the_set_number_of_loop_steps_after_a_slot_is_left_free() -> None:
-    # the row whose call freed the slot gets FREE_SLOT_STEPS loop steps to hand in its texts;
-    # then what waits leaves (counted in loop steps the test yields, and tasks started)
-    embeddings = Recorder()
-
-    async def body(embedder: RunEmbedder) -> int | None:
-        handing_in, judged = row(embedder, 0), row(embedder, 1)
-        scheduler = embedder.scheduler
-        async with judged.calls:  # the one slot: the text handed in waits
-            asked = probes(embedder, ["a?"], handing_in)
-            handing_in.close()
-            before = scheduler.tasks
-        steps = None
-        for step in range(1, 3 * batching.FREE_SLOT_STEPS):
-            await asyncio.sleep(0)
-            if scheduler.tasks > before:
-                steps = step
-                break
-        await asked
-        judged.close()
-        return steps
-
-    assert in_run(embeddings, body, limit=1) == batching.FREE_SLOT_STEPS
-    assert embeddings.requests == [["a?"]]
 
 
 def test_nothing_is_sent_once_the_run_is_closed() -> None:

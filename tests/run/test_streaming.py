@@ -172,10 +172,10 @@ def test_a_cancelled_waiter_does_not_take_the_freed_slot():
     async def run() -> tuple[bool, list[Any]]:
         scheduler = Scheduler(1)
         got: list[Any] = []
-        first = Holder(scheduler.row(0), got, 0)
+        first = Holder(scheduler.row(), got, 0)
         await _steps()
-        gone = Holder(scheduler.row(1), got, 1)
-        served = Holder(scheduler.row(2), got, 2)
+        gone = Holder(scheduler.row(), got, 1)
+        served = Holder(scheduler.row(), got, 2)
         await _steps()
         gone.task.cancel()
         await _steps()
@@ -192,9 +192,9 @@ def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_given_back():
     async def run() -> tuple[bool, list[Any]]:
         scheduler = Scheduler(1)
         got: list[Any] = []
-        first = Holder(scheduler.row(0), got, 0)
+        first = Holder(scheduler.row(), got, 0)
         await _steps()
-        waiter = Holder(scheduler.row(1), got, 1)
+        waiter = Holder(scheduler.row(), got, 1)
         await _steps()
         first.release.set()
         await _steps(1)  # the holder leaves: the slot goes to the waiter...
@@ -209,13 +209,15 @@ def test_a_slot_handed_to_a_waiter_cancelled_at_that_moment_is_given_back():
     assert asyncio.run(run()) == (True, [0, "later"])
 
 
-def test_calls_of_rows_started_earlier_get_the_next_free_slot():
+def test_calls_of_rows_under_way_go_ahead_of_rows_not_begun_which_keep_their_order():
     async def run() -> list[Any]:
         scheduler = Scheduler(1)
         got: list[Any] = []
         first = Holder(scheduler.slot(), got, "first")
         await _steps()
-        holders = [Holder(scheduler.row(p), got, p) for p in (7, 3, 9, 1)]
+        holders = [Holder(scheduler.row(), got, p) for p in (7, 3, 9)]
+        await _steps()
+        holders.append(Holder(scheduler.slot(), got, "under way"))  # a shared request, say
         await _steps()
         first.release.set()
         for holder in holders:
@@ -223,7 +225,7 @@ def test_calls_of_rows_started_earlier_get_the_next_free_slot():
         await asyncio.gather(first.task, *(h.task for h in holders))
         return got
 
-    assert asyncio.run(run()) == ["first", 1, 3, 7, 9]
+    assert asyncio.run(run()) == ["first", 7, "under way", 3, 9]
 
 
 def test_a_cautious_scheduler_sends_one_call_until_one_succeeds_then_all():
@@ -234,7 +236,7 @@ def test_a_cautious_scheduler_sends_one_call_until_one_succeeds_then_all():
     async def call(row: int) -> None:
         nonlocal in_flight, peak
         with contextlib.suppress(RuntimeError):
-            async with scheduler.row(row):
+            async with scheduler.row():
                 in_flight += 1
                 peak = max(peak, in_flight)
                 await _steps(2)
@@ -262,7 +264,7 @@ def test_a_row_handed_a_slot_just_before_the_stop_is_not_started():
 
     async def call(row: int) -> None:
         try:
-            async with scheduler.row(row):
+            async with scheduler.row():
                 started.append(row)
                 await _steps(1)
                 if row == 0:
@@ -284,12 +286,12 @@ def test_a_row_handed_a_slot_just_before_the_stop_is_not_started():
 def test_a_row_that_sent_a_call_is_not_refused_by_a_stop():
     async def run() -> list[Any]:
         scheduler = Scheduler(1)
-        row = scheduler.row(0)
+        row = scheduler.row()
         got: list[Any] = []
         first = Holder(row, got, "first")
         await _steps()
         second = Holder(row, got, "second")  # the same row's next call, waiting
-        other = Holder(scheduler.row(1), got, "other")  # a row that has sent nothing
+        other = Holder(scheduler.row(), got, "other")  # a row that has sent nothing
         await _steps()
         scheduler.stop_new_rows()
         first.release.set()

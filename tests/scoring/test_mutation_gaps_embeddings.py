@@ -25,7 +25,7 @@ from ragas_relevancy_ext.scoring.embeddings import (
     metered,
     usage_http_client,
 )
-from ragas_relevancy_ext.scoring.usage import PROVIDER_REPORTS, metering
+from ragas_relevancy_ext.scoring.usage import anote_answer, metering
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, LangchainHashEmbeddings
 
 
@@ -199,7 +199,7 @@ def test_the_async_hook_counts_each_embeddings_answer_and_nothing_else() -> None
     client = usage_http_client()
     assert isinstance(client, openai.DefaultAsyncHttpxClient)
     hook, reports = client.event_hooks["response"]
-    assert reports is PROVIDER_REPORTS
+    assert reports is anote_answer
 
     async def call() -> list[list[float]]:
         await hook(_answer("/embeddings", _usage(5)))

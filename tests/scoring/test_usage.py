@@ -227,7 +227,7 @@ def score_sharing(server: LoopbackServer, embeddings: Any) -> list[Any]:
     async def score_all() -> list[Any]:
         # every sample under way before any hands in its texts: the requests leave once all
         # five are in
-        rows = [embedder.row(run.row(i)) for i in range(len(SAMPLES))]
+        rows = [embedder.row(run.row()) for _ in SAMPLES]
         async with run:
             return list(await asyncio.gather(*(one(i, s, rows) for i, s in enumerate(SAMPLES))))
 
