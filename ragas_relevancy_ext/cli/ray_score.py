@@ -69,12 +69,16 @@ LOWEST_SHOWN = 5
 
 @dataclass(frozen=True)
 class SettingsMetric:
-    """A picklable metric factory: each Ray actor builds judge, embeddings and metric itself."""
+    """A picklable metric factory: each Ray actor builds judge, embeddings and metric itself,
+    its keys' limits kept by the run's actors together (see :func:`.ray.score_dataset`), not in
+    ``--cache``'s file, which is one node's; ``--limits-file`` given is kept."""
 
     settings: Settings
 
     def __call__(self) -> Any:
-        return prepare(self.settings).metric()
+        metric = prepare(self.settings).metric()
+        metric.rate_limits = replace(metric.rate_limits, shared=self.settings.limits_file)
+        return metric
 
 
 def run_ray_score(

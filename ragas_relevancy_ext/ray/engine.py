@@ -14,7 +14,6 @@ import inspect
 import itertools
 import json
 import math
-import os
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
@@ -101,7 +100,7 @@ def score_dataset(
 
     Every actor keeps to each provider key's rate limit together, through ``limits`` (by
     default a :class:`RayLimits` of the run's own; pass one to share it between runs), unless
-    the metric's ``rate_limits`` name a backend of their own.
+    the metric's ``rate_limits`` say where they are kept (``shared``).
 
     ``otel``: an OTLP/HTTP traces URL (``http://HOST:4318/v1/traces``) each actor sends its
     spans to (the ``[otel]`` extra), under the span current here; sent after every batch."""
@@ -258,15 +257,14 @@ class _Stream:
 
 def _keep_to(metric: Any, limits: RayLimits) -> None:
     """Have ``metric`` pace each key through ``limits``, with every actor of the run, unless
-    its rate limits are kept in a backend of its own (one in a file is one machine's only); a
+    its rate limits name where they are kept (a file, one machine's; a backend of its own); a
     metric with no ``rate_limits`` (stock's) keeps to none."""
     from .. import RateLimits
 
-    if not hasattr(metric, "rate_limits") or "shared" not in RateLimits.__dataclass_fields__:
-        return
-    rates = metric.rate_limits or RateLimits()
-    if rates.shared is None or isinstance(rates.shared, (str, os.PathLike)):
-        metric.rate_limits = dataclasses.replace(rates, shared=limits)
+    if hasattr(metric, "rate_limits"):
+        rates = metric.rate_limits or RateLimits()
+        if rates.shared is None:
+            metric.rate_limits = dataclasses.replace(rates, shared=limits)
 
 
 def _problems(batch: pa.Table, user_input: str, response: str) -> list[str | None]:

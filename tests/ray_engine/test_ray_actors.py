@@ -154,6 +154,22 @@ def test_a_key_s_limit_is_one_for_every_process_of_the_run(local_ray):
     assert ray.get(take.remote(limits, CHAT.replace("1234", "5678"), 9, now_ms)) == 9
 
 
+@pytest.mark.slow
+def test_actors_on_one_key_keep_to_its_limit_together(local_ray):
+    """Two actors, each with 8 calls in flight, and ``--rpm`` given once, against a provider
+    that enforces it per second: the key's limit holds for both together (each keeping to it
+    alone would send twice as much, and half would be refused), and no row is lost."""
+    items = rows(96)  # 24 s at the limit: both actors start well within it, and take batches
+    with LoopbackServer(width=32, rpm=240, per_second=True) as server:
+        settings = Settings(**{**vars(settings_for(server, concurrency=8)), "rpm": 240})
+        scored = score_dataset(
+            ray.data.from_items(items), SettingsMetric(settings), concurrency=2, batch_size=4
+        ).take_all()
+        chats, refused = server.count("chat"), server.rate_limited("chat")
+    assert not any(math.isnan(r["score"]) for r in scored) and len(scored) == len(items)
+    assert refused <= 0.05 * chats, (refused, chats)
+
+
 class MarksItsNode:
     """A metric factory whose metric leaves a file named for its node in ``folder`` when its
     stream of rows starts, then scores as the settings say."""
