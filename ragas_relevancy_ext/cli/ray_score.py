@@ -225,6 +225,7 @@ def count_rows(path: Path, limit: int) -> int:
             rows += pq.ParquetFile(file).metadata.num_rows
             continue
         with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+            filled: Iterator[Any]
             if kind == "csv":  # after the header, rows with a cell that is not blank
                 lines = islice(csv.reader(handle), 1, None)
                 filled = (line for line in lines if any(cell.strip() for cell in line))
@@ -251,10 +252,10 @@ def read_input(path: Path) -> Any:
             raise UsageError(
                 f"{path}: a folder to read must hold files of one kind: .jsonl, .csv or .parquet"
             )
-        kind = kinds.pop()
+        kind = kinds.pop() or ""
     elif path.is_file():
-        kind = INPUT_KINDS.get(path.suffix.lower())
-        if kind is None:
+        kind = INPUT_KINDS.get(path.suffix.lower(), "")
+        if not kind:
             raise UsageError(
                 f"{path}: --engine ray reads .jsonl, .csv or .parquet (a file or a folder)"
             )

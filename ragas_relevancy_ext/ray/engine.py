@@ -138,11 +138,8 @@ def _actor_pool(actors: int, calls: int) -> dict[str, Any]:
     remote arguments such as ``max_concurrency``, which earlier versions take, will go."""
     parameters = inspect.signature(ray.data.ActorPoolStrategy).parameters
     current = "max_concurrent_calls_per_actor" in parameters
-    pool = ray.data.ActorPoolStrategy(
-        size=actors,
-        max_tasks_in_flight_per_actor=calls,
-        **({"max_concurrent_calls_per_actor": calls} if current else {}),
-    )
+    at_once: dict[str, Any] = {"max_concurrent_calls_per_actor": calls} if current else {}
+    pool = ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=calls, **at_once)
     return {"compute": pool} if current else {"compute": pool, "max_concurrency": calls}
 
 

@@ -51,8 +51,7 @@ class _OnActor(StateStore):
         return self.actor.reset.remote(self.name)
 
 
-@ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)
-class _Limits:
+class _LimitStates:
     """Every limit's state of a run, by name, each changed atomically (one call at a time)."""
 
     def __init__(self) -> None:
@@ -67,3 +66,6 @@ class _Limits:
 
     def reset(self, name: str) -> None:
         self.stores.pop(name, None)
+
+
+_Limits: Any = ray.remote(num_cpus=0, max_restarts=-1, max_task_retries=-1)(_LimitStates)

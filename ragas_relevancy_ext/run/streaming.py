@@ -132,7 +132,7 @@ async def bounded_map(
             for task in done:
                 yield running.pop(task), task.result()
     finally:
-        waiting = [*running, *([coming] if coming is not None else [])]
+        waiting: list[asyncio.Future[Any]] = [*running, *([coming] if coming else [])]
         for future in waiting:
             future.cancel()
         if waiting:
