@@ -63,7 +63,9 @@ ActorsOpt = option(
 # Input kinds Ray reads, by file suffix.
 INPUT_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 DEFAULT_ACTORS = 2
-ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
+# batch size = this x --concurrency: an actor holds 8 batches, a few times the rows it has in
+# flight, and no more, so the actors that start first do not take most of a small input
+ROWS_PER_CALL_IN_FLIGHT = 2
 LOWEST_SHOWN = 5
 
 

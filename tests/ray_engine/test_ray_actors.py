@@ -40,12 +40,12 @@ TOKEN_SECONDS = 0.001
 
 
 def rows(n: int, slow_every: int = 0) -> list[dict[str, str]]:
-    """``n`` rows; with ``slow_every``, every such row (the first included) is judged slowly."""
+    """``n`` rows; with ``slow_every``, the last of every ``slow_every`` rows is judged slowly."""
     return [
         {
             "user_input": f"What about topic {i}?",
             "response": f"Topic {i} is handled this way"
-            + (f" {SLOW}." if slow_every and i % slow_every == 0 else "."),
+            + (f" {SLOW}." if slow_every and i % slow_every == slow_every - 1 else "."),
         }
         for i in range(n)
     ]
@@ -210,14 +210,14 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
 ):
     """Two 1-CPU nodes, score_dataset's default actors: the second node is removed once its
     actor has rows under way and a batch is back; every row comes back, once. A judge answer
-    takes a second, so one actor alone would take 24 s for the rows: long enough for the
-    second node's actor to start and take its share."""
+    takes a second and each actor asks one at a time, so one actor alone would take 48 s for
+    the rows: long enough for the second node's actor to start and take its share."""
     cluster, worker = two_one_cpu_nodes
     items = rows(48)
     marks = tmp_path / "nodes"
     marks.mkdir()
     with LoopbackServer(width=32, endpoint_latency={"chat": 1.0}) as server:
-        metric = MarksItsNode(settings_for(server, concurrency=2), str(marks))
+        metric = MarksItsNode(settings_for(server, concurrency=1), str(marks))
         scored = score_dataset(ray.data.from_items(items), metric, batch_size=4)
         back: list[dict[str, Any]] = []
         removed = False
@@ -228,7 +228,7 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
                 removed = True
         asked = server.count("chat")
 
-    assert removed  # an actor ran on the second node, which went while it scored
+    assert removed, sorted(p.name for p in marks.iterdir())  # the second node went mid-run
     assert asked > len(items)  # rows it had under way were scored again elsewhere
     keys = [r["key"] for r in back]
     assert len(keys) == len(set(keys))  # no duplicate

@@ -572,8 +572,9 @@ def test_a_job_too_small_for_ray_says_so_in_one_line_before_ray_starts(
     )  # fmt: skip
     assert len(started) == 1 and started[0]["log_to_driver"] is False  # Ray's logs stay its own
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    batch = ray_score.ROWS_PER_CALL_IN_FLIGHT * 4  # rows per batch at --concurrency 4
     expected = (
-        "note: 3 row(s) to score fill fewer than 2 actor(s) x 32 rows per batch, so Ray's "
+        f"note: 3 row(s) to score fill fewer than 2 actor(s) x {batch} rows per batch, so Ray's "
         "start-up costs more than its actors gain; --engine local is faster here"
     )
     assert notes == ([expected] if noted else [])
