@@ -359,6 +359,8 @@ class ParquetOutput:
     """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place,
     with the input's columns, ``score_dataset``'s, and a report line's ``format`` and ``row``
     (a folder is ours when every row passes the report's rule); ``PATH.lock`` keeps others out.
+    Written here, not by Ray's ``write_parquet``, which writes each file in place on whichever
+    node (a run cut off mid-write leaves a part no resume reads) and numbers no rows.
     """
 
     columns = PART_COLUMNS

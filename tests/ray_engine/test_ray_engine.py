@@ -620,3 +620,58 @@ def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
     assert batches == pool.max_tasks_in_flight_per_actor == BATCHES_PER_ACTOR
     # Ray 2.51 deprecates `concurrency`, Ray 2.60 remote arguments (`max_concurrency`...)
     assert not {"concurrency", "max_concurrency", "ray_remote_args"} & set(scoring)
+
+
+class Streams:
+    """A metric whose ``ascore_each`` counts the streams it is asked for and the rows each one
+    reads; a row whose response is ``"breaks"`` ends its stream with an error."""
+
+    def __init__(self) -> None:
+        self.streams: list[list[str]] = []
+
+    async def ascore_each(self, inputs: Any) -> Any:
+        read: list[str] = []
+        self.streams.append(read)
+        index = 0
+        async for row in inputs:
+            read.append(row["user_input"])
+            if row["response"] == "breaks":
+                raise RuntimeError("the stream broke")
+            yield index, SimpleNamespace(value=float(len(read)), reason="fine")
+            index += 1
+
+
+def scorer(metric: Any) -> Any:
+    from ragas_relevancy_ext.ray.engine import _Scorer
+
+    return _Scorer(lambda: metric, None, "user_input", "response")
+
+
+async def scored(actor: Any, *batches: list[tuple[str, str]]) -> list[list[dict[str, Any]]]:
+    """The rows each batch comes back with, the batches handed to ``actor`` at once."""
+
+    async def one(batch: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        table = pa.Table.from_pylist([{"user_input": u, "response": r} for u, r in batch])
+        return [row async for out in actor(table) for row in out.to_pylist()]
+
+    return list(await asyncio.gather(*map(one, batches)))
+
+
+def test_an_actor_s_batches_under_way_share_one_stream_of_its_metric() -> None:
+    metric = Streams()
+    first, second = asyncio.run(
+        scored(scorer(metric), [("q1", "a"), ("q2", "a")], [("q3", "a"), ("q4", "")])
+    )
+    assert len(metric.streams) == 1 and sorted(metric.streams[0]) == ["q1", "q2", "q3"]
+    assert [r["score"] for r in first] == [1.0, 2.0] and second[0]["score"] == 3.0
+    assert second[1]["error"] == "skipped: response is empty"  # set aside, never streamed
+
+
+def test_a_failed_stream_fails_its_rows_saying_why_and_the_next_batch_gets_another() -> None:
+    metric = Streams()
+    actor = scorer(metric)
+    (broken,) = asyncio.run(scored(actor, [("q1", "a"), ("q2", "breaks")]))
+    assert {r["error"] for r in broken} == {"RuntimeError: the stream broke"}
+    assert all(r["reason"] == "batch failed: RuntimeError: the stream broke" for r in broken)
+    (again,) = asyncio.run(scored(actor, [("q3", "a")]))
+    assert len(metric.streams) == 2 and again[0]["score"] == 1.0
