@@ -6,6 +6,7 @@ and shuts it down, so they need the ``[ray]`` extra and fail, never skip, withou
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import sys
@@ -171,18 +172,9 @@ def test_actors_on_one_key_keep_to_its_limit_together(local_ray):
 
 
 class MarksItsNode:
-    """A metric factory whose metric leaves a file named for its node in ``folder`` when its
-    stream of rows starts, then scores as the settings say."""
+    """A metric that leaves a file named for its node in ``folder`` when its stream of rows
+    starts, then scores as the settings say."""
 
-    def __init__(self, settings: Settings, folder: str):
-        self.settings = settings
-        self.folder = folder
-
-    def __call__(self) -> Any:
-        return _NodeMarked(self.settings, self.folder)
-
-
-class _NodeMarked:
     def __init__(self, settings: Settings, folder: str):
         self.metric = prepare(settings).metric()
         self.folder = folder
@@ -217,7 +209,7 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
     marks = tmp_path / "nodes"
     marks.mkdir()
     with LoopbackServer(width=32, endpoint_latency={"chat": 1.0}) as server:
-        metric = MarksItsNode(settings_for(server, concurrency=1), str(marks))
+        metric = functools.partial(MarksItsNode, settings_for(server, concurrency=1), str(marks))
         scored = score_dataset(ray.data.from_items(items), metric, batch_size=4)
         back: list[dict[str, Any]] = []
         removed = False
