@@ -202,10 +202,10 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_a_node_mid_run_loses_no_row(
 ):
     """Two 1-CPU nodes, score_dataset's default actors: the second node is removed once its
     actor has rows under way and a batch is back; every row comes back, once. A judge answer
-    takes a second and each actor asks one at a time, so one actor alone would take 48 s for
-    the rows: long enough for the second node's actor to start and take its share."""
+    takes a second and each actor asks one at a time: the actor that starts first takes a
+    batch every 4 s once it holds 8, so the other has 64 s to start and take its share."""
     cluster, worker = two_one_cpu_nodes
-    items = rows(48)
+    items = rows(96)
     marks = tmp_path / "nodes"
     marks.mkdir()
     with LoopbackServer(width=32, endpoint_latency={"chat": 1.0}) as server:
