@@ -12,6 +12,11 @@ and actors), sampled from /proc. The figures project to a cluster at the end::
     python benchmarks/ray_bench.py --rows 10000 100000 --save runs.jsonl
     python benchmarks/ray_bench.py --quick            # 200 rows; 1 and 2 actors
 
+    python benchmarks/ray_bench.py --slow-rows        # one actor past slow rows, against local
+    python benchmarks/ray_bench.py --one-key 600      # 4 actors on one key limited per second
+
+``one_key(server, rows)`` is benchmarks/rate_limits.py's row for Ray actors on one key.
+
 ``--save FILE`` appends each finished run to FILE at once (one JSON line); a re-run with the
 same FILE skips the runs already there and prints the table of all of them, so a long run
 stopped half-way loses only the command it was in.
@@ -35,6 +40,7 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from benchsteps import Steps  # benchmarks/benchsteps.py, beside this script
 
@@ -157,6 +163,106 @@ def run(label: str, args: list[str], out: Path, rows: int, in_flight: int) -> Ru
     )
 
 
+def one_key(
+    server: Any, rows: int, *, actors: int = 4, concurrency: int = 16, rpm: int | None = None
+) -> dict[str, float]:
+    """``score --engine ray --actors ACTORS`` on ``rows`` rows against ``server`` (a running
+    LoopbackServer whose chat limit is the key's; ``rpm``: given as ``--rpm``, else learned):
+    wall from the first judge request to the last answer, the answered judge requests' share of
+    what the limit allows in that time, the share answered 429, rows lost (not scored) and judge
+    requests per row."""
+    server.reset()
+    with tempfile.TemporaryDirectory() as tmp:
+        data, out = Path(tmp) / "rows.jsonl", Path(tmp) / "out.jsonl"
+        write_rows(data, rows)
+        args = ["score", str(data), *server.cli_options(), "--engine", "ray", "--out", str(out)]
+        args += ["--actors", str(actors), "--concurrency", str(concurrency), "--no-progress"]
+        args += ["--rpm", str(rpm)] if rpm else []
+        env = {**os.environ, "RAGAS_DO_NOT_TRACK": "true", "OPENAI_API_KEY": "unused"}
+        command = [sys.executable, "-m", "ragas_relevancy_ext", *args]
+        subprocess.run(command, cwd=ROOT, env=env, capture_output=True, check=False)
+        lines = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    chats = server.requests("chat")
+    refused = sum(r.status == 429 for r in chats)
+    wall = max(r.finished or r.started for r in chats) - min(r.started for r in chats)
+    return {
+        "wall": wall,
+        "rate": (len(chats) - refused) / (server.rpm / 60 * wall),
+        "429s": refused / len(chats),
+        "lost": rows - sum(line.get("score") is not None for line in lines),
+        "judge per row": len(chats) / rows,
+    }
+
+
+def slow_rows() -> None:
+    """32 rows, one in eight judged 3 s slower (3,000 more reply tokens at 1 ms each), local
+    engine against one actor given batches of 4: seconds from the first request to the last
+    answer on the server, and the wall time with Ray's start."""
+    import asyncio
+
+    import ray
+
+    from ragas_relevancy_ext.cli.ray_score import SettingsMetric
+    from ragas_relevancy_ext.cli.setup import Settings, prepare
+    from ragas_relevancy_ext.ray import score_dataset
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer, pretend_reply
+
+    def reply(messages: Any) -> str:
+        slow = "(slowly)" in json.dumps(messages)
+        return pretend_reply(messages) + (" " * 12_000 if slow else "")
+
+    items = [
+        {"user_input": f"What about {i}?", "response": f"It is {i}" + " (slowly)" * (i % 8 == 7)}
+        for i in range(32)
+    ]
+    steps = Steps("ray_bench --slow-rows", [("local engine", 15.0), ("one actor", 40.0)])
+    print("| engine | first request to last answer (s) | wall (s) |\n|---|---:|---:|")
+    with LoopbackServer(width=32, reply=reply, endpoint_token_latency={"chat": 0.001}) as server:
+        settings = Settings(
+            judge="openai:loop-judge", base_url=server.openai_base_url,
+            embeddings="openai:loop-embed", max_retries=0, concurrency=8,
+        )  # fmt: skip
+
+        def span() -> float:
+            return max(r.finished or r.started for r in server.log) - server.log[0].started
+
+        steps.start()
+        started = time.perf_counter()
+        asyncio.run(prepare(settings).metric().abatch_score(items))
+        print(f"| local | {span():.2f} | {time.perf_counter() - started:.1f} |")
+        server.reset()
+        steps.start()
+        started = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        try:
+            one = ray.data.from_items(items, override_num_blocks=1)
+            metric = SettingsMetric(settings)
+            score_dataset(one, metric, concurrency=1, batch_size=4, max_concurrency=8).take_all()
+        finally:
+            ray.shutdown()
+        print(f"| one actor | {span():.2f} | {time.perf_counter() - started:.1f} |")
+    steps.finish()
+
+
+def print_one_key(rows: int) -> None:
+    """:func:`one_key` against a provider of 1,200 requests a minute enforced per second."""
+    from ragas_relevancy_ext.testing.loopback import LoopbackServer
+
+    variants = (("learned", None), ("--rpm 1200", 1200))
+    steps = Steps("ray_bench --one-key", [(v, 30.0 + rows / 19) for v, _ in variants])
+    print("| 4 actors on one key | wall (s) | of the allowed rate | 429s | lost | judge/row |")
+    print("|---|---:|---:|---:|---:|---:|")
+    with LoopbackServer(width=64, rpm=1200, per_second=True) as server:
+        for label, rpm in variants:
+            steps.start()
+            f = one_key(server, rows, rpm=rpm)
+            print(
+                f"| {label} | {f['wall']:.1f} | {f['rate']:.1%} | {f['429s']:.1%} "
+                f"| {f['lost']:.0f} | {f['judge per row']:.2f} |"
+            )
+    steps.finish()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, nargs="+", default=[10_000])
@@ -172,7 +278,13 @@ def main() -> None:
     parser.add_argument(
         "--saved-only", action="store_true", help="print the table of the --save runs; run none"
     )
+    parser.add_argument("--slow-rows", action="store_true", help="one actor past slow rows")
+    parser.add_argument("--one-key", type=int, metavar="ROWS", help="4 actors on one key")
     args = parser.parse_args()
+    if args.slow_rows:
+        return slow_rows()
+    if args.one_key:
+        return print_one_key(args.one_key)
     if args.quick:
         args.rows, args.actors = [200], [1, 2]
     # a terminated benchmark stops its server and its running command too (the finally blocks)

@@ -63,18 +63,24 @@ ActorsOpt = option(
 # Input kinds Ray reads, by file suffix.
 INPUT_KINDS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 DEFAULT_ACTORS = 2
-ROWS_PER_CALL_IN_FLIGHT = 8  # batch size = this x --concurrency
+# batch size = this x --concurrency: an actor holds 8 batches, a few times the rows it has in
+# flight, and no more, so the actors that start first do not take most of a small input
+ROWS_PER_CALL_IN_FLIGHT = 2
 LOWEST_SHOWN = 5
 
 
 @dataclass(frozen=True)
 class SettingsMetric:
-    """A picklable metric factory: each Ray actor builds judge, embeddings and metric itself."""
+    """A picklable metric factory: each Ray actor builds judge, embeddings and metric itself,
+    its keys' limits kept by the run's actors together (see :func:`.ray.score_dataset`), not in
+    ``--cache``'s file, which is one node's; ``--limits-file`` given is kept."""
 
     settings: Settings
 
     def __call__(self) -> Any:
-        return prepare(self.settings).metric()
+        metric = prepare(self.settings).metric()
+        metric.rate_limits = replace(metric.rate_limits, shared=self.settings.limits_file)
+        return metric
 
 
 def run_ray_score(
@@ -162,7 +168,7 @@ def _run(
     print_header(console, header_fields(file, scorer, count, out, len(done)))
     scored = ray_engine.score_dataset(
         ds,
-        SettingsMetric(per_actor(settings, count)),
+        SettingsMetric(settings),
         concurrency=count,
         batch_size=batch_size,
         settings_tag=tag,
@@ -184,21 +190,12 @@ def header_fields(file: Path, scorer: Scorer, actors: int, out: Path, done: int)
     engine = f"ray, {actors} actor(s) x {scorer.settings.concurrency} call(s) in flight"
     given = scorer.settings.rate_limits()
     if str(given) != "learned":
-        engine += f"; each actor keeps to {given.share(actors)} ({given} / {actors})"
+        engine += f"; together they keep to {given}"  # each key's, kept on a Ray actor
     return used_fields(
         {"input": str(file), "engine": engine},
         scorer,
         output=f"{out} ({done} row(s) already there, skipped)",
     )
-
-
-EMBEDDING_LIMITS = ("embedding_rpm", "embedding_tpm")
-
-
-def per_actor(settings: Settings, actors: int) -> Settings:
-    """``settings`` with each rate limit given split over ``actors`` (limit / actors)."""
-    split = settings.rate_limits().share(actors)
-    return replace(settings, **{n: getattr(split, n) for n in ("rpm", "tpm", *EMBEDDING_LIMITS)})
 
 
 def small_job_note(path: Path, actors: int, batch_size: int, done: int) -> str | None:
@@ -230,6 +227,7 @@ def count_rows(path: Path, limit: int) -> int:
             rows += pq.ParquetFile(file).metadata.num_rows
             continue
         with file.open(encoding="utf-8", errors="replace", newline="") as handle:
+            filled: Iterator[Any]
             if kind == "csv":  # after the header, rows with a cell that is not blank
                 lines = islice(csv.reader(handle), 1, None)
                 filled = (line for line in lines if any(cell.strip() for cell in line))
@@ -256,10 +254,10 @@ def read_input(path: Path) -> Any:
             raise UsageError(
                 f"{path}: a folder to read must hold files of one kind: .jsonl, .csv or .parquet"
             )
-        kind = kinds.pop()
+        kind = kinds.pop() or ""
     elif path.is_file():
-        kind = INPUT_KINDS.get(path.suffix.lower())
-        if kind is None:
+        kind = INPUT_KINDS.get(path.suffix.lower(), "")
+        if not kind:
             raise UsageError(
                 f"{path}: --engine ray reads .jsonl, .csv or .parquet (a file or a folder)"
             )
@@ -361,6 +359,8 @@ class ParquetOutput:
     """A folder of ``part-RUN-N.parquet`` files, each written whole then renamed into place,
     with the input's columns, ``score_dataset``'s, and a report line's ``format`` and ``row``
     (a folder is ours when every row passes the report's rule); ``PATH.lock`` keeps others out.
+    Written here, not by Ray's ``write_parquet``, which writes each file in place on whichever
+    node (a run cut off mid-write leaves a part no resume reads) and numbers no rows.
     """
 
     columns = PART_COLUMNS

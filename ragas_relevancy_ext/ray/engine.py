@@ -1,14 +1,20 @@
-"""Score a Ray Data dataset on a pool of actors, each with its own metric and event loop.
+"""Score a Ray Data dataset on a pool of actors, each with its own metric.
 
-The only module that imports Ray (the ``[ray]`` extra); docs/reference.md shows its use.
+Each actor scores several batches at once on Ray Data's event loop, their rows in one stream
+of the metric's (one window, one set of requests in flight), so a slow row holds back only the
+batch it is in. The only module that imports Ray (the ``[ray]`` extra); docs/reference.md
+shows its use.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import inspect
+import itertools
 import json
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
 try:
@@ -23,7 +29,9 @@ except ImportError as exc:  # pragma: no cover - the message is the point
     ) from exc
 
 from ..scoring import otlp
+from ..scoring.languages import detector_ready
 from ..scoring.report import SKIPPED, TEXT_FIELDS, input_problem, row_key
+from .limits import RayLimits
 
 __all__ = [
     "KEY_COLUMN",
@@ -36,7 +44,10 @@ __all__ = [
 KEY_COLUMN = "key"
 OUTPUT_COLUMNS = ("score", "reason", "error", "report")  # added to every row, besides the key
 OUTPUT_TYPES = (pa.float64(), pa.string(), pa.string(), pa.string())
-ACTOR_NUM_CPUS = 0.25  # actors wait on the network: many fit on one node
+# Actors wait on the network and take no CPU of Ray's, so a node's CPUs are left to Ray Data's
+# own read and write tasks (a CPU taken in part leaves a 1-CPU node none to run them).
+ACTOR_NUM_CPUS = 0.0
+BATCHES_PER_ACTOR = 8  # batches an actor scores at once: rows go on while a slow one is held
 Output = tuple[float, str, str | None, str | None]  # (score, reason, error, report JSON)
 
 
@@ -79,12 +90,17 @@ def score_dataset(
     user_input: str = "user_input",
     response: str = "response",
     num_cpus: float = ACTOR_NUM_CPUS,
-    ray_remote_args: Mapping[str, Any] | None = None,
     otel: str | None = None,
+    limits: RayLimits | None = None,
 ) -> ray.data.Dataset:
     """Score every row of ``ds`` on ``concurrency`` actors, each building its metric once from
-    the picklable ``metric_factory``; rows come back (in any order) with ``key`` and
-    :data:`OUTPUT_COLUMNS`, a failing or set-aside row NaN with its reason.
+    the picklable ``metric_factory`` and scoring :data:`BATCHES_PER_ACTOR` batches at once;
+    rows come back (in any order) with ``key`` and :data:`OUTPUT_COLUMNS`, a failing or
+    set-aside row NaN with its reason.
+
+    Every actor keeps to each provider key's rate limit together, through ``limits`` (by
+    default a :class:`RayLimits` of the run's own; pass one to share it between runs), unless
+    the metric's ``rate_limits`` say where they are kept (``shared``).
 
     ``otel``: an OTLP/HTTP traces URL (``http://HOST:4318/v1/traces``) each actor sends its
     spans to (the ``[otel]`` extra), under the span current here; sent after every batch."""
@@ -107,13 +123,24 @@ def score_dataset(
             "response": response,
             "otel": otel,
             "trace_parent": otlp.carrier() if otel else None,
+            "limits": limits or RayLimits(),
         },
         batch_size=batch_size,
         batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=concurrency),
         num_cpus=num_cpus,
-        **dict(ray_remote_args or {}),
+        **_actor_pool(concurrency, BATCHES_PER_ACTOR),
     )
+
+
+def _actor_pool(actors: int, calls: int) -> dict[str, Any]:
+    """``map_batches`` arguments for ``actors`` actors each running ``calls`` batches at once:
+    Ray 2.60 takes that from the pool (``max_concurrent_calls_per_actor``), and warns that
+    remote arguments such as ``max_concurrency``, which earlier versions take, will go."""
+    parameters = inspect.signature(ray.data.ActorPoolStrategy).parameters
+    current = "max_concurrent_calls_per_actor" in parameters
+    at_once: dict[str, Any] = {"max_concurrent_calls_per_actor": calls} if current else {}
+    pool = ray.data.ActorPoolStrategy(size=actors, max_tasks_in_flight_per_actor=calls, **at_once)
+    return {"compute": pool} if current else {"compute": pool, "max_concurrency": calls}
 
 
 def check_columns(names: Iterable[str], user_input: str, response: str) -> None:
@@ -129,7 +156,8 @@ def check_columns(names: Iterable[str], user_input: str, response: str) -> None:
 
 
 class _Scorer:
-    """One actor: a metric built once and an event loop of its own, reused for every batch."""
+    """One actor: a metric built once, whose rows from every batch under way go through one
+    stream of its (:meth:`ascore_each`); a metric without one scores each batch as a whole."""
 
     def __init__(
         self,
@@ -139,11 +167,14 @@ class _Scorer:
         response: str,
         otel: str | None = None,
         trace_parent: Mapping[str, str] | None = None,
+        limits: RayLimits | None = None,
     ):
         if otel:  # before the metric is built, so nothing it does goes untraced
             otlp.export_to(otel)
         self.trace_parent = trace_parent
         self.metric = metric_factory()
+        if limits is not None:
+            _keep_to(self.metric, limits)
         if max_concurrency is not None:
             if not hasattr(self.metric, "max_concurrency"):
                 raise TypeError(
@@ -152,31 +183,85 @@ class _Scorer:
                 )
             self.metric.max_concurrency = max_concurrency
         self.columns = (user_input, response)
-        self.loop = asyncio.new_event_loop()
+        self.stream: _Stream | None = None
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    async def __call__(self, batch: pa.Table) -> AsyncIterator[pa.Table]:
         problems = _problems(batch, *self.columns)
         texts = list(zip(*(batch[c].to_pylist() for c in self.columns), strict=True))
         rows: list[Output | None] = [None if p is None else _set_aside(p) for p in problems]
         todo = [i for i, problem in enumerate(problems) if problem is None]
         inputs = [dict(zip(TEXT_FIELDS, texts[i], strict=True)) for i in todo]
-        for i, output in zip(todo, self._score(inputs), strict=True):
+        for i, output in zip(todo, await self._score(inputs), strict=True):
             rows[i] = output
         values = zip(*rows, strict=True) if rows else [()] * len(OUTPUT_COLUMNS)
         for name, column, kind in zip(OUTPUT_COLUMNS, values, OUTPUT_TYPES, strict=True):
             batch = batch.append_column(name, pa.array(column, type=kind))
-        return batch
+        yield batch
 
-    def _score(self, inputs: list[dict[str, Any]]) -> list[Output]:
+    async def _score(self, inputs: list[dict[str, Any]]) -> list[Output]:
         try:
             with otlp.attached(self.trace_parent):
-                results = self.loop.run_until_complete(self.metric.abatch_score(inputs))
-        except Exception as exc:  # a metric whose batch call raises: every row says why
+                if not hasattr(self.metric, "ascore_each"):
+                    results = await self.metric.abatch_score(inputs)
+                else:
+                    if self.stream is None or self.stream.task.done():
+                        self.stream = _Stream(self.metric)  # a stream that failed is replaced
+                    results = await asyncio.gather(*map(self.stream.score, inputs))
+        except Exception as exc:  # a metric whose stream or batch call raises: every row says why
             failure = f"{type(exc).__name__}: {exc}"
             return [(math.nan, f"batch failed: {failure}", failure, None)] * len(inputs)
-        finally:
-            otlp.flush()  # an actor may be ended at any time once its batch is back
+        finally:  # an actor may be ended at any time once its batch is back
+            await asyncio.to_thread(otlp.flush)
+        await detector_ready()  # reasons name languages: the model loads off the event loop
         return [_row(result) for result in results]
+
+
+class _Stream:
+    """The metric's ``ascore_each`` over rows handed in as batches come, each answered on a
+    future of its own; the task (under the span current when it starts) lives with the actor.
+    Should the stream itself fail, every row handed in and not answered gets its error."""
+
+    def __init__(self, metric: Any):
+        self.rows: asyncio.Queue[tuple[dict[str, Any], asyncio.Future[Any]]] = asyncio.Queue()
+        self.waiting: dict[int, asyncio.Future[Any]] = {}
+        self.task = asyncio.get_running_loop().create_task(self._run(metric))
+
+    def score(self, row: dict[str, Any]) -> asyncio.Future[Any]:
+        """The future of ``row``'s result."""
+        future = asyncio.get_running_loop().create_future()
+        self.rows.put_nowait((row, future))
+        return future
+
+    async def _inputs(self) -> AsyncIterator[dict[str, Any]]:
+        for index in itertools.count():
+            row, self.waiting[index] = await self.rows.get()
+            yield row
+
+    async def _run(self, metric: Any) -> None:
+        try:
+            async for index, result in metric.ascore_each(self._inputs()):
+                future = self.waiting.pop(index)
+                if not future.done():  # not cancelled with its batch
+                    future.set_result(result)
+        except Exception as exc:
+            left = [*self.waiting.values()]
+            while not self.rows.empty():
+                left.append(self.rows.get_nowait()[1])
+            for future in left:
+                if not future.done():
+                    future.set_exception(exc)
+
+
+def _keep_to(metric: Any, limits: RayLimits) -> None:
+    """Have ``metric`` pace each key through ``limits``, with every actor of the run, unless
+    its rate limits name where they are kept (a file, one machine's; a backend of its own); a
+    metric with no ``rate_limits`` (stock's) keeps to none."""
+    from .. import RateLimits
+
+    if hasattr(metric, "rate_limits"):
+        rates = metric.rate_limits or RateLimits()
+        if rates.shared is None:
+            metric.rate_limits = dataclasses.replace(rates, shared=limits)
 
 
 def _problems(batch: pa.Table, user_input: str, response: str) -> list[str | None]:

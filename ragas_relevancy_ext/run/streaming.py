@@ -9,7 +9,7 @@ and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import PERMANENT, Cause, cause_phrase
@@ -84,9 +84,10 @@ async def bounded_map(
     a task of ``scheduler``.
 
     Items are pulled only when a place in the window is free, so an endless or huge source
-    costs the memory of ``window`` items. ``work`` should not raise (an exception propagates
-    and the rest is cancelled). Closing the generator cancels the work in flight and waits for
-    it to end.
+    costs the memory of ``window`` items; while an async source waits for its next item, the
+    items that finish meanwhile still come out. ``work`` should not raise (an exception
+    propagates and the rest is cancelled). Closing the generator cancels the work in flight
+    (and the wait for the next item) and waits for it to end.
     """
     if window < 1:
         raise ValueError(f"window must be >= 1, got {window}")
@@ -100,12 +101,20 @@ async def bounded_map(
         wake.set()
 
     exhausted = False
+    coming: asyncio.Future[T] | None = None  # the next item, pulled but maybe not there yet
     index = 0
     try:
         while True:
             while not exhausted and len(running) < window:
+                if coming is None:
+                    coming = pull()
+                    if not coming.done():
+                        coming.add_done_callback(lambda _: wake.set())
+                if not coming.done():
+                    break  # an async source is waiting: what finishes meanwhile goes out
+                next_item, coming = coming, None
                 try:
-                    item = await pull()
+                    item = next_item.result()
                 except StopAsyncIteration:
                     exhausted = True
                     break
@@ -113,7 +122,7 @@ async def bounded_map(
                 task.add_done_callback(on_done)
                 running[task] = index
                 index += 1
-            if not running:
+            if not running and coming is None:
                 return
             if not finished:
                 wake.clear()
@@ -123,23 +132,29 @@ async def bounded_map(
             for task in done:
                 yield running.pop(task), task.result()
     finally:
-        for task in running:
-            task.cancel()
-        if running:
-            await asyncio.gather(*running, return_exceptions=True)
+        waiting: list[asyncio.Future[Any]] = [*running, *([coming] if coming else [])]
+        for future in waiting:
+            future.cancel()
+        if waiting:
+            await asyncio.gather(*waiting, return_exceptions=True)
 
 
-def _puller(items: Iterable[Any] | AsyncIterable[Any]) -> Callable[[], Awaitable[Any]]:
-    """An awaitable ``next`` over a sync or async iterable (StopAsyncIteration at the end)."""
+def _puller(items: Iterable[T] | AsyncIterable[T]) -> Callable[[], asyncio.Future[T]]:
+    """A future of the next item of a sync or async iterable (StopAsyncIteration at the end):
+    done at once for a sync one, a task of the loop for an async one."""
     if isinstance(items, AsyncIterable):
         iterator = aiter(items)
-        return lambda: anext(iterator)
+        return lambda: asyncio.ensure_future(anext(iterator))
     sync_iterator = iter(items)
 
-    async def pull() -> Any:
+    def pull() -> asyncio.Future[T]:
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         try:
-            return next(sync_iterator)
+            future.set_result(next(sync_iterator))
         except StopIteration:
-            raise StopAsyncIteration from None
+            future.set_exception(StopAsyncIteration())
+        except Exception as exc:  # the source's own error, raised where the item is read
+            future.set_exception(exc)
+        return future
 
     return pull

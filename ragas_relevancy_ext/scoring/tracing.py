@@ -224,6 +224,8 @@ def client_call(operation: str, client: Any, prompt: str | None = None) -> Itera
     instrumentation's attributes, unless another instrumentation's span was current around
     its requests: that one is then the call's span, and usage is not counted twice.
     """
+    if operation == "chat":
+        hook_clients(client)  # rate-limit headers, and bodies for spans; embeddings hook their own
     found = tracer()
     if found is None:
         with watching(Watch()) as watch:
@@ -238,8 +240,6 @@ def client_call(operation: str, client: Any, prompt: str | None = None) -> Itera
         current = trace.get_current_span()
         return current is not mine and current.is_recording()
 
-    if operation == "chat":
-        hook_clients(client)  # embeddings calls hook their clients themselves
     watch, outer, own = Watch(bodies=True, elsewhere=elsewhere), current_meter(), UsageMeter()
     start, error = time.time_ns(), None
     try:

@@ -69,7 +69,7 @@ PRICES = ["--price-in", "0.5", "--price-out", "2", "--price-embeddings", "0.1"]
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def local_ray():
     # this process imports RAGAS (for the one-process scores) while Ray's daemons start
     loading = threading.Thread(target=importlib.import_module, args=("ragas",), daemon=True)
@@ -231,20 +231,20 @@ class DiesOnce:
 
 
 class FirstBatchKills:
-    """The metric :class:`DiesOnce` gives: the settings' metric, built on the first batch."""
+    """The metric :class:`DiesOnce` gives: the settings' metric, built when its stream of rows
+    starts."""
 
     def __init__(self, settings: Settings, marker: str):
         self.settings = settings
         self.marker = marker
-        self.metric: Any = None
 
-    async def abatch_score(self, inputs: list[dict[str, Any]]) -> Any:
+    async def ascore_each(self, inputs: Any) -> Any:
         try:
             handle = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            if self.metric is None:
-                self.metric = prepare(self.settings).metric()
-            return await self.metric.abatch_score(inputs)
+            async for scored in prepare(self.settings).metric().ascore_each(inputs):
+                yield scored
+            return
         os.write(handle, str(os.getpid()).encode())
         os.close(handle)
         os._exit(1)  # the actor's process dies mid-batch
@@ -572,8 +572,9 @@ def test_a_job_too_small_for_ray_says_so_in_one_line_before_ray_starts(
     )  # fmt: skip
     assert len(started) == 1 and started[0]["log_to_driver"] is False  # Ray's logs stay its own
     notes = [line for line in result.stderr.splitlines() if line.startswith("note:")]
+    batch = ray_score.ROWS_PER_CALL_IN_FLIGHT * 4  # rows per batch at --concurrency 4
     expected = (
-        "note: 3 row(s) to score fill fewer than 2 actor(s) x 32 rows per batch, so Ray's "
+        f"note: 3 row(s) to score fill fewer than 2 actor(s) x {batch} rows per batch, so Ray's "
         "start-up costs more than its actors gain; --engine local is faster here"
     )
     assert notes == ([expected] if noted else [])
@@ -592,7 +593,7 @@ def test_rows_are_counted_without_ray_and_no_further_than_asked(tmp_path: Path) 
 
 
 def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
-    from ragas_relevancy_ext.ray.engine import score_dataset
+    from ragas_relevancy_ext.ray.engine import BATCHES_PER_ACTOR, score_dataset
 
     calls: list[dict[str, Any]] = []
 
@@ -607,8 +608,70 @@ def test_the_actor_pool_is_asked_for_as_ray_now_wants_it() -> None:
         def repartition(self, **kwargs: Any) -> Recorder:
             return self
 
-    score_dataset(Recorder(), dict, concurrency=3, batch_size=8)  # type: ignore[arg-type]
+    limits: Any = SimpleNamespace()  # a stand-in: RayLimits starts an actor
+    score_dataset(Recorder(), dict, concurrency=3, batch_size=8, limits=limits)  # type: ignore[arg-type]
     scoring = calls[-1]
-    assert "concurrency" not in scoring  # deprecated since Ray 2.51, and warned of on every run
-    assert isinstance(scoring["compute"], ray.data.ActorPoolStrategy)
-    assert (scoring["compute"].min_size, scoring["compute"].max_size) == (3, 3)
+    pool = scoring["compute"]
+    assert isinstance(pool, ray.data.ActorPoolStrategy)
+    assert (pool.min_size, pool.max_size) == (3, 3)
+    batches = getattr(pool, "max_concurrent_calls_per_actor", None)
+    if batches is None:  # before Ray 2.60, an actor's calls at once are a remote argument
+        batches = scoring.pop("max_concurrency")
+    assert batches == pool.max_tasks_in_flight_per_actor == BATCHES_PER_ACTOR
+    # Ray 2.51 deprecates `concurrency`, Ray 2.60 remote arguments (`max_concurrency`...)
+    assert not {"concurrency", "max_concurrency", "ray_remote_args"} & set(scoring)
+
+
+class Streams:
+    """A metric whose ``ascore_each`` counts the streams it is asked for and the rows each one
+    reads; a row whose response is ``"breaks"`` ends its stream with an error."""
+
+    def __init__(self) -> None:
+        self.streams: list[list[str]] = []
+
+    async def ascore_each(self, inputs: Any) -> Any:
+        read: list[str] = []
+        self.streams.append(read)
+        index = 0
+        async for row in inputs:
+            read.append(row["user_input"])
+            if row["response"] == "breaks":
+                raise RuntimeError("the stream broke")
+            yield index, SimpleNamespace(value=float(len(read)), reason="fine")
+            index += 1
+
+
+def scorer(metric: Any) -> Any:
+    from ragas_relevancy_ext.ray.engine import _Scorer
+
+    return _Scorer(lambda: metric, None, "user_input", "response")
+
+
+async def scored(actor: Any, *batches: list[tuple[str, str]]) -> list[list[dict[str, Any]]]:
+    """The rows each batch comes back with, the batches handed to ``actor`` at once."""
+
+    async def one(batch: list[tuple[str, str]]) -> list[dict[str, Any]]:
+        table = pa.Table.from_pylist([{"user_input": u, "response": r} for u, r in batch])
+        return [row async for out in actor(table) for row in out.to_pylist()]
+
+    return list(await asyncio.gather(*map(one, batches)))
+
+
+def test_an_actor_s_batches_under_way_share_one_stream_of_its_metric() -> None:
+    metric = Streams()
+    first, second = asyncio.run(
+        scored(scorer(metric), [("q1", "a"), ("q2", "a")], [("q3", "a"), ("q4", "")])
+    )
+    assert len(metric.streams) == 1 and sorted(metric.streams[0]) == ["q1", "q2", "q3"]
+    assert [r["score"] for r in first] == [1.0, 2.0] and second[0]["score"] == 3.0
+    assert second[1]["error"] == "skipped: response is empty"  # set aside, never streamed
+
+
+def test_a_failed_stream_fails_its_rows_saying_why_and_the_next_batch_gets_another() -> None:
+    metric = Streams()
+    actor = scorer(metric)
+    (broken,) = asyncio.run(scored(actor, [("q1", "a"), ("q2", "breaks")]))
+    assert {r["error"] for r in broken} == {"RuntimeError: the stream broke"}
+    assert all(r["reason"] == "batch failed: RuntimeError: the stream broke" for r in broken)
+    (again,) = asyncio.run(scored(actor, [("q3", "a")]))
+    assert len(metric.streams) == 2 and again[0]["score"] == 1.0

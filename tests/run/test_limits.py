@@ -554,11 +554,15 @@ def test_every_request_of_a_metric_waits_for_its_keys_limit(monkeypatch: Any) ->
     assert 1 <= len(waited) - len(judge) <= 8  # embedding requests
 
 
-def test_command_line_limits_reach_the_metric() -> None:
-    from ragas_relevancy_ext.cli.ray_score import per_actor
+def test_command_line_limits_reach_each_ray_actor_s_metric_whole(tmp_path: Path) -> None:
+    from ragas_relevancy_ext.cli.ray_score import SettingsMetric
 
-    settings = Settings(rpm=600, tpm=150_000, embedding_rpm=3000)
-    assert per_actor(settings, 4).rpm == 150 and per_actor(settings, 4).embedding_tpm is None
+    given = {"rpm": 600, "tpm": 150_000, "embedding_rpm": 3000}
+    settings = Settings(embeddings="hash", cache=tmp_path, **given)  # type: ignore[arg-type]
+    rates = SettingsMetric(settings)().rate_limits
+    assert {name: getattr(rates, name) for name in given} == given  # the key's, not a share
+    assert rates.embedding_tpm is None
+    assert rates.shared is None  # kept by the run's actors together, not in --cache's file
 
 
 class RefusedOnce(PretendJudge):

@@ -79,6 +79,55 @@ def test_items_done_together_come_out_in_input_order():
     assert asyncio.run(run()) == list(range(50))
 
 
+def test_results_come_out_while_an_async_source_waits_for_its_next_item():
+    """A source that gives its next item only once the last one's result is out (rows fed in
+    as earlier ones finish, as a Ray actor's batches are) is not left waiting on itself."""
+    seen: list[int] = []
+
+    async def run() -> None:
+        out: asyncio.Queue[int] = asyncio.Queue()
+
+        async def items() -> Any:
+            for i in range(3):
+                yield i
+                await out.get()  # the next item comes once this one's result is out
+
+        async def work(index: int, item: int) -> int:
+            return item
+
+        async with contextlib.aclosing(bounded_map(items(), work, 4, Scheduler(4))) as each:
+            async for index, _ in each:
+                seen.append(index)
+                out.put_nowait(index)
+
+    asyncio.run(asyncio.wait_for(run(), 20))  # the timeout ends a run that would wait forever
+    assert seen == [0, 1, 2]
+
+
+def test_closing_while_an_async_source_waits_stops_the_wait():
+    closed: list[str] = []
+
+    async def items() -> Any:
+        try:
+            yield 0
+            await asyncio.Event().wait()  # never a second item
+            yield 1
+        finally:
+            closed.append("source")
+
+    async def work(index: int, item: int) -> int:
+        return item
+
+    async def run() -> tuple[int, int]:
+        async with contextlib.aclosing(bounded_map(items(), work, 4, Scheduler(4))) as each:
+            first, _ = await anext(each)
+        left = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        return first, len(left)
+
+    assert asyncio.run(run()) == (0, 0)
+    assert closed == ["source"]
+
+
 def test_closing_returns_once_the_work_in_flight_has_stopped():
     started, stopped = [], []
 
