@@ -108,7 +108,7 @@ def test_diff_clusters_by_a_column_and_names_a_missing_one(tmp_path):
     a = write(tmp_path / "a.jsonl", run_rows())
     b = write(tmp_path / "b.jsonl", run_rows(shift=-0.01))
     result, out = diff_json(a, b, "--cluster", "doc")
-    assert (out["method"], out["clusters"]) == ("clustered", 8)
+    assert (out["method"], out["clusters"]) == ("cr2", 8)
     result = invoke("diff", a, b, "--cluster", "chapter")
     assert result.exit_code == 2
     assert "--cluster chapter: 40 scored row(s) have no value" in result.output
