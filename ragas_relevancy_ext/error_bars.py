@@ -406,6 +406,57 @@ class PlanModel:
         """The variance of one pair's difference at ``strictness`` probes."""
         return self.questions + self.probes / strictness
 
+    @classmethod
+    def from_run(
+        cls,
+        scores: Sequence[float],
+        stderrs: Sequence[float],
+        strictness: int,
+        correlation: float,
+        clusters: Sequence[Hashable] | None = None,
+    ) -> PlanModel:
+        """From one earlier run scored at ``strictness``, assuming ``correlation`` between two
+        runs' true per-question scores: questions' part 2 (1 - r) between, probes' 2 within;
+        the design effect is that of the run's own scores."""
+        bars = mean_interval(scores, stderrs=stderrs, clusters=clusters)
+        x = np.asarray(scores, dtype=float)
+        return cls(
+            2.0 * (1.0 - correlation) * bars.between_variance,
+            2.0 * bars.within_variance * strictness,
+            *_design(bars, x[np.isfinite(x)]),
+        )
+
+    @classmethod
+    def from_pairs(
+        cls,
+        a: Sequence[float],
+        b: Sequence[float],
+        stderrs: tuple[Sequence[float], Sequence[float]],
+        strictness: tuple[int, int],
+        clusters: Sequence[Hashable] | None = None,
+    ) -> PlanModel:
+        """From two earlier runs' paired scores (each with its rows' ``stderrs`` and its
+        ``strictness``): the variance of B - A less the probes' part, which is each run's mean
+        squared stderr; the design effect of the differences."""
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        keep = np.isfinite(x) & np.isfinite(y)
+        labels = list(compress(clusters, keep)) if clusters is not None else None
+        d = y[keep] - x[keep]
+        bars = mean_interval(d, clusters=labels)
+        noise = [_variance_parts(d, s, keep)[1] for s in stderrs]  # mean squared stderr
+        probes = noise[0] * strictness[0] + noise[1] * strictness[1]
+        questions = max(float(d.var(ddof=1)) - noise[0] - noise[1], 0.0) if d.size > 1 else math.nan
+        return cls(questions, float(probes), *_design(bars, d))
+
+
+def _design(bars: ErrorBars, x: np.ndarray) -> tuple[float, float]:
+    """(design effect, rows per degree of freedom) of the interval ``bars`` of ``x``'s mean:
+    (1, 1) for rows without clusters. A design effect under 1 (clusters less alike inside than
+    across) is taken as 1: from few clusters it is mostly noise."""
+    variance = float(x.var(ddof=1)) if x.size > 1 else math.nan
+    effect = bars.stderr**2 * x.size / variance if variance > 0 else 1.0
+    return max(effect, 1.0), x.size / (bars.df + 1.0)
+
 
 def detectable_drop(
     n: int,

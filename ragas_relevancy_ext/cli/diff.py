@@ -124,9 +124,7 @@ def compare_runs(
         raise UsageError(
             f"{result.n_pairs} pair(s) scored in both runs: at least 2 are needed for an interval"
         )
-    differ = {
-        k: (v, b.settings[k]) for k, v in a.settings.items() if b.settings.get(k, v) != v
-    }
+    differ = {k: (v, b.settings[k]) for k, v in a.settings.items() if b.settings.get(k, v) != v}
     means = (_mean(a.reports, failed_as_zero), _mean(b.reports, failed_as_zero))
     only = (len(pairing.only_a), len(pairing.only_b))
     return Comparison(a, b, pairing.pairs, *only, pairing.repeated, result, differ, means)

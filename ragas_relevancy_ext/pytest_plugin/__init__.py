@@ -13,7 +13,13 @@ from typing import Any
 import pytest
 
 from ..scoring.report import RelevancyReport
-from .baseline import Gate, check_report_target, compare_with_baseline, write_report
+from .baseline import (
+    Gate,
+    check_report_target,
+    compare_with_baseline,
+    read_baseline,
+    write_report,
+)
 from .checks import (
     Check,
     RelevancyFailure,
@@ -215,10 +221,12 @@ def pytest_configure(config: pytest.Config) -> None:
     if "report" in values.given:
         check_report_target(values.given["report"])
     baseline = values.given.get("baseline")
-    if baseline is not None and not baseline.is_file():
-        raise pytest.UsageError(f"--relevancy-baseline {baseline}: no such file")
-    if baseline is None and "margin" in values.given:
-        raise pytest.UsageError(f"{values.sources['margin']} needs --relevancy-baseline")
+    if baseline is not None:  # read whole now: a damaged one stops the session at once
+        refuse = values.given.get("baseline_settings") == "refuse"
+        read_baseline(baseline, values.settings(), refuse)
+    lonely = [name for name in ("margin", "baseline_settings") if name in values.given]
+    if baseline is None and lonely:
+        raise pytest.UsageError(f"{values.sources[lonely[0]]} needs --relevancy-baseline")
     state = _State(config, values, Engine(values.settings()))
     if "otel" in values.given:
         from ..errors import UsageError
@@ -293,9 +301,13 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         state.flush()
     given = state.values.given
     if "report" in given and state.checks:
-        write_report(given["report"], state.checks, state.engine.properties())
+        write_report(
+            given["report"], state.checks, state.engine.properties(), state.values.settings()
+        )
     if "baseline" in given and state.checks:
-        state.gate = compare_with_baseline(state.checks, given["baseline"], state.values.margin)
+        state.gate = compare_with_baseline(
+            state.checks, given["baseline"], state.values.margin, state.values.settings()
+        )
         if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

@@ -60,11 +60,16 @@ def _otel(text: str) -> str:
     return otlp_traces_url(text.strip(), source="the traces URL") or text
 
 
-def _batch(text: str) -> str:
-    value = text.strip().lower()
-    if value not in BATCH_MODES:
-        raise ValueError(f"must be one of {', '.join(BATCH_MODES)}, got {text!r}")
-    return value
+def _one_of(choices: tuple[str, ...]) -> Callable[[str], str]:
+    """A parser of one of ``choices`` (any case)."""
+
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
 
 
 @dataclass(frozen=True)
@@ -167,6 +172,14 @@ OPTIONS: tuple[Option, ...] = (
         parse=_number("margin must be a number at or above 0", lambda v: v >= 0),
     ),
     Option(
+        "baseline_settings",
+        "warn (default) or refuse: what the gate does with a baseline scored with other "
+        "settings (judge, embeddings, strictness, probe prompt, language); refuse stops the "
+        "session before its first test.",
+        "WHAT",
+        parse=_one_of(("warn", "refuse")),
+    ),
+    Option(
         "report",
         "Write the session's scored checks to PATH as a JSONL report (a baseline for a later "
         "session).",
@@ -178,7 +191,7 @@ OPTIONS: tuple[Option, ...] = (
         "module (default): score the checks of consecutive relevancy tests of a module "
         "together, report per test; off: score each check when it is made.",
         "MODE",
-        parse=_batch,
+        parse=_one_of(BATCH_MODES),
     ),
     Option(
         "otel",
