@@ -213,11 +213,19 @@ def _spread(x: np.ndarray, groups: np.ndarray | None) -> tuple[float, float]:
     if sizes.size < 2:
         return math.nan, 0.0
     sums = np.bincount(groups, weights=x - x.mean())
+    stderr = math.sqrt((sums * sums / (1.0 - sizes / n)).sum()) / n
+    return stderr, _bell_mccaffrey(sizes)
+
+
+def _bell_mccaffrey(sizes: np.ndarray) -> float:
+    """Bell and McCaffrey's degrees of freedom of a mean over clusters of these ``sizes`` (see
+    :func:`_spread`)."""
+    n = sizes.sum()
     rest = 1.0 - sizes / n
     d, c2 = sizes / rest, sizes * sizes / rest
     trace = d.sum() - c2.sum() / n
     square = (d * d).sum() - 2.0 * (d * c2).sum() / n + (c2.sum() / n) ** 2
-    return float(math.sqrt((sums * sums / rest).sum()) / n), float(trace * trace / square)
+    return float(trace * trace / square)
 
 
 def _bootstrap(
@@ -395,16 +403,28 @@ def _correlation(x: np.ndarray, y: np.ndarray) -> float:
 class PlanModel:
     """What planning a comparison needs from earlier runs: the variance of one pair's
     difference B - A split into the questions' part and the probes' (at strictness 1: it
-    shrinks as 1 / strictness), the clusters' design effect, and rows per degree of freedom."""
+    shrinks as 1 / strictness), and in clusters their design effect and sizes."""
 
     questions: float
     probes: float
     design_effect: float = 1.0
-    rows_per_df: float = 1.0
+    cluster_sizes: tuple[int, ...] = ()
 
     def variance(self, strictness: int) -> float:
         """The variance of one pair's difference at ``strictness`` probes."""
         return self.questions + self.probes / strictness
+
+    def df(self, n: int) -> float:
+        """The degrees of freedom of ``n`` pairs: n - 1, or Bell and McCaffrey's over clusters
+        sized as the earlier run's (as many as n rows fill; under 2, none)."""
+        sizes = np.asarray(self.cluster_sizes, dtype=float)
+        if not sizes.size:
+            return n - 1.0
+        count = round(n * sizes.size / sizes.sum())
+        if count < 2:
+            return 0.0
+        at = (np.arange(count) + 0.5) / count  # the earlier sizes, as many as n rows fill
+        return _bell_mccaffrey(np.quantile(sizes, at, method="inverted_cdf"))
 
     @classmethod
     def from_run(
@@ -420,10 +440,11 @@ class PlanModel:
         the design effect is that of the run's own scores."""
         bars = mean_interval(scores, stderrs=stderrs, clusters=clusters)
         x = np.asarray(scores, dtype=float)
+        keep = np.isfinite(x)
         return cls(
             2.0 * (1.0 - correlation) * bars.between_variance,
             2.0 * bars.within_variance * strictness,
-            *_design(bars, x[np.isfinite(x)]),
+            *_design(bars, x[keep], None if clusters is None else list(compress(clusters, keep))),
         )
 
     @classmethod
@@ -446,16 +467,20 @@ class PlanModel:
         noise = [_variance_parts(d, s, keep)[1] for s in stderrs]  # mean squared stderr
         probes = noise[0] * strictness[0] + noise[1] * strictness[1]
         questions = max(float(d.var(ddof=1)) - noise[0] - noise[1], 0.0) if d.size > 1 else math.nan
-        return cls(questions, float(probes), *_design(bars, d))
+        return cls(questions, float(probes), *_design(bars, d, labels))
 
 
-def _design(bars: ErrorBars, x: np.ndarray) -> tuple[float, float]:
-    """(design effect, rows per degree of freedom) of the interval ``bars`` of ``x``'s mean:
-    (1, 1) for rows without clusters. A design effect under 1 (clusters less alike inside than
+def _design(
+    bars: ErrorBars, x: np.ndarray, labels: list[Hashable] | None
+) -> tuple[float, tuple[int, ...]]:
+    """(design effect, cluster sizes) of the interval ``bars`` of ``x``'s mean over clusters
+    ``labels``: (1, ()) without. A design effect under 1 (clusters less alike inside than
     across) is taken as 1: from few clusters it is mostly noise."""
+    if labels is None:
+        return 1.0, ()
     variance = float(x.var(ddof=1)) if x.size > 1 else math.nan
     effect = bars.stderr**2 * x.size / variance if variance > 0 else 1.0
-    return max(effect, 1.0), x.size / (bars.df + 1.0)
+    return max(effect, 1.0), tuple(int(k) for k in np.bincount(_group_ids(labels)))
 
 
 def detectable_drop(
@@ -471,7 +496,7 @@ def detectable_drop(
     B - A wholly below ``-margin``: one-sided at (1 - level) / 2): ``margin`` plus the
     noncentrality of Student's t at that power times the standard error of the mean difference.
     Infinite with under one degree of freedom."""
-    df = n / model.rows_per_df - 1.0
+    df = model.df(n)
     if df < 1:
         return math.inf
     stderr = math.sqrt(model.variance(strictness) * model.design_effect / n)

@@ -129,9 +129,10 @@ def plan(
     console = make_console()
     design = ""
     if cluster is not None:
+        sizes = model.cluster_sizes
         design = (
             f"; --cluster {cluster}: design effect {model.design_effect:.2f}, "
-            f"{model.rows_per_df:.2f} rows per degree of freedom"
+            f"{len(sizes)} clusters of {sum(sizes) / max(len(sizes), 1):.1f} rows on average"
         )
     print_lines(
         console,
