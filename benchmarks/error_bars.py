@@ -15,8 +15,11 @@ For n in {5, 10, 20, 50, 200, 1000} and no documents, 10 or 40, over --reps repl
   with documents) holds the true mean; and without ``--cluster`` on the same runs;
 * A/A exit 1: how often ``diff``'s rule (scores' interval below 0, or failures' exact McNemar
   test) fires on the same system scored twice;
-* power: how often it fires at the drop ``plan --from A B`` says n pairs find with 80% power,
-  from an earlier pair of runs of max(5,000, 50 n) questions drawn the same way;
+* power: how often it fires at the drop ``plan --from A B`` says n pairs find with 80% power
+  (the median is shown), each replication planned from its own earlier pair of runs of 10 n (at
+  least 5,000) questions drawn the same way, each document's weight copied as often; with every
+  score of B that much lower (as plan assumes), and with B's truth that much lower ("lowered":
+  its scores are lower and less spread, so the power is higher);
 * 30% failed: how often it fires when B fails on A's 30% lowest-scored questions.
 
 It calls what the commands call: ``mean_interval``, ``paired_difference`` (and its verdicts),
@@ -69,12 +72,17 @@ def zero_share() -> tuple[float, float]:
     return float(1.0 - w @ kept), float(w @ (kept * (MEAN + QUESTION_SD * s)))
 
 
-def documents(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np.ndarray | None:
-    """Each row's document (reps, n), drawn with unequal (lognormal) weights; None for none."""
+def documents(
+    rng: np.random.Generator, shape: tuple[int, int], count: int, copies: int = 1
+) -> np.ndarray | None:
+    """Each row's document (reps, n), drawn with unequal (lognormal) weights; None for none.
+    ``copies``: each of the ``count`` weights that many times (an earlier run ``copies`` times
+    as large, its documents sized alike)."""
     if not count:
         return None
     weights = np.exp(DOCUMENT_SPREAD * stats.norm.ppf((np.arange(count) + 0.5) / count))
-    return rng.choice(count, size=shape, p=weights / weights.sum())
+    weights = np.tile(weights, copies)
+    return rng.choice(count * copies, size=shape, p=weights / weights.sum())
 
 
 def scores(
@@ -97,11 +105,18 @@ def scores(
 
 
 def pair(
-    rng: np.random.Generator, reps: int, n: int, count: int, drop: float = 0.0, same: bool = False
+    rng: np.random.Generator,
+    reps: int,
+    n: int,
+    count: int,
+    drop: np.ndarray | float = 0.0,
+    same: bool = False,
+    copies: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Scores of runs A and B of ``reps`` replications, their documents; ``same``: B is A's
     system scored again, else another system ``drop`` lower on average."""
-    docs = documents(rng, (reps, n), count)
+    docs = documents(rng, (reps, n), count, copies)
+    count *= copies
     shared = DOCUMENT_SD * rng.standard_normal((reps, max(count, 1)))
     ease = rng.standard_normal((reps, n))
     a = scores(rng, ease, 0.0, docs, count, shared)
@@ -115,16 +130,19 @@ def pair(
 ZEROS, TRUTH = zero_share()
 
 
-def planned_drop(rng: np.random.Generator, n: int, count: int) -> float:
-    """The drop ``plan --from A B`` says n pairs find with 80% power, from an earlier pair of
-    runs of max(5000, 50 n) questions over documents of the same mean size."""
-    size = max(5000, 50 * n)
-    a, b, docs = pair(rng, 1, size, round(count * size / n))
-    stderr = np.full(size, PROBE_SD / math.sqrt(PROBES))  # every row's probes' noise
-    model = PlanModel.from_pairs(
-        a[0], b[0], (stderr, stderr), (PROBES, PROBES), None if docs is None else docs[0]
-    )
-    return detectable_drop(n, model, strictness=PROBES)
+def planned_drops(rng: np.random.Generator, reps: int, n: int, count: int) -> np.ndarray:
+    """For each replication, the drop ``plan --from A B`` says n pairs find with 80% power,
+    from its own earlier pair of runs of 10 n (at least 5,000) questions over documents sized
+    alike (each weight copied)."""
+    copies = max(5000 // n, 10)
+    drops = np.empty(reps)
+    for r in range(reps):
+        a, b, docs = pair(rng, 1, copies * n, count, copies=copies)
+        stderr = np.full(copies * n, PROBE_SD / math.sqrt(PROBES))  # the probes' noise
+        labels = None if docs is None else docs[0]
+        model = PlanModel.from_pairs(a[0], b[0], (stderr, stderr), (PROBES, PROBES), labels)
+        drops[r] = detectable_drop(n, model, strictness=PROBES)
+    return drops
 
 
 def cell(rng: np.random.Generator, reps: int, n: int, count: int) -> dict[str, float]:
@@ -152,10 +170,10 @@ def cell(rng: np.random.Generator, reps: int, n: int, count: int) -> dict[str, f
         return fired / reps
 
     same = pair(rng, reps, n, count, same=True)
-    drop = planned_drop(rng, n, count)
-    lower = pair(rng, reps, n, count, drop=drop)
+    drop = planned_drops(rng, reps, n, count)
+    lower = pair(rng, reps, n, count, drop=drop[:, None])
     a, b, other_docs = pair(rng, reps, n, count)
-    shifted = (a, b - drop, other_docs)  # every score of B lower by the drop, as plan assumes
+    shifted = (a, b - drop[:, None], other_docs)  # every score of B that much lower, as plan has
     broken_a, broken_b, broken_docs = pair(rng, reps, n, count, same=True)
     hardest = np.argsort(np.nan_to_num(broken_a, nan=np.inf), axis=1)[:, : round(0.3 * n)]
     np.put_along_axis(broken_b, hardest, np.nan, axis=1)
@@ -165,7 +183,7 @@ def cell(rng: np.random.Generator, reps: int, n: int, count: int) -> dict[str, f
         "coverage": covered / reps,
         "plain": plain / reps if docs is not None else math.nan,
         "aa": exits(*same),
-        "drop": drop,
+        "drop": float(np.median(drop)),
         "power": exits(*shifted),
         "lowered": exits(*lower),
         "broken": exits(broken_a, broken_b, broken_docs),
@@ -200,7 +218,9 @@ def main() -> None:
                 f"{m['power']:>6.1%} {m['lowered']:>7.1%} {m['broken']:>10.1%}",
                 flush=True,
             )
-            print(f"  n={n} documents={count}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
+            print(
+                f"  n={n} documents={count}: {time.perf_counter() - started:.0f} s", file=sys.stderr
+            )
     print(
         "targets: coverage 93-97% (n >= 20, no documents or 40), >= 90% elsewhere; A/A exit 1 "
         "<= 3%; power 75-85%; 30% failed exits 1 in >= 95%"

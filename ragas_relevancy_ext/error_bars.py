@@ -16,7 +16,7 @@ from itertools import compress
 from typing import Any
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import special  # what scipy.stats computes with, without its import time
 
 from .scoring.report import clean_text, fmt
 
@@ -48,9 +48,10 @@ LEVEL = 0.95
 # Under this many clusters the interval rests on few independent draws: it still covers (the
 # benchmark's 10-cluster cells) but its width swings from run to run, so the output says so.
 FEW_CLUSTERS = 30
-# A rise in failed rows fails a comparison at this one-sided level (exact McNemar), so that with
-# the scores' 2.5% a comparison of a run with itself fails at most 3% of the time.
-FAILURE_ALPHA = 0.005
+# A rise in failed rows fails a comparison at this one-sided level (exact McNemar), a tenth of
+# the scores' 2.5%: a run compared with itself fails under 3% of the time, while a run failing
+# on 30% of 50 rows is caught 99% of the time (benchmarks/error_bars.py).
+FAILURE_ALPHA = 0.0025
 POWER = 0.8
 RESAMPLES = 2000
 SEED = 20240611
@@ -184,7 +185,7 @@ def mean_interval(
         stderr, low, high = _bootstrap(x, groups, level, resamples, seed)
         df = math.nan
     else:
-        half = float(stats.t.ppf(0.5 + level / 2.0, df)) * stderr if df > 0 else math.nan
+        half = float(special.stdtrit(df, 0.5 + level / 2.0)) * stderr if df > 0 else math.nan
         low, high = mean - half, mean + half
     count = int(groups.max() + 1) if groups is not None and n else None  # clusters
     return ErrorBars(
@@ -233,6 +234,8 @@ def _bootstrap(
 ) -> tuple[float, float, float]:
     """Seeded percentile bootstrap of the mean (``scipy.stats.bootstrap``): whole clusters
     resampled (rows, without)."""
+    from scipy import stats
+
     groups = np.arange(x.size) if groups is None else groups
     if x.size < 2 or groups.max() < 1:
         return math.nan, math.nan, math.nan
@@ -358,8 +361,8 @@ def paired_difference(
     keep = np.isfinite(x) & np.isfinite(y)
     labels = [c for c, k in zip(clusters, keep, strict=True) if k] if clusters is not None else None
     bars = mean_interval(y[keep] - x[keep], clusters=labels, level=level)
-    tried = only_a + only_b
-    p_fail = stats.binomtest(only_b, tried, alternative="greater").pvalue if tried else 1.0
+    # exact McNemar, one-sided: P(at least only_b of the discordant pairs are B's) at 1/2
+    p_fail = special.bdtrc(only_b - 1, only_a + only_b, 0.5) if only_b else 1.0
     return PairedDifference(
         n_pairs=bars.n,
         mean_a=float(x[keep].mean()) if bars.n else math.nan,
@@ -389,14 +392,14 @@ def _t_tail(value: float, stderr: float, df: float) -> float:
         return math.nan
     if stderr == 0:
         return 0.0 if value < 0 else 1.0
-    return float(stats.t.cdf(value / stderr, df))
+    return float(special.stdtr(df, value / stderr))
 
 
 def _correlation(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson's r of the paired scores; NaN under 3 pairs or when either run is constant."""
     if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
         return math.nan
-    return float(stats.pearsonr(x, y).statistic)
+    return float(np.corrcoef(x, y)[0, 1])
 
 
 @dataclass(frozen=True)
@@ -500,9 +503,9 @@ def detectable_drop(
     if df < 1:
         return math.inf
     stderr = math.sqrt(model.variance(strictness) * model.design_effect / n)
-    critical = stats.t.ppf(0.5 + level / 2.0, df)
-    shift = optimize.brentq(lambda nc: stats.nct.sf(critical, df, nc) - power, 0.0, 1e3)
-    return margin + shift * stderr
+    critical = special.stdtrit(df, 0.5 + level / 2.0)
+    shift = special.nctdtrinc(df, 1.0 - power, critical)  # noncentrality: P(T > critical) = power
+    return float(margin + shift * stderr)
 
 
 def rows_needed(detect: float, model: PlanModel, **plan: Any) -> int:

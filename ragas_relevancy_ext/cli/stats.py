@@ -27,28 +27,17 @@ Statistic = Callable[[np.ndarray, np.ndarray], float]
 def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     """Pearson's r; NaN when either side is constant or there are fewer than two pairs."""
     a, b = _pairs(x, y)
-    if len(a) < 2:
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
-    da, db = a - a.mean(), b - b.mean()
-    denominator = math.sqrt(float(np.dot(da, da)) * float(np.dot(db, db)))
-    if denominator == 0.0:
-        return math.nan
-    return float(np.clip(np.dot(da, db) / denominator, -1.0, 1.0))
-
-
-def ranks(values: Sequence[float]) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (as Spearman needs); NaNs last, each
-    a rank of its own."""
-    data = np.asarray(values, dtype=float)
-    _, where, counts = np.unique(data, return_inverse=True, return_counts=True, equal_nan=False)
-    last = np.cumsum(counts)  # each distinct value's last rank
-    return (last - (counts - 1) / 2.0)[where.reshape(-1)]
+    return float(np.clip(np.corrcoef(a, b)[0, 1], -1.0, 1.0))
 
 
 def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho: Pearson's r of the ranks (ties averaged)."""
+    """Spearman's rho: Pearson's r of the ranks (ties share their average rank)."""
+    from scipy.stats import rankdata
+
     a, b = _pairs(x, y)
-    return pearson(ranks(a), ranks(b))
+    return pearson(rankdata(a), rankdata(b)) if len(a) else math.nan
 
 
 def bootstrap_interval(

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.error_bars import PlanModel, rows_needed
+from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, rows_needed
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 
@@ -332,7 +332,7 @@ def test_a_run_failing_on_the_hardest_questions_exits_1_with_its_own_verdict(tmp
     assert "failed (NaN) in the pairs: only in A 0, only in B 12, in both 0" in text
     assert (
         "failures: B fails significantly more often than A (exact McNemar, one-sided "
-        "p = 0.00024; exit 1 under 0.005): exit 1"
+        f"p = 0.00024; exit 1 under {FAILURE_ALPHA}): exit 1"
     ) in text
     assert "scores: no significant drop (one-sided p = " in text
     every = write(tmp_path / "c.jsonl", hardest_failed(run_rows(), 1.0))
