@@ -55,6 +55,7 @@ FAILURE_ALPHA = 0.0025
 POWER = 0.8
 RESAMPLES = 2000
 SEED = 20240611
+DRAWS = 200  # runs drawn from an earlier run's clusters to plan over
 TINY_P = 1e-16  # p-values below this are printed as "< 1e-16": the arithmetic ends there
 
 
@@ -215,18 +216,19 @@ def _spread(x: np.ndarray, groups: np.ndarray | None) -> tuple[float, float]:
         return math.nan, 0.0
     sums = np.bincount(groups, weights=x - x.mean())
     stderr = math.sqrt((sums * sums / (1.0 - sizes / n)).sum()) / n
-    return stderr, _bell_mccaffrey(sizes)
+    return stderr, float(_bell_mccaffrey(sizes))
 
 
-def _bell_mccaffrey(sizes: np.ndarray) -> float:
+def _bell_mccaffrey(sizes: np.ndarray) -> Any:
     """Bell and McCaffrey's degrees of freedom of a mean over clusters of these ``sizes`` (see
-    :func:`_spread`)."""
-    n = sizes.sum()
-    rest = 1.0 - sizes / n
+    :func:`_spread`), along the last axis: a size 0 counts for nothing; 0 under 2 clusters."""
+    n = sizes.sum(axis=-1, keepdims=True)
+    rest = np.where(sizes < n, 1.0 - sizes / n, 1.0)  # a lone cluster: no division by 0
     d, c2 = sizes / rest, sizes * sizes / rest
-    trace = d.sum() - c2.sum() / n
-    square = (d * d).sum() - 2.0 * (d * c2).sum() / n + (c2.sum() / n) ** 2
-    return float(trace * trace / square)
+    n = n[..., 0]
+    trace = d.sum(axis=-1) - c2.sum(axis=-1) / n
+    square = (d * d).sum(axis=-1) - 2.0 * (d * c2).sum(axis=-1) / n + (c2.sum(axis=-1) / n) ** 2
+    return np.divide(trace * trace, square, out=np.zeros_like(trace), where=square > 0)
 
 
 def _bootstrap(
@@ -417,17 +419,16 @@ class PlanModel:
         """The variance of one pair's difference at ``strictness`` probes."""
         return self.questions + self.probes / strictness
 
-    def df(self, n: int) -> float:
-        """The degrees of freedom of ``n`` pairs: n - 1, or Bell and McCaffrey's over clusters
-        sized as the earlier run's (as many as n rows fill; under 2, none)."""
-        sizes = np.asarray(self.cluster_sizes, dtype=float)
-        if not sizes.size:
-            return n - 1.0
-        count = round(n * sizes.size / sizes.sum())
-        if count < 2:
-            return 0.0
-        at = (np.arange(count) + 0.5) / count  # the earlier sizes, as many as n rows fill
-        return _bell_mccaffrey(np.quantile(sizes, at, method="inverted_cdf"))
+    def dfs(self, n: int) -> np.ndarray:
+        """The degrees of freedom of ``n`` pairs: n - 1; in clusters, Bell and McCaffrey's
+        over the clusters that n rows drawn from the earlier run's touch, in :data:`DRAWS`
+        seeded draws (its clusters copied as often as n rows need)."""
+        if not self.cluster_sizes:
+            return np.array([n - 1.0])
+        sizes = np.asarray(self.cluster_sizes)
+        colors = np.tile(sizes, -(-n // sizes.sum()))
+        drawn = np.random.default_rng(SEED).multivariate_hypergeometric(colors, n, size=DRAWS)
+        return _bell_mccaffrey(drawn.astype(float))
 
     @classmethod
     def from_run(
@@ -497,15 +498,24 @@ def detectable_drop(
 ) -> float:
     """The smallest drop ``n`` pairs find with ``power`` under the exit rule (the interval of
     B - A wholly below ``-margin``: one-sided at (1 - level) / 2): ``margin`` plus the
-    noncentrality of Student's t at that power times the standard error of the mean difference.
-    Infinite with under one degree of freedom."""
-    df = model.df(n)
-    if df < 1:
-        return math.inf
+    noncentrality of Student's t at that power (its mean over :meth:`PlanModel.dfs`) times the
+    standard error of the mean difference. Infinite when that power cannot be reached."""
+    from scipy import optimize
+
+    dfs = model.dfs(n)
+    usable = dfs[dfs > 0]
+    critical = special.stdtrit(usable, 0.5 + level / 2.0)
+
+    def short(shift: float) -> float:  # the power at this noncentrality, less the power asked
+        return float((1.0 - special.nctdtr(usable, shift, critical)).sum() / dfs.size - power)
+
+    high = 1.0  # doubled until the power is reached: far out, the distribution fails (NaN)
+    while not short(high) >= 0:
+        if high > 1e3:
+            return math.inf
+        high *= 2.0
     stderr = math.sqrt(model.variance(strictness) * model.design_effect / n)
-    critical = special.stdtrit(df, 0.5 + level / 2.0)
-    shift = special.nctdtrinc(df, 1.0 - power, critical)  # noncentrality: P(T > critical) = power
-    return float(margin + shift * stderr)
+    return float(margin + optimize.brentq(short, 0.0, high) * stderr)
 
 
 def rows_needed(detect: float, model: PlanModel, **plan: Any) -> int:

@@ -307,14 +307,22 @@ def test_detectable_drop_has_the_power_statsmodels_gives_it():
         detectable_drop(50, model, strictness=3) + 0.01
     )
     clustered = PlanModel(0.02, 0.003, design_effect=2.0, cluster_sizes=(5, 5, 5, 5))
-    assert clustered.df(200) == pytest.approx(39)  # 40 clusters of 5, like the earlier run's
+    assert clustered.dfs(200) == pytest.approx(39)  # every draw: 40 clusters of 5, as earlier
     sd2 = math.sqrt((0.02 + 0.001) * 2.0 / 200)
     drop = detectable_drop(200, clustered, strictness=3)
     assert stats.nct.sf(stats.t.ppf(0.975, 39), 39, drop / sd2) == pytest.approx(0.8)
-    assert math.isinf(detectable_drop(7, clustered, strictness=3))  # one cluster: no test
+    assert math.isinf(detectable_drop(1, clustered, strictness=3))  # one cluster: no test
     unequal = PlanModel(0.02, 0.003, cluster_sizes=tuple(UNEQUAL.count(g) for g in "abcde"))
-    assert unequal.df(12) == pytest.approx(mean_interval(VALUES, clusters=UNEQUAL).df)
-    assert unequal.df(24) == pytest.approx(_df_of([1, 1, 1, 1, 2, 2, 3, 3, 5, 5]))
+    assert unequal.dfs(12) == pytest.approx(mean_interval(VALUES, clusters=UNEQUAL).df)
+    assert unequal.dfs(24) == pytest.approx(_df_of([5, 2, 1, 3, 1] * 2))
+    # 3 rows of the 12: they touch 1 to 3 clusters, and the power is the mean over the draws
+    few = unequal.dfs(3)
+    assert few.size == 200 and (few == 0).any() and (few > 1).any() and (few <= 2).all()
+    drop = detectable_drop(3, unequal, strictness=3)
+    usable = few[few > 0]
+    nc = drop / math.sqrt(0.021 / 3)
+    powers = [stats.nct.sf(stats.t.ppf(0.975, df), df, nc) for df in usable]
+    assert sum(powers) / few.size == pytest.approx(0.8)
 
 
 def _df_of(sizes: list[int]) -> float:
@@ -338,7 +346,7 @@ def test_a_plan_model_from_one_run_assumes_the_correlation():
     model = PlanModel.from_run(scores, errs, 3, 0.25)
     assert model.questions == pytest.approx(2 * 0.75 * bars.between_variance)
     assert model.probes == pytest.approx(2 * bars.within_variance * 3)
-    assert (model.design_effect, model.cluster_sizes, model.df(10)) == (1.0, (), 9)
+    assert (model.design_effect, model.cluster_sizes, list(model.dfs(10))) == (1.0, (), [9])
 
 
 def test_a_plan_model_from_two_runs_measures_the_difference():
@@ -353,7 +361,7 @@ def test_a_plan_model_from_two_runs_measures_the_difference():
     effect = bars.stderr**2 * 12 / statistics.variance(d)
     assert clustered.design_effect == pytest.approx(max(effect, 1.0))
     assert clustered.cluster_sizes == (5, 2, 1, 3, 1)
-    assert clustered.df(12) == pytest.approx(bars.df)
+    assert clustered.dfs(12) == pytest.approx(bars.df)
 
 
 def test_threshold_of_a_known_split():
