@@ -16,7 +16,7 @@ from itertools import compress
 from typing import Any
 
 import numpy as np
-from scipy import special  # what scipy.stats computes with, without its import time
+from scipy import special  # type: ignore[import-untyped]  # scipy.stats' own, quicker to load
 
 from .scoring.report import clean_text, fmt
 
@@ -408,27 +408,31 @@ def _correlation(x: np.ndarray, y: np.ndarray) -> float:
 class PlanModel:
     """What planning a comparison needs from earlier runs: the variance of one pair's
     difference B - A split into the questions' part and the probes' (at strictness 1: it
-    shrinks as 1 / strictness), and in clusters their design effect and sizes."""
+    shrinks as 1 / strictness), and in clusters their sizes and how alike the differences in
+    one cluster are (the intraclass correlation)."""
 
     questions: float
     probes: float
-    design_effect: float = 1.0
     cluster_sizes: tuple[int, ...] = ()
+    alike: float = 0.0
 
     def variance(self, strictness: int) -> float:
         """The variance of one pair's difference at ``strictness`` probes."""
         return self.questions + self.probes / strictness
 
-    def dfs(self, n: int) -> np.ndarray:
-        """The degrees of freedom of ``n`` pairs: n - 1; in clusters, Bell and McCaffrey's
-        over the clusters that n rows drawn from the earlier run's touch, in :data:`DRAWS`
-        seeded draws (its clusters copied as often as n rows need)."""
+    def draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(design effects, degrees of freedom) of ``n`` pairs: 1 and n - 1; in clusters, for
+        the clusters that n rows drawn from the earlier run's touch (:data:`DRAWS` seeded
+        draws; its clusters copied as often as n rows need), 1 + alike (sum of squared sizes /
+        n - 1) and Bell and McCaffrey's."""
         if not self.cluster_sizes:
-            return np.array([n - 1.0])
+            return np.ones(1), np.array([n - 1.0])
         sizes = np.asarray(self.cluster_sizes)
         colors = np.tile(sizes, -(-n // sizes.sum()))
         drawn = np.random.default_rng(SEED).multivariate_hypergeometric(colors, n, size=DRAWS)
-        return _bell_mccaffrey(drawn.astype(float))
+        drawn = drawn.astype(float)
+        effects = 1.0 + self.alike * ((drawn * drawn).sum(axis=-1) / n - 1.0)
+        return effects, _bell_mccaffrey(drawn)
 
     @classmethod
     def from_run(
@@ -441,7 +445,7 @@ class PlanModel:
     ) -> PlanModel:
         """From one earlier run scored at ``strictness``, assuming ``correlation`` between two
         runs' true per-question scores: questions' part 2 (1 - r) between, probes' 2 within;
-        the design effect is that of the run's own scores."""
+        clusters as alike as the run's own scores."""
         bars = mean_interval(scores, stderrs=stderrs, clusters=clusters)
         x = np.asarray(scores, dtype=float)
         keep = np.isfinite(x)
@@ -462,7 +466,7 @@ class PlanModel:
     ) -> PlanModel:
         """From two earlier runs' paired scores (each with its rows' ``stderrs`` and its
         ``strictness``): the variance of B - A less the probes' part, which is each run's mean
-        squared stderr; the design effect of the differences."""
+        squared stderr; clusters as alike as the differences are."""
         x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
         keep = np.isfinite(x) & np.isfinite(y)
         labels = list(compress(clusters, keep)) if clusters is not None else None
@@ -476,15 +480,18 @@ class PlanModel:
 
 def _design(
     bars: ErrorBars, x: np.ndarray, labels: list[Hashable] | None
-) -> tuple[float, tuple[int, ...]]:
-    """(design effect, cluster sizes) of the interval ``bars`` of ``x``'s mean over clusters
-    ``labels``: (1, ()) without. A design effect under 1 (clusters less alike inside than
-    across) is taken as 1: from few clusters it is mostly noise."""
+) -> tuple[tuple[int, ...], float]:
+    """(cluster sizes, intraclass correlation) of ``x`` over clusters ``labels``, the latter
+    from the design effect of its interval ``bars``: 1 + alike (sum of squared sizes / n - 1).
+    ((), 0) without clusters; below 0 (clusters less alike inside than across) is taken as 0:
+    from few clusters it is mostly noise."""
     if labels is None:
-        return 1.0, ()
-    variance = float(x.var(ddof=1)) if x.size > 1 else math.nan
+        return (), 0.0
+    sizes = np.bincount(_group_ids(labels))
+    variance, spread = float(x.var(ddof=1)) if x.size > 1 else math.nan, (sizes * sizes).sum()
     effect = bars.stderr**2 * x.size / variance if variance > 0 else 1.0
-    return max(effect, 1.0), tuple(int(k) for k in np.bincount(_group_ids(labels)))
+    alike = (effect - 1.0) / (spread / x.size - 1.0) if spread > x.size else 0.0
+    return tuple(int(k) for k in sizes), max(float(alike), 0.0)
 
 
 def detectable_drop(
@@ -497,25 +504,25 @@ def detectable_drop(
     power: float = POWER,
 ) -> float:
     """The smallest drop ``n`` pairs find with ``power`` under the exit rule (the interval of
-    B - A wholly below ``-margin``: one-sided at (1 - level) / 2): ``margin`` plus the
-    noncentrality of Student's t at that power (its mean over :meth:`PlanModel.dfs`) times the
-    standard error of the mean difference. Infinite when that power cannot be reached."""
+    B - A wholly below ``-margin``: one-sided at (1 - level) / 2), from the noncentral t: its
+    mean power over :meth:`PlanModel.draws`. Infinite when that power cannot be reached."""
     from scipy import optimize
 
-    dfs = model.dfs(n)
-    usable = dfs[dfs > 0]
-    critical = special.stdtrit(usable, 0.5 + level / 2.0)
+    effects, dfs = model.draws(n)
+    usable = dfs > 0
+    df, critical = dfs[usable], special.stdtrit(dfs[usable], 0.5 + level / 2.0)
+    stderrs = np.sqrt(model.variance(strictness) * effects[usable] / n)
 
-    def short(shift: float) -> float:  # the power at this noncentrality, less the power asked
-        return float((1.0 - special.nctdtr(usable, shift, critical)).sum() / dfs.size - power)
+    def short(drop: float) -> float:  # the mean power at this drop, less the power asked
+        below = special.nctdtr(df, drop / stderrs, critical)  # NaN only where the power is 1
+        return float((1.0 - np.nan_to_num(below)).sum() / dfs.size - power)
 
-    high = 1.0  # doubled until the power is reached: far out, the distribution fails (NaN)
-    while not short(high) >= 0:
+    high = float(stderrs.max()) if stderrs.size else math.inf
+    while not short(high) >= 0:  # doubled until the power is reached
         if high > 1e3:
             return math.inf
         high *= 2.0
-    stderr = math.sqrt(model.variance(strictness) * model.design_effect / n)
-    return float(margin + optimize.brentq(short, 0.0, high) * stderr)
+    return float(margin + optimize.brentq(short, 0.0, high))
 
 
 def rows_needed(detect: float, model: PlanModel, **plan: Any) -> int:

@@ -306,23 +306,30 @@ def test_detectable_drop_has_the_power_statsmodels_gives_it():
     assert detectable_drop(50, model, strictness=3, margin=0.01) == pytest.approx(
         detectable_drop(50, model, strictness=3) + 0.01
     )
-    clustered = PlanModel(0.02, 0.003, design_effect=2.0, cluster_sizes=(5, 5, 5, 5))
-    assert clustered.dfs(200) == pytest.approx(39)  # every draw: 40 clusters of 5, as earlier
-    sd2 = math.sqrt((0.02 + 0.001) * 2.0 / 200)
+    # 40 clusters of 5 as earlier, alike 0.25: design effect 1 + 0.25 (5 - 1) = 2, 39 df
+    clustered = PlanModel(0.02, 0.003, cluster_sizes=(5, 5, 5, 5), alike=0.25)
+    effects, dfs = clustered.draws(200)
+    assert (effects == pytest.approx(2.0)) and (dfs == pytest.approx(39))
     drop = detectable_drop(200, clustered, strictness=3)
-    assert stats.nct.sf(stats.t.ppf(0.975, 39), 39, drop / sd2) == pytest.approx(0.8)
+    nc = drop / math.sqrt((0.02 + 0.001) * 2.0 / 200)
+    assert stats.nct.sf(stats.t.ppf(0.975, 39), 39, nc) == pytest.approx(0.8)
     assert math.isinf(detectable_drop(1, clustered, strictness=3))  # one cluster: no test
     unequal = PlanModel(0.02, 0.003, cluster_sizes=tuple(UNEQUAL.count(g) for g in "abcde"))
-    assert unequal.dfs(12) == pytest.approx(mean_interval(VALUES, clusters=UNEQUAL).df)
-    assert unequal.dfs(24) == pytest.approx(_df_of([5, 2, 1, 3, 1] * 2))
-    # 3 rows of the 12: they touch 1 to 3 clusters, and the power is the mean over the draws
-    few = unequal.dfs(3)
-    assert few.size == 200 and (few == 0).any() and (few > 1).any() and (few <= 2).all()
+    assert unequal.draws(12)[1] == pytest.approx(mean_interval(VALUES, clusters=UNEQUAL).df)
+    assert unequal.draws(24)[1] == pytest.approx(_df_of([5, 2, 1, 3, 1] * 2))
+    # 3 rows of the 12 touch 1 to 3 clusters: the power is the mean over the draws
+    unequal = PlanModel(0.02, 0.003, cluster_sizes=unequal.cluster_sizes, alike=0.5)
+    effects, dfs = unequal.draws(3)
+    assert dfs.size == 200 and (dfs == 0).any() and (dfs > 1).any() and (dfs <= 2).all()
+    # 3 clusters of 1 row, 2 + 1, or 3 in one: sum of squared sizes / 3 is 1, 5/3 or 3
+    assert set(np.round(effects, 6)) <= {1.0, round(1 + 0.5 * (5 / 3 - 1), 6), 2.0}
     drop = detectable_drop(3, unequal, strictness=3)
-    usable = few[few > 0]
-    nc = drop / math.sqrt(0.021 / 3)
-    powers = [stats.nct.sf(stats.t.ppf(0.975, df), df, nc) for df in usable]
-    assert sum(powers) / few.size == pytest.approx(0.8)
+    powers = [
+        stats.nct.sf(stats.t.ppf(0.975, df), df, drop / math.sqrt(0.021 * effect / 3))
+        for effect, df in zip(effects, dfs, strict=True)
+        if df > 0
+    ]
+    assert sum(powers) / dfs.size == pytest.approx(0.8)
 
 
 def _df_of(sizes: list[int]) -> float:
@@ -346,7 +353,7 @@ def test_a_plan_model_from_one_run_assumes_the_correlation():
     model = PlanModel.from_run(scores, errs, 3, 0.25)
     assert model.questions == pytest.approx(2 * 0.75 * bars.between_variance)
     assert model.probes == pytest.approx(2 * bars.within_variance * 3)
-    assert (model.design_effect, model.cluster_sizes, list(model.dfs(10))) == (1.0, (), [9])
+    assert (model.alike, model.cluster_sizes, model.draws(10)[1].tolist()) == (0.0, (), [9])
 
 
 def test_a_plan_model_from_two_runs_measures_the_difference():
@@ -359,9 +366,11 @@ def test_a_plan_model_from_two_runs_measures_the_difference():
     clustered = PlanModel.from_pairs(a, b, (errs, errs), (3, 3), UNEQUAL + ["z"])
     bars = mean_interval(d, clusters=UNEQUAL)
     effect = bars.stderr**2 * 12 / statistics.variance(d)
-    assert clustered.design_effect == pytest.approx(max(effect, 1.0))
+    alike = (effect - 1) / (sum(k * k for k in (5, 2, 1, 3, 1)) / 12 - 1)
     assert clustered.cluster_sizes == (5, 2, 1, 3, 1)
-    assert clustered.dfs(12) == pytest.approx(bars.df)
+    assert clustered.alike == pytest.approx(max(alike, 0.0))
+    assert clustered.draws(12)[0] == pytest.approx(1 + clustered.alike * (40 / 12 - 1))
+    assert clustered.draws(12)[1] == pytest.approx(bars.df)
 
 
 def test_threshold_of_a_known_split():

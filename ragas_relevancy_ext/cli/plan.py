@@ -106,17 +106,17 @@ def plan(
         n = sum(math.isfinite(s) for s in scores)
         source = f"{report}: {n} scored row(s)"
         alike = f"correlation of the two runs' true scores {r:g}"
-        if correlation is None:
-            lower = PlanModel.from_run(scores, stderrs, then, LOWER, labels)
-            needed = rows_needed(detect, lower, strictness=then, margin=margin)
-            alike += (
-                f" (assumed, not measured: --from A B measures it; at {LOWER:g} a run needs "
-                f"{needed:,} rows at strictness {then})"
-            )
     if n < 2 or not math.isfinite(model.probes):
         raise UsageError(
             f"{source}: the probes' noise cannot be told from the questions' (at least 2 rows "
             "scored with --strictness 2 or more are needed)"
+        )
+    if report is not None and correlation is None:
+        lower = PlanModel.from_run(scores, stderrs, then, LOWER, labels)
+        more = rows_needed(detect, lower, strictness=then, margin=margin)
+        alike += (
+            f" (assumed, not measured: --from A B measures it; at {LOWER:g} a run needs "
+            f"{more:,} rows at strictness {then})"
         )
     options = sorted({*STRICTNESS, then})
     needed = {k: rows_needed(detect, model, strictness=k, margin=margin) for k in options}
@@ -131,8 +131,8 @@ def plan(
     if cluster is not None:
         sizes = model.cluster_sizes
         design = (
-            f"; --cluster {cluster}: design effect {model.design_effect:.2f}, "
-            f"{len(sizes)} clusters of {sum(sizes) / max(len(sizes), 1):.1f} rows on average"
+            f"; --cluster {cluster}: {len(sizes)} clusters of {sum(sizes) / len(sizes):.1f} rows "
+            f"on average, intraclass correlation {model.alike:.3f}"
         )
     print_lines(
         console,

@@ -184,7 +184,7 @@ def run_bars(
     ``--interval`` ask; one pass, keeping three numbers per row (a stream will do)."""
     from ..error_bars import mean_interval
 
-    scores, stderrs, labels, missing, columns = [], [], [], 0, set()
+    scores, stderrs, labels, missing, columns = [], [], [], 0, set[str]()
     for report, extra in rows:
         scores.append(report.score)
         stderrs.append(report.score_stderr)

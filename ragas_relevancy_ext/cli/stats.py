@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
@@ -24,7 +25,7 @@ DEFAULT_SEED = 20240611
 Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: ArrayLike, y: ArrayLike) -> float:
     """Pearson's r; NaN when either side is constant or there are fewer than two pairs."""
     a, b = _pairs(x, y)
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -32,17 +33,17 @@ def pearson(x: Sequence[float], y: Sequence[float]) -> float:
     return float(np.clip(np.corrcoef(a, b)[0, 1], -1.0, 1.0))
 
 
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
     """Spearman's rho: Pearson's r of the ranks (ties share their average rank)."""
-    from scipy.stats import rankdata
+    from scipy.stats import rankdata  # type: ignore[import-untyped]
 
     a, b = _pairs(x, y)
     return pearson(rankdata(a), rankdata(b)) if len(a) else math.nan
 
 
 def bootstrap_interval(
-    x: Sequence[float],
-    y: Sequence[float],
+    x: ArrayLike,
+    y: ArrayLike,
     statistic: Statistic = pearson,
     resamples: int = DEFAULT_RESAMPLES,
     level: float = 0.95,
@@ -126,7 +127,7 @@ def repeat_spread(runs: Sequence[Sequence[float]]) -> Spread:
     return Spread(means, deviations, mean_deviation, repeats)
 
 
-def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     if a.shape != b.shape or a.ndim != 1:

@@ -137,18 +137,18 @@ def write_report(
     from ..scoring.report import row_key
 
     labels, scored_with = dict(used), _scored_with(settings)
-    scored = [c for c in checks if c.report is not None]
+    scored = [(c, c.report) for c in checks if c.report is not None]
     lines = [
         report_line(
             number,
             row_key(check.user_input, check.response),
-            check.report,  # type: ignore[arg-type]  (scored)
+            report,
             labels.get("relevancy_judge", ""),
             labels.get("relevancy_embeddings", ""),
             {"nodeid": check.nodeid, "min_score": check.min_score},
             settings=scored_with,
         )
-        for number, check in enumerate(scored, 1)
+        for number, (check, report) in enumerate(scored, 1)
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, "".join(lines).encode("utf-8"))

@@ -203,7 +203,9 @@ def test_plan_from_two_runs_measures_the_correlation_and_takes_margin_and_cluste
     docs = [e["doc"] for _, _, e in rows]
     clustered = PlanModel.from_pairs(sa, sb, (errs, errs_b), (3, 3), docs)
     result = invoke("plan", "--from", a, b, "--detect", "0.05", "--cluster", "doc")
-    assert f"design effect {clustered.design_effect:.2f}" in result.stdout
+    assert f"8 clusters of 5.0 rows on average, intraclass correlation {clustered.alike:.3f}" in (
+        result.stdout
+    )
     assert f"{rows_needed(0.05, clustered, strictness=3):,} rows" in result.stdout
     for bad in (
         ["--detect", "0.05"],  # neither
