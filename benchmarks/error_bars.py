@@ -17,9 +17,9 @@ For n in {5, 10, 20, 50, 200, 1000} and no documents, 10 or 40, over --reps repl
   test) fires on the same system scored twice;
 * power: how often it fires at the drop ``plan --from A B`` says n pairs find with 80% power
   (the median is shown), each replication planned from its own earlier pair of runs of 10 n (at
-  least 5,000) questions drawn the same way, each document's weight copied as often; with every
-  score of B that much lower (as plan assumes), and with B's truth that much lower ("lowered":
-  its scores are lower and less spread, so the power is higher);
+  least 5,000) questions on the same documents; with every score of B that much lower (as plan
+  assumes), and with B's truth that much lower ("lowered": its scores are lower and less
+  spread, so the power is higher);
 * 30% failed: how often it fires when B fails on A's 30% lowest-scored questions.
 
 It calls what the commands call: ``mean_interval``, ``paired_difference`` (and its verdicts),
@@ -72,17 +72,12 @@ def zero_share() -> tuple[float, float]:
     return float(1.0 - w @ kept), float(w @ (kept * (MEAN + QUESTION_SD * s)))
 
 
-def documents(
-    rng: np.random.Generator, shape: tuple[int, int], count: int, copies: int = 1
-) -> np.ndarray | None:
-    """Each row's document (reps, n), drawn with unequal (lognormal) weights; None for none.
-    ``copies``: each of the ``count`` weights that many times (an earlier run ``copies`` times
-    as large, its documents sized alike)."""
+def documents(rng: np.random.Generator, shape: tuple[int, int], count: int) -> np.ndarray | None:
+    """Each row's document (reps, n), drawn with unequal (lognormal) weights; None for none."""
     if not count:
         return None
     weights = np.exp(DOCUMENT_SPREAD * stats.norm.ppf((np.arange(count) + 0.5) / count))
-    weights = np.tile(weights, copies)
-    return rng.choice(count * copies, size=shape, p=weights / weights.sum())
+    return rng.choice(count, size=shape, p=weights / weights.sum())
 
 
 def scores(
@@ -111,12 +106,10 @@ def pair(
     count: int,
     drop: np.ndarray | float = 0.0,
     same: bool = False,
-    copies: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Scores of runs A and B of ``reps`` replications, their documents; ``same``: B is A's
     system scored again, else another system ``drop`` lower on average."""
-    docs = documents(rng, (reps, n), count, copies)
-    count *= copies
+    docs = documents(rng, (reps, n), count)
     shared = DOCUMENT_SD * rng.standard_normal((reps, max(count, 1)))
     ease = rng.standard_normal((reps, n))
     a = scores(rng, ease, 0.0, docs, count, shared)
@@ -132,13 +125,12 @@ ZEROS, TRUTH = zero_share()
 
 def planned_drops(rng: np.random.Generator, reps: int, n: int, count: int) -> np.ndarray:
     """For each replication, the drop ``plan --from A B`` says n pairs find with 80% power,
-    from its own earlier pair of runs of 10 n (at least 5,000) questions over documents sized
-    alike (each weight copied)."""
-    copies = max(5000 // n, 10)
+    from its own earlier pair of runs of 10 n (at least 5,000) questions on the same documents."""
+    size = max(5000, 10 * n)
+    stderr = np.full(size, PROBE_SD / math.sqrt(PROBES))  # every row's probes' noise
     drops = np.empty(reps)
     for r in range(reps):
-        a, b, docs = pair(rng, 1, copies * n, count, copies=copies)
-        stderr = np.full(copies * n, PROBE_SD / math.sqrt(PROBES))  # the probes' noise
+        a, b, docs = pair(rng, 1, size, count)
         labels = None if docs is None else docs[0]
         model = PlanModel.from_pairs(a[0], b[0], (stderr, stderr), (PROBES, PROBES), labels)
         drops[r] = detectable_drop(n, model, strictness=PROBES)
