@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict, deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
 from typing import Any
@@ -30,6 +30,7 @@ __all__ = [
     "PlanModel",
     "Threshold",
     "best_threshold",
+    "bootstrap_interval",
     "detectable_drop",
     "interval_text",
     "mean_interval",
@@ -537,6 +538,29 @@ def rows_needed(detect: float, model: PlanModel, **plan: Any) -> int:
     return high
 
 
+def bootstrap_interval(
+    x: Any,
+    y: Any,
+    statistic: Callable[[np.ndarray, np.ndarray], float],
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> tuple[float, float]:
+    """Seeded percentile bootstrap interval of ``statistic(x, y)`` over resampled pairs;
+    resamples where it is undefined (one group, all ratings equal) are left out; NaN under
+    three pairs or when every resample is."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.size < 3:
+        return math.nan, math.nan
+    picks = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
+    values = np.array([statistic(a[p], b[p]) for p in picks], dtype=float)
+    if not np.isfinite(values).any():
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.nanpercentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
+
+
 @dataclass(frozen=True)
 class Threshold:
     """The score best separating good from bad ratings (Youden's J), its bootstrap interval,
@@ -578,21 +602,14 @@ def best_threshold(
     level: float = LEVEL,
 ) -> Threshold:
     """The threshold separating ``good`` rows best, with a seeded percentile bootstrap interval
-    (resamples holding one group only are left out); rows with a NaN score are dropped and
-    counted."""
+    (:func:`bootstrap_interval`); rows with a NaN score are dropped and counted."""
     s, g = np.asarray(scores, dtype=float), np.asarray(good, dtype=bool)
     if s.shape != g.shape:
         raise ValueError(f"{s.size} scores but {g.size} good/bad labels")
     keep = np.isfinite(s)
     s, g = s[keep], g[keep]
     cut = _youden(s, g)
-    low = high = math.nan
-    if math.isfinite(cut):
-        picks = np.random.default_rng(seed).integers(0, s.size, size=(resamples, s.size))
-        values = np.array([_youden(s[p], g[p]) for p in picks])
-        if np.isfinite(values).any():
-            tail = (1.0 - level) / 2.0 * 100.0
-            low, high = map(float, np.nanpercentile(values, [tail, 100.0 - tail]))
+    low, high = bootstrap_interval(s, g, _youden, resamples, level, seed)
 
     def share(v: np.ndarray) -> float:
         return float((v >= cut).mean()) if v.size and math.isfinite(cut) else math.nan

@@ -7,13 +7,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike
 
+from ..error_bars import bootstrap_interval
 from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 if TYPE_CHECKING:
@@ -21,8 +22,6 @@ if TYPE_CHECKING:
 
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
-
-Statistic = Callable[[np.ndarray, np.ndarray], float]
 
 
 def pearson(x: ArrayLike, y: ArrayLike) -> float:
@@ -39,30 +38,6 @@ def spearman(x: ArrayLike, y: ArrayLike) -> float:
 
     a, b = _pairs(x, y)
     return pearson(rankdata(a), rankdata(b)) if len(a) else math.nan
-
-
-def bootstrap_interval(
-    x: ArrayLike,
-    y: ArrayLike,
-    statistic: Statistic = pearson,
-    resamples: int = DEFAULT_RESAMPLES,
-    level: float = 0.95,
-    seed: int = DEFAULT_SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over resampled pairs (fixed seed);
-    resamples where it is undefined (all ratings equal) are left out, (nan, nan) if all are."""
-    a, b = _pairs(x, y)
-    if len(a) < 3:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(a), size=(resamples, len(a)))
-    values = np.array([statistic(a[idx], b[idx]) for idx in picks], dtype=float)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return math.nan, math.nan
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return float(low), float(high)
 
 
 @dataclass(frozen=True)

@@ -63,12 +63,12 @@ def test_bootstrap_is_repeatable_and_brackets_the_estimate():
 
 
 def test_bootstrap_of_a_perfect_relation_is_a_point():
-    low, high = bootstrap_interval([1, 2, 3, 4, 5], [2, 4, 6, 8, 10], resamples=200)
+    low, high = bootstrap_interval([1, 2, 3, 4, 5], [2, 4, 6, 8, 10], pearson, resamples=200)
     assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
 
 
 def test_bootstrap_needs_three_pairs():
-    assert all(math.isnan(v) for v in bootstrap_interval([1, 2], [1, 2]))
+    assert all(math.isnan(v) for v in bootstrap_interval([1, 2], [1, 2], pearson))
 
 
 def test_agreement_counts_dropped_scores():
