@@ -416,24 +416,34 @@ class PlanModel:
     probes: float
     cluster_sizes: tuple[int, ...] = ()
     alike: float = 0.0
+    df: float = math.inf  # of the variance's estimate: n - 1 of the earlier pairs
+    clusters_df: float = math.inf  # of the design effect's: its Bell and McCaffrey's
 
     def variance(self, strictness: int) -> float:
         """The variance of one pair's difference at ``strictness`` probes."""
         return self.questions + self.probes / strictness
 
     def draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
-        """(design effects, degrees of freedom) of ``n`` pairs: 1 and n - 1; in clusters, for
-        the clusters that n rows drawn from the earlier run's touch (:data:`DRAWS` seeded
-        draws; its clusters copied as often as n rows need), 1 + alike (sum of squared sizes /
-        n - 1) and Bell and McCaffrey's."""
+        """(variance factors, degrees of freedom) of ``n`` pairs in :data:`DRAWS` seeded
+        draws. An estimate on df degrees of freedom could be the truth times df / chi2(df): the
+        variance's and, in clusters, the intraclass correlation's. In clusters, those that n
+        rows drawn from the earlier run's touch (its clusters copied as often as n rows need)
+        set the design effect 1 + alike (sum of squared sizes / n - 1) and Bell and McCaffrey's
+        degrees of freedom; else n - 1."""
+        rng = np.random.default_rng(SEED)
+
+        def spread(df: float) -> Any:
+            return df / rng.chisquare(df, DRAWS) if math.isfinite(df) else np.ones(DRAWS)
+
+        factors = spread(self.df)
         if not self.cluster_sizes:
-            return np.ones(1), np.array([n - 1.0])
+            return factors, np.full(DRAWS, n - 1.0)
         sizes = np.asarray(self.cluster_sizes)
         colors = np.tile(sizes, -(-n // sizes.sum()))
-        drawn = np.random.default_rng(SEED).multivariate_hypergeometric(colors, n, size=DRAWS)
-        drawn = drawn.astype(float)
-        effects = 1.0 + self.alike * ((drawn * drawn).sum(axis=-1) / n - 1.0)
-        return effects, _bell_mccaffrey(drawn)
+        drawn = rng.multivariate_hypergeometric(colors, n, size=DRAWS).astype(float)
+        alike = self.alike * spread(self.clusters_df)
+        effects = 1.0 + alike * ((drawn * drawn).sum(axis=-1) / n - 1.0)
+        return factors * effects, _bell_mccaffrey(drawn)
 
     @classmethod
     def from_run(
@@ -481,18 +491,19 @@ class PlanModel:
 
 def _design(
     bars: ErrorBars, x: np.ndarray, labels: list[Hashable] | None
-) -> tuple[tuple[int, ...], float]:
-    """(cluster sizes, intraclass correlation) of ``x`` over clusters ``labels``, the latter
-    from the design effect of its interval ``bars``: 1 + alike (sum of squared sizes / n - 1).
-    ((), 0) without clusters; below 0 (clusters less alike inside than across) is taken as 0:
-    from few clusters it is mostly noise."""
+) -> tuple[tuple[int, ...], float, float, float]:
+    """(cluster sizes, intraclass correlation, its degrees of freedom and the variance's) of
+    ``x`` over clusters ``labels``, the correlation from the design effect of its interval
+    ``bars``: 1 + alike (sum of squared sizes / n - 1); ((), 0, n - 1, inf) without clusters.
+    A correlation below 0 (clusters less alike inside than across) is taken as 0: from few
+    clusters it is mostly noise."""
     if labels is None:
-        return (), 0.0
+        return (), 0.0, x.size - 1.0, math.inf
     sizes = np.bincount(_group_ids(labels))
     variance, spread = float(x.var(ddof=1)) if x.size > 1 else math.nan, (sizes * sizes).sum()
     effect = bars.stderr**2 * x.size / variance if variance > 0 else 1.0
     alike = (effect - 1.0) / (spread / x.size - 1.0) if spread > x.size else 0.0
-    return tuple(int(k) for k in sizes), max(float(alike), 0.0)
+    return tuple(int(k) for k in sizes), max(float(alike), 0.0), x.size - 1.0, bars.df
 
 
 def detectable_drop(
@@ -509,10 +520,10 @@ def detectable_drop(
     mean power over :meth:`PlanModel.draws`. Infinite when that power cannot be reached."""
     from scipy import optimize
 
-    effects, dfs = model.draws(n)
+    factors, dfs = model.draws(n)
     usable = dfs > 0
     df, critical = dfs[usable], special.stdtrit(dfs[usable], 0.5 + level / 2.0)
-    stderrs = np.sqrt(model.variance(strictness) * effects[usable] / n)
+    stderrs = np.sqrt(model.variance(strictness) * factors[usable] / n)
 
     def short(drop: float) -> float:  # the mean power at this drop, less the power asked
         below = special.nctdtr(df, drop / stderrs, critical)  # NaN only where the power is 1

@@ -4,6 +4,7 @@ formula worked by hand, on small runs, missing rows and few clusters of unequal 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 
@@ -353,7 +354,13 @@ def test_a_plan_model_from_one_run_assumes_the_correlation():
     model = PlanModel.from_run(scores, errs, 3, 0.25)
     assert model.questions == pytest.approx(2 * 0.75 * bars.between_variance)
     assert model.probes == pytest.approx(2 * bars.within_variance * 3)
-    assert (model.alike, model.cluster_sizes, model.draws(10)[1].tolist()) == (0.0, (), [9])
+    assert (model.alike, model.cluster_sizes, model.df, model.clusters_df) == (0, (), 4, math.inf)
+    factors, dfs = model.draws(10)
+    assert dfs == pytest.approx(9)  # 10 pairs; the variance of 5 rows could be 4 / chi2(4) off
+    chi2 = np.random.default_rng(ragas_relevancy_ext.error_bars.SEED).chisquare(4, factors.size)
+    assert factors == pytest.approx(4 / chi2)
+    sure = dataclasses.replace(model, df=math.inf)
+    assert detectable_drop(10, model, strictness=3) > detectable_drop(10, sure, strictness=3)
 
 
 def test_a_plan_model_from_two_runs_measures_the_difference():
@@ -369,8 +376,10 @@ def test_a_plan_model_from_two_runs_measures_the_difference():
     alike = (effect - 1) / (sum(k * k for k in (5, 2, 1, 3, 1)) / 12 - 1)
     assert clustered.cluster_sizes == (5, 2, 1, 3, 1)
     assert clustered.alike == pytest.approx(max(alike, 0.0))
-    assert clustered.draws(12)[0] == pytest.approx(1 + clustered.alike * (40 / 12 - 1))
-    assert clustered.draws(12)[1] == pytest.approx(bars.df)
+    assert (clustered.df, clustered.clusters_df) == (11, pytest.approx(bars.df))
+    sure = dataclasses.replace(clustered, df=math.inf, clusters_df=math.inf)
+    assert sure.draws(12)[0] == pytest.approx(1 + clustered.alike * (40 / 12 - 1))
+    assert sure.draws(12)[1] == pytest.approx(bars.df)
 
 
 def test_threshold_of_a_known_split():

@@ -164,14 +164,14 @@ def test_plan_from_a_known_variance_states_the_correlation_it_assumes(tmp_path):
     scores = [sum(c) / 3 for _, c, _ in rows]
     within = statistics.fmean(statistics.variance(c) / 3 for _, c, _ in rows)
     between = statistics.variance(scores) - within
-    model = PlanModel(2 * (1 - 0.5) * between, 2 * within * 3)
+    model = PlanModel(2 * (1 - 0.5) * between, 2 * within * 3, df=39)  # 40 rows' variance
     result = invoke("plan", report, "--detect", "0.02")
     assert result.exit_code == 0, result.output
     assert f"at strictness 3: {rows_needed(0.02, model, strictness=3):,} rows" in result.stdout
     table = dict(re.findall(r"^\s+(\d+)\s+([\d,]+)\s", result.stdout, flags=re.M))
     for k in (1, 2, 3, 5, 8, 12):
         assert table[str(k)] == f"{rows_needed(0.02, model, strictness=k):,}"
-    lower = rows_needed(0.02, PlanModel(2 * 0.75 * between, 2 * within * 3), strictness=3)
+    lower = rows_needed(0.02, PlanModel(2 * 0.75 * between, 2 * within * 3, df=39), strictness=3)
     assert (
         "correlation of the two runs' true scores 0.5 (assumed, not measured: --from A B "
         f"measures it; at 0.25 a run needs {lower:,} rows at strictness 3)"
