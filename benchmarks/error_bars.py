@@ -23,7 +23,7 @@ For n in {5, 10, 20, 50, 200, 1000} and no documents, 10 or 40, over --reps repl
 * 30% failed: how often it fires when B fails on A's 30% lowest-scored questions.
 
 It calls what the commands call: ``mean_interval``, ``paired_difference`` (and its verdicts),
-``PlanModel.from_pairs`` and ``detectable_drop``. About 3 minutes on one core at 2,000
+``PlanModel.from_pairs`` and ``detectable_drop``. About 5 minutes of CPU at 2,000
 replications; ``--reps 200`` for a quick look. Usage::
 
     python benchmarks/error_bars.py [--reps 2000] [--seed 7]
