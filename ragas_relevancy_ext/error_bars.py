@@ -1,51 +1,88 @@
-"""How sure a score is: error bars on a sample, on a run, and on the change between two runs.
+"""How sure a score is: error bars on a run's mean and on the change between two runs, the rows
+a comparison needs, and the score that best separates good answers from bad.
 
-After Miller, "Adding Error Bars to Evals" (2024, arXiv 2411.00640); normal quantiles, not t.
+Intervals use Student's t: n - 1 degrees of freedom for rows, and for rows in clusters the CR2
+standard error with Bell and McCaffrey's degrees of freedom, which holds at 10 clusters of unequal
+size (``benchmarks/error_bars.py``). After Miller, "Adding Error Bars to Evals" (arXiv 2411.00640).
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, defaultdict, deque
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import compress
-from statistics import NormalDist
 from typing import Any
 
 import numpy as np
+from scipy import special  # type: ignore[import-untyped]  # scipy.stats' own, quicker to load
 
 from .scoring.report import clean_text, fmt
 
 __all__ = [
+    "FAILURE_ALPHA",
+    "FEW_CLUSTERS",
     "METHODS",
     "ErrorBars",
     "Pairing",
     "PairedDifference",
+    "PlanModel",
     "Threshold",
     "best_threshold",
+    "bootstrap_interval",
     "detectable_drop",
-    "run_error_bars",
+    "interval_text",
     "mean_interval",
+    "method_text",
+    "p_text",
     "pair_by_question",
     "paired_difference",
     "question_key",
+    "rough_text",
     "rows_needed",
+    "run_error_bars",
 ]
 
-METHODS = ("clt", "clustered", "bootstrap")
+METHODS = ("t", "cr2", "bootstrap")
 LEVEL = 0.95
-FEW_CLUSTERS = 10  # under this many clusters a clustered standard error is itself unsteady
+# Under this many clusters the interval rests on few independent draws: it still covers (the
+# benchmark's 10-cluster cells) but its width swings from run to run, so the output says so.
+FEW_CLUSTERS = 30
+# A rise in failed rows fails a comparison at this one-sided level (exact McNemar), a tenth of
+# the scores' 2.5%: a run compared with itself fails under 3% of the time, while a run failing
+# on 30% of 50 rows is caught 99% of the time (benchmarks/error_bars.py).
+FAILURE_ALPHA = 0.0025
 POWER = 0.8
 RESAMPLES = 2000
 SEED = 20240611
+DRAWS = 200  # runs drawn from an earlier run's clusters to plan over
+TINY_P = 1e-16  # p-values below this are printed as "< 1e-16": the arithmetic ends there
 
 
-def _percentiles(values: np.ndarray, level: float) -> tuple[float, float]:
-    """The central ``level`` interval of ``values`` (percentile bootstrap)."""
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return float(low), float(high)
+def interval_text(low: float, high: float, digits: int = 4) -> str:
+    """``[0.7359, 0.8265]``."""
+    return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
+
+
+def p_text(p: float) -> str:
+    """``p = 0.0123``, ``p = 3.1e-05`` or ``p < 1e-16``."""
+    if math.isfinite(p) and p < TINY_P:
+        return f"p < {TINY_P:g}"
+    return f"p = {fmt(p) if not math.isfinite(p) or p >= 1e-3 else f'{p:.2g}'}"
+
+
+def method_text(method: str, clusters: int | None, df: float) -> str:
+    """``t, 199 df``, ``CR2 over 12 clusters, 5.3 df`` or ``bootstrap``."""
+    how = method if method == "bootstrap" or not clusters else "CR2"
+    how += f" over {clusters} clusters" if clusters else ""
+    return how + (f", {f'{df:.1f}'.removesuffix('.0')} df" if math.isfinite(df) else "")
+
+
+def rough_text(clusters: int | None) -> str:
+    """``; under 30 clusters: a rough interval`` for few clusters, else ``""``."""
+    few = clusters is not None and clusters < FEW_CLUSTERS
+    return f"; under {FEW_CLUSTERS} clusters: a rough interval" if few else ""
 
 
 @dataclass(frozen=True)
@@ -64,17 +101,17 @@ class ErrorBars:
     nans: int = 0
     clusters: int | None = None
     level: float = LEVEL
+    df: float = math.nan
 
     def interval_text(self) -> str:
-        """``0.7812 ± 0.0231 (95% CI 0.7359-0.8265, clt, n=200)``."""
+        """``0.7812 ± 0.0231 (95% CI [0.7359, 0.8265], t, 199 df, n=200)``."""
         if not math.isfinite(self.mean):
             return "NaN"
-        how = self.method + (f" over {self.clusters} clusters" if self.clusters else "")
-        if self.clusters and self.clusters < FEW_CLUSTERS:
-            how += f", under {FEW_CLUSTERS} clusters: a rough interval"
         return (
-            f"{self.mean:.4f} ± {fmt(self.stderr)} ({self.level:.0%} CI {fmt(self.ci_low)}-"
-            f"{fmt(self.ci_high)}, {how}, n={self.n})"
+            f"{self.mean:.4f} ± {fmt(self.stderr)} ({self.level:.0%} CI "
+            f"{interval_text(self.ci_low, self.ci_high)}, "
+            f"{method_text(self.method, self.clusters, self.df)}, n={self.n}"
+            f"{rough_text(self.clusters)})"
         )
 
     def variance_text(self) -> str:
@@ -129,12 +166,13 @@ def mean_interval(
     seed: int = SEED,
 ) -> ErrorBars:
     """:func:`run_error_bars` over plain numbers: ``scores`` (NaN left out and counted), each
-    one's ``stderrs`` (for the variance split) and ``clusters``, in one order."""
+    one's ``stderrs`` (for the variance split) and ``clusters``, in one order. ``method``: ``t``
+    (the default without clusters), ``cr2`` (with them) or ``bootstrap`` (seeded percentile)."""
     values = np.asarray(scores, dtype=float).reshape(-1)
-    method = method or ("clustered" if clusters is not None else "clt")
+    method = method or ("cr2" if clusters is not None else "t")
     if method not in METHODS:
         raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    if method == "clustered" and clusters is None:
+    if method == "cr2" and clusters is None:
         raise ValueError("the clustered interval needs each row's cluster")
     if clusters is not None and len(clusters) != values.size:
         raise ValueError(f"{values.size} scores but {len(clusters)} cluster labels")
@@ -144,15 +182,17 @@ def mean_interval(
     groups = _group_ids(compress(clusters, keep)) if clusters is not None else None
     mean = float(x.mean()) if n else math.nan
     between, within = _variance_parts(x, stderrs, keep)
+    stderr, df = _spread(x, groups)
     if method == "bootstrap":
         stderr, low, high = _bootstrap(x, groups, level, resamples, seed)
+        df = math.nan
     else:
-        stderr = _clustered_stderr(x, groups) if groups is not None else _clt_stderr(x)
-        half = NormalDist().inv_cdf(0.5 + level / 2.0) * stderr  # 1.96 at 0.95
+        half = float(special.stdtrit(df, 0.5 + level / 2.0)) * stderr if df > 0 else math.nan
         low, high = mean - half, mean + half
-    nans = int(values.size - n)
     count = int(groups.max() + 1) if groups is not None and n else None  # clusters
-    return ErrorBars(mean, stderr, low, high, n, method, between, within, nans, count, level)
+    return ErrorBars(
+        mean, stderr, low, high, n, method, between, within, values.size - n, count, level, df
+    )
 
 
 def _group_ids(labels: Iterable[Hashable]) -> np.ndarray:
@@ -161,33 +201,60 @@ def _group_ids(labels: Iterable[Hashable]) -> np.ndarray:
     return np.asarray([index.setdefault(label, len(index)) for label in labels], dtype=int)
 
 
-def _clt_stderr(x: np.ndarray) -> float:
-    """sd(ddof=1) / sqrt(n); NaN under two values."""
-    return float(x.std(ddof=1) / math.sqrt(x.size)) if x.size >= 2 else math.nan
+def _spread(x: np.ndarray, groups: np.ndarray | None) -> tuple[float, float]:
+    """(standard error of the mean, degrees of freedom): sd / sqrt(n) with n - 1, or with
+    ``groups`` the CR2 standard error with Bell and McCaffrey's degrees of freedom (a working
+    model of independent rows), which are G - 1 for clusters of one size; NaN under 2 of either.
+
+    For the mean alone CR2 is short: cluster g's residual sum S_g over sqrt(1 - n_g / n), and
+    the degrees of freedom (tr Q)^2 / |Q|^2 for Q = diag(d) - c c' / n, with d_g = n_g / (1 -
+    n_g / n) and c_g^2 = n_g d_g."""
+    n = x.size
+    if groups is None:
+        return (float(x.std(ddof=1) / math.sqrt(n)), float(n - 1)) if n >= 2 else (math.nan, 0.0)
+    sizes = np.bincount(groups).astype(float) if n else np.zeros(0)
+    if sizes.size < 2:
+        return math.nan, 0.0
+    sums = np.bincount(groups, weights=x - x.mean())
+    stderr = math.sqrt((sums * sums / (1.0 - sizes / n)).sum()) / n
+    return stderr, float(_bell_mccaffrey(sizes))
 
 
-def _clustered_stderr(x: np.ndarray, groups: np.ndarray) -> float:
-    """Miller's clustered standard error times sqrt(G / (G - 1)), so one row per cluster gives
-    the CLT figure exactly; NaN under two clusters."""
-    g = int(groups.max()) + 1 if groups.size else 0
-    if g < 2:
-        return math.nan
-    sums = np.bincount(groups, weights=x - x.mean(), minlength=g)
-    return float(math.sqrt(float(sums @ sums) * g / (g - 1)) / x.size)
+def _bell_mccaffrey(sizes: np.ndarray) -> Any:
+    """Bell and McCaffrey's degrees of freedom of a mean over clusters of these ``sizes`` (see
+    :func:`_spread`), along the last axis: a size 0 counts for nothing; 0 under 2 clusters."""
+    n = sizes.sum(axis=-1, keepdims=True)
+    rest = np.where(sizes < n, 1.0 - sizes / n, 1.0)  # a lone cluster: no division by 0
+    d, c2 = sizes / rest, sizes * sizes / rest
+    n = n[..., 0]
+    trace = d.sum(axis=-1) - c2.sum(axis=-1) / n
+    square = (d * d).sum(axis=-1) - 2.0 * (d * c2).sum(axis=-1) / n + (c2.sum(axis=-1) / n) ** 2
+    return np.divide(trace * trace, square, out=np.zeros_like(trace), where=square > 0)
 
 
 def _bootstrap(
     x: np.ndarray, groups: np.ndarray | None, level: float, resamples: int, seed: int
 ) -> tuple[float, float, float]:
-    """Seeded percentile bootstrap of the mean: whole clusters resampled (rows, without)."""
-    if x.size < 2:
-        return math.nan, math.nan, math.nan
+    """Seeded percentile bootstrap of the mean (``scipy.stats.bootstrap``): whole clusters
+    resampled (rows, without)."""
+    from scipy import stats
+
     groups = np.arange(x.size) if groups is None else groups
-    g = int(groups.max()) + 1
-    sums, counts = np.bincount(groups, weights=x, minlength=g), np.bincount(groups, minlength=g)
-    picks = np.random.default_rng(seed).integers(0, g, size=(resamples, g))
-    means = sums[picks].sum(axis=1) / counts[picks].sum(axis=1)
-    return (float(means.std(ddof=1)), *_percentiles(means, level))
+    if x.size < 2 or groups.max() < 1:
+        return math.nan, math.nan, math.nan
+    sums, sizes = np.bincount(groups, weights=x), np.bincount(groups)
+    result = stats.bootstrap(
+        (sums, sizes),
+        lambda s, c, axis=-1: s.sum(axis=axis) / c.sum(axis=axis),
+        paired=True,
+        vectorized=True,
+        n_resamples=resamples,
+        confidence_level=level,
+        method="percentile",
+        random_state=np.random.default_rng(seed),
+    )
+    low, high = result.confidence_interval
+    return float(result.standard_error), float(low), float(high)
 
 
 def _variance_parts(
@@ -239,7 +306,8 @@ def pair_by_question(keys_a: Sequence[Hashable], keys_b: Sequence[Hashable]) -> 
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """B minus A over the pairs both scored: means, difference, interval and p-value."""
+    """B minus A over the pairs both scored (means, difference, interval, two-sided p-value,
+    the correlation of the paired scores), and the pairs failed (NaN) in one run or both."""
 
     n_pairs: int
     mean_a: float
@@ -253,10 +321,26 @@ class PairedDifference:
     not_scored: int = 0
     clusters: int | None = None
     level: float = LEVEL
+    df: float = math.nan
+    correlation: float = math.nan
+    failed_only_a: int = 0
+    failed_only_b: int = 0
+    failed_both: int = 0
+    failure_p_value: float = 1.0  # exact McNemar, one-sided: B fails more often than A
 
     def worse_by_more_than(self, margin: float = 0.0) -> bool:
-        """Whether the whole interval of B - A lies below ``-margin``."""
+        """Whether the whole interval of B - A lies below ``-margin`` (a one-sided test at
+        half of 1 - level)."""
         return math.isfinite(self.ci_high) and self.ci_high < -margin
+
+    def drop_p_value(self, margin: float = 0.0) -> float:
+        """One-sided p-value of B - A >= -margin, the exit rule's: below (1 - level) / 2 exactly
+        when :meth:`worse_by_more_than`."""
+        return _t_tail(self.diff + margin, self.stderr, self.df)
+
+    def failures_rose(self) -> bool:
+        """Whether B fails on significantly more of the pairs than A (at :data:`FAILURE_ALPHA`)."""
+        return self.failure_p_value < FAILURE_ALPHA
 
 
 def paired_difference(
@@ -265,17 +349,23 @@ def paired_difference(
     *,
     clusters: Sequence[Hashable] | None = None,
     level: float = LEVEL,
+    failed_as_zero: bool = False,
 ) -> PairedDifference:
-    """Paired comparison of ``a[i]`` and ``b[i]``: the mean difference and its standard error
-    (clustered when ``clusters`` is given)."""
+    """Paired comparison of ``a[i]`` and ``b[i]``: the mean difference and its interval (CR2
+    when ``clusters`` is given), and the change in failures (NaN): an exact McNemar test on the
+    pairs failed in one run only. ``failed_as_zero`` scores a failed row 0 in the difference."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
         raise ValueError(f"{x.size} scores of A but {y.size} of B")
+    fail_a, fail_b = np.isnan(x), np.isnan(y)
+    only_a, only_b = int((fail_a & ~fail_b).sum()), int((fail_b & ~fail_a).sum())
+    if failed_as_zero:
+        x, y = np.where(fail_a, 0.0, x), np.where(fail_b, 0.0, y)
     keep = np.isfinite(x) & np.isfinite(y)
     labels = [c for c, k in zip(clusters, keep, strict=True) if k] if clusters is not None else None
-    bars = mean_interval(
-        y[keep] - x[keep], clusters=labels, method="clustered" if labels else "clt", level=level
-    )
+    bars = mean_interval(y[keep] - x[keep], clusters=labels, level=level)
+    # exact McNemar, one-sided: P(at least only_b of the discordant pairs are B's) at 1/2
+    p_fail = special.bdtrc(only_b - 1, only_a + only_b, 0.5) if only_b else 1.0
     return PairedDifference(
         n_pairs=bars.n,
         mean_a=float(x[keep].mean()) if bars.n else math.nan,
@@ -284,46 +374,202 @@ def paired_difference(
         stderr=bars.stderr,
         ci_low=bars.ci_low,
         ci_high=bars.ci_high,
-        p_value=_p_value(bars.mean, bars.stderr),
+        p_value=min(1.0, 2.0 * _t_tail(-abs(bars.mean), bars.stderr, bars.df)),
         method=bars.method,
         not_scored=int(x.size - bars.n),
         clusters=bars.clusters,
         level=level,
+        df=bars.df,
+        correlation=_correlation(x[keep], y[keep]),
+        failed_only_a=only_a,
+        failed_only_b=only_b,
+        failed_both=int((fail_a & fail_b).sum()),
+        failure_p_value=float(p_fail),
     )
 
 
-def _p_value(diff: float, stderr: float) -> float:
-    """Two-sided normal p-value of ``diff`` being 0."""
-    if not (math.isfinite(diff) and math.isfinite(stderr)):
+def _t_tail(value: float, stderr: float, df: float) -> float:
+    """P(T <= value / stderr) for Student's t with ``df``: 0 or 1 for a difference without
+    spread; NaN when unknown."""
+    if not (math.isfinite(value) and math.isfinite(stderr) and df > 0):
         return math.nan
     if stderr == 0:
-        return 1.0 if diff == 0 else 0.0
-    return 2.0 * NormalDist().cdf(-abs(diff) / stderr)
+        return 0.0 if value < 0 else 1.0
+    return float(special.stdtr(df, value / stderr))
+
+
+def _correlation(x: np.ndarray, y: np.ndarray) -> float:
+    """Pearson's r of the paired scores; NaN under 3 pairs or when either run is constant."""
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(np.corrcoef(x, y)[0, 1])
+
+
+@dataclass(frozen=True)
+class PlanModel:
+    """What planning a comparison needs from earlier runs: the variance of one pair's
+    difference B - A split into the questions' part and the probes' (at strictness 1: it
+    shrinks as 1 / strictness), and in clusters their sizes and how alike the differences in
+    one cluster are (the intraclass correlation)."""
+
+    questions: float
+    probes: float
+    cluster_sizes: tuple[int, ...] = ()
+    alike: float = 0.0
+    df: float = math.inf  # of the variance's estimate: n - 1 of the earlier pairs
+    clusters_df: float = math.inf  # of the design effect's: its Bell and McCaffrey's
+
+    def variance(self, strictness: int) -> float:
+        """The variance of one pair's difference at ``strictness`` probes."""
+        return self.questions + self.probes / strictness
+
+    def draws(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(variance factors, degrees of freedom) of ``n`` pairs in :data:`DRAWS` seeded
+        draws. An estimate on df degrees of freedom could be the truth times df / chi2(df): the
+        variance's and, in clusters, the intraclass correlation's. In clusters, those that n
+        rows drawn from the earlier run's touch (its clusters copied as often as n rows need)
+        set the design effect 1 + alike (sum of squared sizes / n - 1) and Bell and McCaffrey's
+        degrees of freedom; else n - 1."""
+        rng = np.random.default_rng(SEED)
+
+        def spread(df: float) -> Any:
+            return df / rng.chisquare(df, DRAWS) if math.isfinite(df) else np.ones(DRAWS)
+
+        factors = spread(self.df)
+        if not self.cluster_sizes:
+            return factors, np.full(DRAWS, n - 1.0)
+        sizes = np.asarray(self.cluster_sizes)
+        colors = np.tile(sizes, -(-n // sizes.sum()))
+        drawn = rng.multivariate_hypergeometric(colors, n, size=DRAWS).astype(float)
+        alike = self.alike * spread(self.clusters_df)
+        effects = 1.0 + alike * ((drawn * drawn).sum(axis=-1) / n - 1.0)
+        return factors * effects, _bell_mccaffrey(drawn)
+
+    @classmethod
+    def from_run(
+        cls,
+        scores: Sequence[float],
+        stderrs: Sequence[float],
+        strictness: int,
+        correlation: float,
+        clusters: Sequence[Hashable] | None = None,
+    ) -> PlanModel:
+        """From one earlier run scored at ``strictness``, assuming ``correlation`` between two
+        runs' true per-question scores: questions' part 2 (1 - r) between, probes' 2 within;
+        clusters as alike as the run's own scores."""
+        bars = mean_interval(scores, stderrs=stderrs, clusters=clusters)
+        x = np.asarray(scores, dtype=float)
+        keep = np.isfinite(x)
+        return cls(
+            2.0 * (1.0 - correlation) * bars.between_variance,
+            2.0 * bars.within_variance * strictness,
+            *_design(bars, x[keep], None if clusters is None else list(compress(clusters, keep))),
+        )
+
+    @classmethod
+    def from_pairs(
+        cls,
+        a: Sequence[float],
+        b: Sequence[float],
+        stderrs: tuple[Sequence[float], Sequence[float]],
+        strictness: tuple[int, int],
+        clusters: Sequence[Hashable] | None = None,
+    ) -> PlanModel:
+        """From two earlier runs' paired scores (each with its rows' ``stderrs`` and its
+        ``strictness``): the variance of B - A less the probes' part, which is each run's mean
+        squared stderr; clusters as alike as the differences are."""
+        x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+        keep = np.isfinite(x) & np.isfinite(y)
+        labels = list(compress(clusters, keep)) if clusters is not None else None
+        d = y[keep] - x[keep]
+        bars = mean_interval(d, clusters=labels)
+        noise = [_variance_parts(d, s, keep)[1] for s in stderrs]  # mean squared stderr
+        probes = noise[0] * strictness[0] + noise[1] * strictness[1]
+        questions = max(float(d.var(ddof=1)) - noise[0] - noise[1], 0.0) if d.size > 1 else math.nan
+        return cls(questions, float(probes), *_design(bars, d, labels))
+
+
+def _design(
+    bars: ErrorBars, x: np.ndarray, labels: list[Hashable] | None
+) -> tuple[tuple[int, ...], float, float, float]:
+    """(cluster sizes, intraclass correlation, its degrees of freedom and the variance's) of
+    ``x`` over clusters ``labels``, the correlation from the design effect of its interval
+    ``bars``: 1 + alike (sum of squared sizes / n - 1); ((), 0, n - 1, inf) without clusters.
+    A correlation below 0 (clusters less alike inside than across) is taken as 0: from few
+    clusters it is mostly noise."""
+    if labels is None:
+        return (), 0.0, x.size - 1.0, math.inf
+    sizes = np.bincount(_group_ids(labels))
+    variance, spread = float(x.var(ddof=1)) if x.size > 1 else math.nan, (sizes * sizes).sum()
+    effect = bars.stderr**2 * x.size / variance if variance > 0 else 1.0
+    alike = (effect - 1.0) / (spread / x.size - 1.0) if spread > x.size else 0.0
+    return tuple(int(k) for k in sizes), max(float(alike), 0.0), x.size - 1.0, bars.df
 
 
 def detectable_drop(
     n: int,
+    model: PlanModel,
     *,
-    between: float,
-    within: float,
-    strictness_then: int,
     strictness: int,
-    correlation: float = 0.5,
-    alpha: float = 0.05,
+    margin: float = 0.0,
+    level: float = LEVEL,
     power: float = POWER,
 ) -> float:
-    """The smallest drop ``n`` pairs find with ``power`` (paired test at ``alpha``): the sd of
-    one pair's difference B - A (questions' part 2 (1 - correlation) between, plus the probe
-    noise rescaled to ``strictness``) times z(1 - alpha/2) + z(power), over sqrt(n)."""
-    variance = 2.0 * (1.0 - correlation) * between + 2.0 * (within * strictness_then) / strictness
-    z = NormalDist().inv_cdf(1.0 - alpha / 2.0) + NormalDist().inv_cdf(power)
-    return z * math.sqrt(variance) / math.sqrt(n)
+    """The smallest drop ``n`` pairs find with ``power`` under the exit rule (the interval of
+    B - A wholly below ``-margin``: one-sided at (1 - level) / 2), from the noncentral t: its
+    mean power over :meth:`PlanModel.draws`. Infinite when that power cannot be reached."""
+    from scipy import optimize
+
+    factors, dfs = model.draws(n)
+    usable = dfs > 0
+    df, critical = dfs[usable], special.stdtrit(dfs[usable], 0.5 + level / 2.0)
+    stderrs = np.sqrt(model.variance(strictness) * factors[usable] / n)
+
+    def short(drop: float) -> float:  # the mean power at this drop, less the power asked
+        below = special.nctdtr(df, drop / stderrs, critical)  # NaN only where the power is 1
+        return float((1.0 - np.nan_to_num(below)).sum() / dfs.size - power)
+
+    high = float(stderrs.max()) if stderrs.size else math.inf
+    while not short(high) >= 0:  # doubled until the power is reached
+        if high > 1e3:
+            return math.inf
+        high *= 2.0
+    return float(margin + optimize.brentq(short, 0.0, high))
 
 
-def rows_needed(detect: float, **model: float) -> int:
-    """Pairs needed to find a drop of ``detect``, ``model`` being :func:`detectable_drop`'s
-    keywords: its inverse."""
-    return max(2, math.ceil((detectable_drop(1, **model) / detect) ** 2))
+def rows_needed(detect: float, model: PlanModel, **plan: Any) -> int:
+    """The fewest pairs that find a drop of ``detect`` (:func:`detectable_drop`'s keywords);
+    ``detect`` must exceed the margin."""
+    low, high = 1, 2
+    while detectable_drop(high, model, **plan) > detect:
+        low, high = high, high * 2
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if detectable_drop(mid, model, **plan) > detect else (low, mid)
+    return high
+
+
+def bootstrap_interval(
+    x: Any,
+    y: Any,
+    statistic: Callable[[np.ndarray, np.ndarray], float],
+    resamples: int = RESAMPLES,
+    level: float = LEVEL,
+    seed: int = SEED,
+) -> tuple[float, float]:
+    """Seeded percentile bootstrap interval of ``statistic(x, y)`` over resampled pairs;
+    resamples where it is undefined (one group, all ratings equal) are left out; NaN under
+    three pairs or when every resample is."""
+    a, b = np.asarray(x), np.asarray(y)
+    if a.size < 3:
+        return math.nan, math.nan
+    picks = np.random.default_rng(seed).integers(0, a.size, size=(resamples, a.size))
+    values = np.array([statistic(a[p], b[p]) for p in picks], dtype=float)
+    if not np.isfinite(values).any():
+        return math.nan, math.nan
+    tail = (1.0 - level) / 2.0 * 100.0
+    low, high = np.nanpercentile(values, [tail, 100.0 - tail])
+    return float(low), float(high)
 
 
 @dataclass(frozen=True)
@@ -366,21 +612,15 @@ def best_threshold(
     seed: int = SEED,
     level: float = LEVEL,
 ) -> Threshold:
-    """The threshold separating ``good`` rows best, with a seeded bootstrap interval; rows
-    with a NaN score are dropped and counted."""
+    """The threshold separating ``good`` rows best, with a seeded percentile bootstrap interval
+    (:func:`bootstrap_interval`); rows with a NaN score are dropped and counted."""
     s, g = np.asarray(scores, dtype=float), np.asarray(good, dtype=bool)
     if s.shape != g.shape:
         raise ValueError(f"{s.size} scores but {g.size} good/bad labels")
     keep = np.isfinite(s)
     s, g = s[keep], g[keep]
     cut = _youden(s, g)
-    low = high = math.nan
-    if math.isfinite(cut):
-        picks = np.random.default_rng(seed).integers(0, s.size, size=(resamples, s.size))
-        values = np.array([_youden(s[p], g[p]) for p in picks])
-        values = values[np.isfinite(values)]
-        if values.size:
-            low, high = _percentiles(values, level)
+    low, high = bootstrap_interval(s, g, _youden, resamples, level, seed)
 
     def share(v: np.ndarray) -> float:
         return float((v >= cut).mean()) if v.size and math.isfinite(cut) else math.nan

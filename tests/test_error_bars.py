@@ -1,19 +1,29 @@
 """Error bars: a sample's standard error from its probes, a run's interval and variance split,
-paired differences, planning and thresholds, each against a formula worked by hand."""
+paired differences and failures, planning and thresholds, each against scipy, statsmodels or a
+formula worked by hand, on small runs, missing rows and few clusters of unequal size."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
-from statistics import NormalDist
 
+import numpy as np
 import pytest
+import statsmodels.api as sm
+from scipy import linalg, stats
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.power import TTestPower
 
 import ragas_relevancy_ext
 from ragas_relevancy_ext.error_bars import (
+    FAILURE_ALPHA,
+    PlanModel,
     best_threshold,
     detectable_drop,
+    interval_text,
     mean_interval,
+    p_text,
     pair_by_question,
     paired_difference,
     question_key,
@@ -22,8 +32,6 @@ from ragas_relevancy_ext.error_bars import (
 )
 from ragas_relevancy_ext.results import REPORT_TRACE
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport
-
-Z = NormalDist().inv_cdf(0.975)
 
 
 def report(cosines, noncommittal=None, score=None) -> RelevancyReport:
@@ -70,32 +78,73 @@ def test_the_report_carries_its_stderr_and_older_reports_still_load():
 
 
 SCORES = [0.2, 0.4, 0.6, 0.8, 0.5]
+UNEQUAL = ["a", "a", "a", "a", "a", "b", "b", "c", "d", "d", "d", "e"]  # 5 clusters, 1 to 5 rows
+VALUES = [0.9, 0.7, 0.8, 0.75, 0.85, 0.3, 0.4, 0.0, 0.6, 0.55, 0.65, 0.2]
 
 
-def test_clt_interval_of_a_known_sample():
+def test_the_interval_of_a_few_rows_is_students_t_with_missing_rows_left_out():
     bars = mean_interval(SCORES + [math.nan])
-    mean = sum(SCORES) / 5
-    se = statistics.stdev(SCORES) / math.sqrt(5)
-    assert (bars.n, bars.nans, bars.method) == (5, 1, "clt")
-    assert bars.mean == pytest.approx(mean)
-    assert bars.stderr == pytest.approx(se)
-    assert (bars.ci_low, bars.ci_high) == pytest.approx((mean - Z * se, mean + Z * se))
+    reference = stats.ttest_1samp(SCORES, 0.0)
+    assert (bars.n, bars.nans, bars.method, bars.df) == (5, 1, "t", 4)
+    assert bars.mean == pytest.approx(statistics.fmean(SCORES))
+    assert bars.stderr == pytest.approx(statistics.stdev(SCORES) / math.sqrt(5))
+    ci = reference.confidence_interval(0.95)
+    assert (bars.ci_low, bars.ci_high) == pytest.approx((ci.low, ci.high), abs=1e-12)
+    assert "95% CI [" in bars.interval_text() and ", t, 4 df, n=5)" in bars.interval_text()
 
 
-def test_clustered_interval_of_a_known_sample():
-    labels = ["a", "a", "b", "b", "b"]
-    bars = mean_interval(SCORES, clusters=labels)
-    mean = sum(SCORES) / 5
-    sum_a = (0.2 - mean) + (0.4 - mean)
-    sum_b = (0.6 - mean) + (0.8 - mean) + (0.5 - mean)
-    se = math.sqrt((sum_a**2 + sum_b**2) * 2 / (2 - 1)) / 5
-    assert (bars.method, bars.clusters) == ("clustered", 2)
-    assert bars.stderr == pytest.approx(se)
-    assert bars.ci_high == pytest.approx(mean + Z * se)
-    # a cluster per row is the central-limit figure exactly
-    assert mean_interval(SCORES, clusters=range(5)).stderr == pytest.approx(
-        mean_interval(SCORES).stderr
+def cr2_by_matrices(y: list[float], labels: list[str]) -> tuple[float, float]:
+    """CR2 and Bell-McCaffrey's degrees of freedom from their definitions, for the mean: each
+    cluster's residuals times (I - H_gg)^(-1/2), and (tr B)^2 / tr(B^2) for B = M C M."""
+    y_ = np.asarray(y)
+    n = y_.size
+    x = np.ones((n, 1))
+    hat = x @ np.linalg.inv(x.T @ x) @ x.T
+    residual = np.eye(n) - hat
+    e = residual @ y_
+    meat, columns = 0.0, []
+    for g in dict.fromkeys(labels):
+        rows = [i for i, label in enumerate(labels) if label == g]
+        adjust = linalg.sqrtm(np.linalg.inv(np.eye(len(rows)) - hat[np.ix_(rows, rows)])).real
+        a = np.zeros(n)
+        a[rows] = adjust.T @ x[rows, 0] / n  # the mean's weights, adjusted
+        meat += float(a @ e) ** 2
+        columns.append(residual @ a)
+    gram = np.array([[u @ v for v in columns] for u in columns])
+    return math.sqrt(meat), float(np.trace(gram) ** 2 / np.sum(gram * gram))
+
+
+def test_clustered_interval_is_cr2_with_bell_mccaffrey_degrees_of_freedom():
+    bars = mean_interval(VALUES + [math.nan], clusters=UNEQUAL + ["z"])  # the NaN row's cluster
+    stderr, df = cr2_by_matrices(VALUES, UNEQUAL)
+    assert (bars.method, bars.clusters, bars.n) == ("cr2", 5, 12)
+    assert (bars.stderr, bars.df) == pytest.approx((stderr, df), rel=1e-9)
+    assert df < 4  # unequal clusters: fewer than G - 1
+    half = stats.t.ppf(0.975, df) * stderr
+    assert (bars.ci_low, bars.ci_high) == pytest.approx((bars.mean - half, bars.mean + half))
+    text = bars.interval_text()
+    assert "CR2 over 5 clusters" in text and "under 30 clusters: a rough interval" in text
+
+
+def test_equal_clusters_give_statsmodels_cluster_robust_interval_and_g_minus_1():
+    y = [0.2, 0.4, 0.6, 0.8, 0.5, 0.3, 0.9, 0.1]
+    groups = [0, 0, 1, 1, 2, 2, 3, 3]
+    fit = sm.OLS(np.asarray(y), np.ones(8)).fit(
+        cov_type="cluster", cov_kwds={"groups": np.asarray(groups)}, use_t=True
     )
+    bars = mean_interval(y, clusters=groups)
+    assert bars.stderr == pytest.approx(float(fit.bse[0]), rel=1e-12)
+    assert bars.df == pytest.approx(3)
+    assert (bars.ci_low, bars.ci_high) == pytest.approx(tuple(fit.conf_int()[0]), rel=1e-12)
+    # a cluster per row is Student's t exactly
+    single = mean_interval(SCORES, clusters=range(5))
+    assert (single.stderr, single.df) == pytest.approx((mean_interval(SCORES).stderr, 4))
+
+
+def test_one_cluster_or_one_row_gives_no_interval():
+    assert math.isnan(mean_interval(SCORES, clusters=["a"] * 5).ci_low)
+    assert math.isnan(mean_interval([0.5]).ci_high)
+    assert math.isnan(mean_interval([0.5], method="bootstrap").ci_high)
 
 
 def test_variance_splits_into_between_and_within():
@@ -104,13 +153,18 @@ def test_variance_splits_into_between_and_within():
     within = (0.01**2 + 0.02**2 + 0.03**2 + 0.02**2) / 4
     assert bars.within_variance == pytest.approx(within)
     assert bars.between_variance == pytest.approx(statistics.variance(SCORES) - within)
+    assert "within (probes) 0.00045 (" in bars.variance_text()
 
 
-def test_bootstrap_is_seeded_and_around_the_mean():
+def test_bootstrap_is_seeded_and_resamples_whole_clusters():
     one = mean_interval(SCORES * 4, method="bootstrap", seed=3)
     assert one == mean_interval(SCORES * 4, method="bootstrap", seed=3)
     assert one.method == "bootstrap" and one.ci_low < one.mean < one.ci_high
     assert one.stderr == pytest.approx(statistics.stdev(SCORES * 4) / math.sqrt(20), rel=0.15)
+    # two clusters, each constant: a resample of clusters has mean 0, 0.4 or 1, never between
+    two = mean_interval([0, 0, 0, 1, 1], clusters="aaabb", method="bootstrap", resamples=500)
+    assert (two.ci_low, two.ci_high, two.clusters) == (0.0, 1.0, 2)
+    assert "bootstrap over 2 clusters" in two.interval_text()
 
 
 def test_error_bars_reads_reports_and_an_evaluate_result():
@@ -134,7 +188,16 @@ def test_bad_method_and_missing_clusters_are_named():
     with pytest.raises(ValueError, match="method must be one of"):
         mean_interval(SCORES, method="jackknife")
     with pytest.raises(ValueError, match="needs each row's cluster"):
-        mean_interval(SCORES, method="clustered")
+        mean_interval(SCORES, method="cr2")
+    with pytest.raises(ValueError, match="5 scores but 4 cluster labels"):
+        mean_interval(SCORES, clusters="abcd")
+
+
+def test_numbers_people_read():
+    assert p_text(1e-300) == "p < 1e-16" and p_text(0.0) == "p < 1e-16"
+    assert p_text(3.14e-5) == "p = 3.1e-05" and p_text(0.04512) == "p = 0.0451"
+    assert p_text(math.nan) == "p = NaN"
+    assert interval_text(-0.12271, 0.92271) == "[-0.1227, 0.9227]"
 
 
 # -- two runs --------------------------------------------------------------------------------
@@ -155,32 +218,168 @@ def test_a_repeated_question_pairs_in_row_order():
     assert question_key("q", 7) != question_key("q", 8)  # an id column tells them apart
 
 
-def test_paired_difference_of_known_pairs():
-    a = [0.5, 0.6, 0.7, 0.8, math.nan]
-    b = [0.4, 0.6, 0.5, 0.75, 0.9]
+A9 = [0.61, 0.72, 0.55, 0.80, 0.66, 0.59, 0.74, 0.69, 0.63, math.nan]
+B9 = [0.52, 0.73, 0.43, 0.82, 0.59, 0.62, 0.65, 0.71, 0.52, 0.7]
+
+
+def test_paired_difference_of_nine_pairs_is_a_paired_t_test():
+    result = paired_difference(A9, B9)
+    reference = stats.ttest_rel(B9[:9], A9[:9])
+    ci = reference.confidence_interval(0.95)
+    assert (result.n_pairs, result.not_scored, result.df) == (9, 1, 8)
+    assert result.p_value == pytest.approx(reference.pvalue, rel=1e-9)
+    assert (result.ci_low, result.ci_high) == pytest.approx((ci.low, ci.high), rel=1e-9)
+    assert result.p_value > 0.05 and not result.worse_by_more_than(0.0)  # normal: p = 0.034
+    one_sided = stats.ttest_rel(B9[:9], A9[:9], alternative="less").pvalue
+    assert result.drop_p_value() == pytest.approx(one_sided, rel=1e-9)
+    assert result.drop_p_value(0.01) > one_sided  # a margin makes the drop harder to show
+    assert result.correlation == pytest.approx(stats.pearsonr(A9[:9], B9[:9]).statistic)
+    assert (result.mean_a, result.mean_b) == pytest.approx(
+        (statistics.fmean(A9[:9]), statistics.fmean(B9[:9]))
+    )
+
+
+def test_the_exit_rule_and_the_one_sided_p_value_agree():
+    lower = [b - 0.06 for b in B9]
+    result = paired_difference(A9, lower)
+    assert result.worse_by_more_than(0.0) and result.drop_p_value() < 0.025
+    margin = -result.ci_high  # the interval's top: just past it, the verdict turns
+    assert result.worse_by_more_than(margin * 0.99) and not result.worse_by_more_than(margin)
+    assert result.drop_p_value(margin) == pytest.approx(0.025)
+
+
+def test_a_difference_without_spread_is_certain():
+    same = paired_difference(SCORES, SCORES)
+    assert (same.diff, same.p_value, same.drop_p_value()) == (0.0, 1.0, 1.0)
+    exact = [0.5, 0.25, 0.75, 1.0, 0.0]  # binary fractions: every difference exactly -0.25
+    lower = paired_difference(exact, [s - 0.25 for s in exact])
+    assert lower.p_value == 0.0 and lower.drop_p_value() == 0.0
+    assert lower.worse_by_more_than(0.2) and not lower.worse_by_more_than(0.25)  # width 0
+
+
+def test_a_rise_in_failures_is_an_exact_mcnemar_test():
+    a = [0.5 + 0.01 * i for i in range(40)]
+    b = list(a)
+    for i in range(12):  # B fails on A's 12 lowest; A fails on 1 that B scored
+        b[i] = math.nan
+    a[30] = math.nan
     result = paired_difference(a, b)
-    d = [-0.1, 0.0, -0.2, -0.05]
-    se = statistics.stdev(d) / 2
-    mean = sum(d) / 4
-    assert (result.n_pairs, result.not_scored) == (4, 1)
-    assert result.diff == pytest.approx(mean)
-    assert (result.mean_a, result.mean_b) == pytest.approx((0.65, 0.5625))
-    assert (result.ci_low, result.ci_high) == pytest.approx((mean - Z * se, mean + Z * se))
-    assert result.p_value == pytest.approx(2 * NormalDist().cdf(-abs(mean) / se))
-    assert result.worse_by_more_than(0.0) is (mean + Z * se < 0)
-    assert not result.worse_by_more_than(abs(mean) + Z * se)
+    assert (result.failed_only_a, result.failed_only_b, result.failed_both) == (1, 12, 0)
+    table = [[27, 12], [1, 0]]  # (A scored, B scored) ... the discordant cells are 12 and 1
+    assert 2 * result.failure_p_value == pytest.approx(mcnemar(table, exact=True).pvalue)
+    exact = stats.binomtest(12, 13, 0.5, alternative="greater").pvalue
+    assert result.failure_p_value == pytest.approx(exact)
+    assert result.failures_rose() and result.failure_p_value < FAILURE_ALPHA
+    assert not result.worse_by_more_than(0.0)  # the pairs left did not move
+    few = paired_difference([0.5, 0.6, 0.7, 0.8], [0.5, math.nan, 0.7, math.nan])
+    assert few.failure_p_value == pytest.approx(0.25) and not few.failures_rose()
+    assert paired_difference(SCORES, SCORES).failure_p_value == 1.0  # nothing failed
+
+
+def test_failed_rows_can_count_as_zero():
+    a, b = [0.6, 0.7, 0.65, 0.8], [0.6, math.nan, 0.66, math.nan]
+    result = paired_difference(a, b, failed_as_zero=True)
+    assert (result.n_pairs, result.mean_b) == (4, pytest.approx((0.6 + 0.66) / 4))
+    assert (result.failed_only_b, result.not_scored) == (2, 0)
+    assert paired_difference(a, b).n_pairs == 2
+
+
+def test_clustered_paired_difference_uses_cr2():
+    a = VALUES
+    b = [v - 0.05 * (i % 3) for i, v in enumerate(VALUES)]
+    result = paired_difference(a + [0.5], b + [math.nan], clusters=UNEQUAL + ["z"])
+    bars = mean_interval([y - x for x, y in zip(a, b, strict=True)], clusters=UNEQUAL)
+    assert (result.stderr, result.df, result.clusters) == (bars.stderr, bars.df, 5)
+    assert result.p_value == pytest.approx(2 * stats.t.sf(abs(bars.mean) / bars.stderr, bars.df))
 
 
 # -- planning and thresholds -----------------------------------------------------------------
 
 
-def test_rows_needed_for_a_known_variance():
-    var_d = 2 * (1 - 0.5) * 0.02 + 2 * (0.001 * 3) / 5  # between, within at 3 probes, 5 now
-    z = NormalDist().inv_cdf(0.975) + NormalDist().inv_cdf(0.8)
-    expected = math.ceil(z**2 * var_d / 0.02**2)
-    kwargs = dict(between=0.02, within=0.001, strictness_then=3, strictness=5, correlation=0.5)
-    assert rows_needed(0.02, **kwargs) == expected
-    assert detectable_drop(expected, **kwargs) <= 0.02 < detectable_drop(expected - 1, **kwargs)
+def test_detectable_drop_has_the_power_statsmodels_gives_it():
+    model = PlanModel(questions=0.02, probes=0.003)
+    sd = math.sqrt(0.02 + 0.003 / 3)
+    for n in (5, 12, 200):
+        drop = detectable_drop(n, model, strictness=3)
+        power = TTestPower().power(drop / sd, n, 0.025, alternative="larger")
+        assert power == pytest.approx(0.8, abs=1e-6)
+    # a margin is added to the drop; a design effect widens it as root n shrinks
+    assert detectable_drop(50, model, strictness=3, margin=0.01) == pytest.approx(
+        detectable_drop(50, model, strictness=3) + 0.01
+    )
+    # 40 clusters of 5 as earlier, alike 0.25: design effect 1 + 0.25 (5 - 1) = 2, 39 df
+    clustered = PlanModel(0.02, 0.003, cluster_sizes=(5, 5, 5, 5), alike=0.25)
+    effects, dfs = clustered.draws(200)
+    assert (effects == pytest.approx(2.0)) and (dfs == pytest.approx(39))
+    drop = detectable_drop(200, clustered, strictness=3)
+    nc = drop / math.sqrt((0.02 + 0.001) * 2.0 / 200)
+    assert stats.nct.sf(stats.t.ppf(0.975, 39), 39, nc) == pytest.approx(0.8)
+    assert math.isinf(detectable_drop(1, clustered, strictness=3))  # one cluster: no test
+    unequal = PlanModel(0.02, 0.003, cluster_sizes=tuple(UNEQUAL.count(g) for g in "abcde"))
+    assert unequal.draws(12)[1] == pytest.approx(mean_interval(VALUES, clusters=UNEQUAL).df)
+    assert unequal.draws(24)[1] == pytest.approx(_df_of([5, 2, 1, 3, 1] * 2))
+    # 3 rows of the 12 touch 1 to 3 clusters: the power is the mean over the draws
+    unequal = PlanModel(0.02, 0.003, cluster_sizes=unequal.cluster_sizes, alike=0.5)
+    effects, dfs = unequal.draws(3)
+    assert dfs.size == 200 and (dfs == 0).any() and (dfs > 1).any() and (dfs <= 2).all()
+    # 3 clusters of 1 row, 2 + 1, or 3 in one: sum of squared sizes / 3 is 1, 5/3 or 3
+    assert set(np.round(effects, 6)) <= {1.0, round(1 + 0.5 * (5 / 3 - 1), 6), 2.0}
+    drop = detectable_drop(3, unequal, strictness=3)
+    powers = [
+        stats.nct.sf(stats.t.ppf(0.975, df), df, drop / math.sqrt(0.021 * effect / 3))
+        for effect, df in zip(effects, dfs, strict=True)
+        if df > 0
+    ]
+    assert sum(powers) / dfs.size == pytest.approx(0.8)
+
+
+def _df_of(sizes: list[int]) -> float:
+    labels = [g for g, size in enumerate(sizes) for _ in range(size)]
+    return mean_interval(list(range(len(labels))), clusters=labels).df
+
+
+def test_rows_needed_is_the_fewest_that_find_the_drop():
+    model = PlanModel(questions=0.02, probes=0.003)
+    for detect in (0.2, 0.05, 0.011):
+        n = rows_needed(detect, model, strictness=5)
+        assert detectable_drop(n, model, strictness=5) <= detect
+        assert detectable_drop(n - 1, model, strictness=5) > detect
+    assert rows_needed(0.05, model, strictness=1) > rows_needed(0.05, model, strictness=12)
+
+
+def test_a_plan_model_from_one_run_assumes_the_correlation():
+    scores = [0.2, 0.4, 0.6, 0.8, 0.5, math.nan]
+    errs = [0.01, 0.02, 0.03, 0.01, 0.02, math.nan]
+    bars = mean_interval(scores, stderrs=errs)
+    model = PlanModel.from_run(scores, errs, 3, 0.25)
+    assert model.questions == pytest.approx(2 * 0.75 * bars.between_variance)
+    assert model.probes == pytest.approx(2 * bars.within_variance * 3)
+    assert (model.alike, model.cluster_sizes, model.df, model.clusters_df) == (0, (), 4, math.inf)
+    factors, dfs = model.draws(10)
+    assert dfs == pytest.approx(9)  # 10 pairs; the variance of 5 rows could be 4 / chi2(4) off
+    chi2 = np.random.default_rng(ragas_relevancy_ext.error_bars.SEED).chisquare(4, factors.size)
+    assert factors == pytest.approx(4 / chi2)
+    sure = dataclasses.replace(model, df=math.inf)
+    assert detectable_drop(10, model, strictness=3) > detectable_drop(10, sure, strictness=3)
+
+
+def test_a_plan_model_from_two_runs_measures_the_difference():
+    a, b = VALUES + [math.nan], [v + 0.1 * ((i * 7) % 5 - 2) for i, v in enumerate(VALUES)] + [0]
+    errs = [0.02] * 13
+    model = PlanModel.from_pairs(a, b, (errs, errs), (3, 5))
+    d = [y - x for x, y in zip(a[:12], b[:12], strict=True)]
+    assert model.questions == pytest.approx(statistics.variance(d) - 2 * 0.02**2)
+    assert model.probes == pytest.approx(0.02**2 * 3 + 0.02**2 * 5)
+    clustered = PlanModel.from_pairs(a, b, (errs, errs), (3, 3), UNEQUAL + ["z"])
+    bars = mean_interval(d, clusters=UNEQUAL)
+    effect = bars.stderr**2 * 12 / statistics.variance(d)
+    alike = (effect - 1) / (sum(k * k for k in (5, 2, 1, 3, 1)) / 12 - 1)
+    assert clustered.cluster_sizes == (5, 2, 1, 3, 1)
+    assert clustered.alike == pytest.approx(max(alike, 0.0))
+    assert (clustered.df, clustered.clusters_df) == (11, pytest.approx(bars.df))
+    sure = dataclasses.replace(clustered, df=math.inf, clusters_df=math.inf)
+    assert sure.draws(12)[0] == pytest.approx(1 + clustered.alike * (40 / 12 - 1))
+    assert sure.draws(12)[1] == pytest.approx(bars.df)
 
 
 def test_threshold_of_a_known_split():

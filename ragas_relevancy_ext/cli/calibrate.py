@@ -126,7 +126,7 @@ def print_threshold(
 ) -> None:
     """The score that best separates good from bad ratings, with its bootstrap interval and the
     share of each group at or above it; how the ratings were split is said first."""
-    from ..error_bars import best_threshold
+    from ..error_bars import best_threshold, interval_text
     from ..scoring.report import fmt
 
     split = good_from if good_from is not None else default_good_from(ratings)
@@ -140,7 +140,7 @@ def print_threshold(
     if not (cut.n_good and cut.n_bad):
         print_lines(console, "one group is empty: no threshold to pick", style="yellow")
         return
-    interval = f"95% interval {fmt(cut.ci_low, 3)}-{fmt(cut.ci_high, 3)}"
+    interval = f"95% interval {interval_text(cut.ci_low, cut.ci_high, 3)}"
     print_lines(
         console,
         f"threshold {fmt(cut.threshold, 3)} ({interval}, bootstrap, {cut.resamples} resamples) "

@@ -1,5 +1,6 @@
-"""Saved JSONL reports read back: their rows as reports with their extra input columns, and the
-mean of a run with its interval; what ``show``, ``diff``, ``plan`` and the pytest gate share."""
+"""Saved JSONL reports read back: their rows as reports with their extra input columns and the
+settings that scored them, and the mean of a run with its interval; what ``show``, ``diff``,
+``plan`` and the pytest gate share. A line that cannot be read is one error naming file and row."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..scoring.report import RelevancyReport
+from ..scoring.report import RelevancyReport, clip
 from .errors import UsageError
 from .options import Interval
 from .output.console import OFFLINE_CAUTION
@@ -27,6 +28,7 @@ __all__ = [
     "read_records",
     "report_of",
     "run_bars",
+    "settings_of",
 ]
 
 
@@ -44,15 +46,18 @@ class SavedRun:
     reports: list[RelevancyReport]
     extras: list[Mapping[str, Any]]
     meta: dict[str, str]  # what the run used (:func:`meta_of`)
+    settings: dict[str, str]  # the settings that change a score (:func:`settings_of`)
 
     @classmethod
     def read(cls, path: Path) -> SavedRun:
-        """The report at ``path``; a :class:`UsageError` when it has no report lines."""
+        """The report at ``path``; a :class:`UsageError` when it has no report lines or a line
+        that cannot be read."""
         records = read_records(path)
         if not records:
             raise UsageError(f"{path}: no report lines")
-        numbers, reports = [int(r["row"]) for r in records], [report_of(r) for r in records]
-        return cls(path, numbers, reports, [extra_of(r) for r in records], meta_of(path, records))
+        numbers, reports = [r["row"] for r in records], [report_of(r, path) for r in records]
+        extras = [extra_of(r) for r in records]
+        return cls(path, numbers, reports, extras, meta_of(path, records), settings_of(records))
 
 
 def read_records(path: Path) -> list[dict[str, Any]]:
@@ -81,14 +86,61 @@ def read_records(path: Path) -> list[dict[str, Any]]:
         except (ValueError, RecursionError):
             raise UsageError(f"{path}: line {number} is not a report line") from None
         if "row" in record:  # else a header
-            records[(int(record["row"]), str(record.get("key", "")))] = record
+            row = record["row"]
+            if not (isinstance(row, int) and _number(row) and row >= 1):
+                raise UsageError(f"{path}: line {number}: row {clip(repr(row), 40)} is not a row")
+            records[(row, str(record.get("key", "")))] = record
     return [records[row_key] for row_key in sorted(records)]
 
 
-def report_of(record: dict[str, Any]) -> RelevancyReport:
+def report_of(record: dict[str, Any], path: Path | str = "report") -> RelevancyReport:
     """A report line's :class:`RelevancyReport`, fields an older or newer writer left out
-    filled in."""
-    return RelevancyReport.from_dict({**_FILLERS, **record})
+    filled in; a :class:`UsageError` naming ``path`` and the row when a field is not what this
+    tool writes (a score that is not a number from -1 to 1, say)."""
+    probes = record.get("probes")
+    cosines = [p.get("cosine") for p in probes if isinstance(p, dict)] if probes else []
+    numbers = [("score", record.get("score"), -1), ("score_stderr", record.get("score_stderr"), 0)]
+    numbers += [("a probe's cosine", cosine, -1) for cosine in cosines]
+    problem = next(
+        (
+            f"{name} {clip(repr(value), 40)} is not a number from {low} to 1"
+            for name, value, low in numbers
+            if not (value is None or _number(value) and low <= value <= 1)
+        ),
+        None,
+    )
+    strictness = record.get("strictness", 0)
+    if problem is None and not (isinstance(strictness, int) and _number(strictness)):
+        problem = f"strictness {clip(repr(strictness), 40)} is not a whole number"
+    if problem is None:
+        try:
+            return RelevancyReport.from_dict({**_FILLERS, **record})
+        except (TypeError, ValueError, KeyError, AttributeError):
+            problem = "its fields are not those of a report line"
+    raise UsageError(f"{path}: row {record.get('row')}: {problem}")
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def settings_of(records: list[dict[str, Any]]) -> dict[str, str]:
+    """The settings that change a score (judge, embeddings, their URLs, strictness, probe
+    prompt, language) as the lines record them: ``"mixed: x; y"`` when lines differ; a setting
+    some line does not record (an older version wrote it) is left out."""
+    recorded = [
+        {
+            **(r["settings"] if isinstance(r.get("settings"), dict) else {}),
+            "strictness": r.get("strictness"),
+            "probe_prompt": r.get("probe_prompt"),
+        }
+        for r in records
+    ]
+    settings = {}
+    for key in sorted(set.intersection(*map(set, recorded)) if recorded else ()):
+        values = sorted({"none" if r[key] is None else str(r[key]) for r in recorded})
+        settings[key] = values[0] if len(values) == 1 else "mixed: " + "; ".join(values)
+    return settings
 
 
 def meta_of(path: Path, records: list[dict[str, Any]]) -> dict[str, str]:
@@ -132,7 +184,7 @@ def run_bars(
     ``--interval`` ask; one pass, keeping three numbers per row (a stream will do)."""
     from ..error_bars import mean_interval
 
-    scores, stderrs, labels, missing, columns = [], [], [], 0, set()
+    scores, stderrs, labels, missing, columns = [], [], [], 0, set[str]()
     for report, extra in rows:
         scores.append(report.score)
         stderrs.append(report.score_stderr)

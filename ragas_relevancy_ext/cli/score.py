@@ -142,8 +142,12 @@ def score(
         for entry in source.entries():
             run.count(entry)
         other_settings = sum(1 for key in report.index if key not in run.keys)
-        if cluster and not any(cluster in e.extra for e in source.entries() if isinstance(e, Row)):
-            raise UsageError(f"--cluster {cluster}: no row of {source.path} has that column")
+        if cluster and (lacking := [e for e in source.entries() if _lacks(e, cluster)]):
+            rows = ", ".join(str(e.number) for e in lacking[:5]) + ", ..." * (len(lacking) > 5)
+            raise UsageError(
+                f"--cluster {cluster}: {len(lacking)} row(s) of {source.path} have no value in "
+                f"that column (rows {rows}); every row needs one"
+            )
         extra: dict[str, str] = {}
         if out is not None:
             again = f", {run.retried} of them failed before" if run.retried else ""
@@ -164,6 +168,7 @@ def score(
 
         report.begin()
         run.labels = (checked.judge_label, checked.embeddings_label)
+        run.scored_with = checked.scored_with
         cache_line = None
         if run.todo:
             try:
@@ -218,6 +223,7 @@ class _Run:
     prices: Prices | None
     fields: dict[str, str] = field(default_factory=dict)
     labels: tuple[str, str] = ("", "")
+    scored_with: dict[str, Any] = field(default_factory=dict)  # written on every line
     total: int = 0
     resumed: int = 0
     todo: int = 0
@@ -268,9 +274,8 @@ class _Run:
         return self.settings.timeout or STOP_GRACE
 
     def _line(self, entry: Entry, key: str, report: RelevancyReport, **options: Any) -> str:
-        return report_line(
-            entry.number, key, report, *self.labels, entry.extra, line=entry.line, **options
-        )
+        options.update(line=entry.line, settings=self.scored_with)
+        return report_line(entry.number, key, report, *self.labels, entry.extra, **options)
 
     def rows(self) -> Iterator[Row]:
         """Rows still to score, in input order, until Ctrl-C; skipped rows written on the way."""
@@ -396,6 +401,11 @@ class _Run:
         if triples and summary.scored == 0:
             err.print("no sample could be scored")
         return exit_code(summary.scored, rows)
+
+
+def _lacks(entry: Entry, column: str) -> bool:
+    """Whether a row to score has no value in ``column`` (rows set aside are not scored)."""
+    return isinstance(entry, Row) and entry.extra.get(column) is None
 
 
 def is_skipped(report: RelevancyReport) -> bool:

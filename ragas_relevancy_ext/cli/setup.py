@@ -106,11 +106,11 @@ class CheckedSettings:
     embeddings_url: str | None
 
     @property
-    def settings_tag(self) -> str:
-        """A short hash of the settings that change a score (part of each row's key, see
-        ``row_key``): a resumed row must have been scored with these."""
+    def scored_with(self) -> dict[str, Any]:
+        """The settings that change a score, as each report line records them (``diff`` and
+        the pytest gate compare them)."""
         s = self.settings
-        scored_with = {
+        return {
             "judge": s.judge.strip().lower(),
             "base_url": show_url(s.base_url) if s.base_url else None,
             "embeddings": self.embeddings_spec,
@@ -119,7 +119,12 @@ class CheckedSettings:
             "probe_prompt": s.probe_prompt,
             "language": s.language,
         }
-        text = json.dumps(scored_with, sort_keys=True)
+
+    @property
+    def settings_tag(self) -> str:
+        """A short hash of :attr:`scored_with` (part of each row's key, see ``row_key``): a
+        resumed row must have been scored with these."""
+        text = json.dumps(self.scored_with, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 

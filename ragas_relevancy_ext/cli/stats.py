@@ -7,12 +7,14 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
+from numpy.typing import ArrayLike
 
+from ..error_bars import bootstrap_interval
 from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 if TYPE_CHECKING:
@@ -21,58 +23,21 @@ if TYPE_CHECKING:
 DEFAULT_RESAMPLES = 2000
 DEFAULT_SEED = 20240611
 
-Statistic = Callable[[np.ndarray, np.ndarray], float]
 
-
-def pearson(x: Sequence[float], y: Sequence[float]) -> float:
+def pearson(x: ArrayLike, y: ArrayLike) -> float:
     """Pearson's r; NaN when either side is constant or there are fewer than two pairs."""
     a, b = _pairs(x, y)
-    if len(a) < 2:
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
         return math.nan
-    da, db = a - a.mean(), b - b.mean()
-    denominator = math.sqrt(float(np.dot(da, da)) * float(np.dot(db, db)))
-    if denominator == 0.0:
-        return math.nan
-    return float(np.clip(np.dot(da, db) / denominator, -1.0, 1.0))
+    return float(np.clip(np.corrcoef(a, b)[0, 1], -1.0, 1.0))
 
 
-def ranks(values: Sequence[float]) -> np.ndarray:
-    """1-based ranks, ties sharing their average rank (as Spearman needs); NaNs last, each
-    a rank of its own."""
-    data = np.asarray(values, dtype=float)
-    _, where, counts = np.unique(data, return_inverse=True, return_counts=True, equal_nan=False)
-    last = np.cumsum(counts)  # each distinct value's last rank
-    return (last - (counts - 1) / 2.0)[where.reshape(-1)]
+def spearman(x: ArrayLike, y: ArrayLike) -> float:
+    """Spearman's rho: Pearson's r of the ranks (ties share their average rank)."""
+    from scipy.stats import rankdata  # type: ignore[import-untyped]
 
-
-def spearman(x: Sequence[float], y: Sequence[float]) -> float:
-    """Spearman's rho: Pearson's r of the ranks (ties averaged)."""
     a, b = _pairs(x, y)
-    return pearson(ranks(a), ranks(b))
-
-
-def bootstrap_interval(
-    x: Sequence[float],
-    y: Sequence[float],
-    statistic: Statistic = pearson,
-    resamples: int = DEFAULT_RESAMPLES,
-    level: float = 0.95,
-    seed: int = DEFAULT_SEED,
-) -> tuple[float, float]:
-    """Percentile bootstrap interval of ``statistic`` over resampled pairs (fixed seed);
-    resamples where it is undefined (all ratings equal) are left out, (nan, nan) if all are."""
-    a, b = _pairs(x, y)
-    if len(a) < 3:
-        return math.nan, math.nan
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(a), size=(resamples, len(a)))
-    values = np.array([statistic(a[idx], b[idx]) for idx in picks], dtype=float)
-    values = values[np.isfinite(values)]
-    if values.size == 0:
-        return math.nan, math.nan
-    tail = (1.0 - level) / 2.0 * 100.0
-    low, high = np.percentile(values, [tail, 100.0 - tail])
-    return float(low), float(high)
+    return pearson(rankdata(a), rankdata(b)) if len(a) else math.nan
 
 
 @dataclass(frozen=True)
@@ -137,7 +102,7 @@ def repeat_spread(runs: Sequence[Sequence[float]]) -> Spread:
     return Spread(means, deviations, mean_deviation, repeats)
 
 
-def _pairs(x: Sequence[float], y: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+def _pairs(x: ArrayLike, y: ArrayLike) -> tuple[np.ndarray, np.ndarray]:
     a = np.asarray(x, dtype=float)
     b = np.asarray(y, dtype=float)
     if a.shape != b.shape or a.ndim != 1:

@@ -18,7 +18,13 @@ import pytest
 
 from ..errors import UsageError
 from ..scoring.report import RelevancyReport
-from .baseline import Gate, check_report_target, compare_with_baseline, write_report
+from .baseline import (
+    Gate,
+    check_report_target,
+    compare_with_baseline,
+    read_baseline,
+    write_report,
+)
 from .checks import (
     Check,
     RelevancyFailure,
@@ -194,12 +200,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if "report" in given:
         check_report_target(given["report"])
     baseline = given.get("baseline")
-    if baseline is not None and not baseline.is_file():
-        raise pytest.UsageError(f"--relevancy-baseline {baseline}: no such file")
-    if baseline is None and "margin" in given:
-        raise pytest.UsageError(f"{sources['margin']} needs --relevancy-baseline")
-    closing = contextlib.ExitStack()
     settings = {name: given[name] for name in SETTINGS if name in given}
+    if baseline is not None:  # read whole now: a damaged one stops the session at once
+        read_baseline(baseline, settings, given.get("baseline_settings") == "refuse")
+    lonely = [name for name in ("margin", "baseline_settings") if name in given]
+    if baseline is None and lonely:
+        raise pytest.UsageError(f"{sources[lonely[0]]} needs --relevancy-baseline")
+    closing = contextlib.ExitStack()
     settings["limits_file"] = limits = _limits_file(config, given, closing)
     engine = Engine(settings, given.get("timeout", DEFAULT_TIMEOUT))
     state = _State(config, given, sources, engine, limits=limits, closing=closing)
@@ -307,9 +314,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     given = state.given
     if "report" in given and state.checks:
-        write_report(given["report"], state.checks, state.used().properties())
+        settings = state.engine.settings_given
+        write_report(given["report"], state.checks, state.used().properties(), settings)
     if "baseline" in given and state.checks:
-        state.gate = compare_with_baseline(state.checks, given["baseline"], given.get("margin", 0))
+        state.gate = compare_with_baseline(
+            state.checks, given["baseline"], given.get("margin", 0), state.engine.settings_given
+        )
         if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

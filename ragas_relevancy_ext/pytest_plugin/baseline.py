@@ -1,81 +1,118 @@
 """The session's checks as a JSONL report (``--relevancy-report``, the format of ``score --out``)
-and against a baseline report (``--relevancy-baseline``), paired by question."""
+and against a baseline report (``--relevancy-baseline``), as ``ragas-relevancy diff`` compares
+two runs: the baseline is A, the session B."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 if TYPE_CHECKING:
-    from ..error_bars import PairedDifference
+    from ..cli.diff import Comparison
+    from ..cli.saved import SavedRun
     from .checks import Check
+
+SHARED = 0.5  # under this share of the session's checks asking a baseline question, it fails
 
 
 @dataclass(frozen=True)
 class Gate:
-    """The checks against the baseline: the paired difference and whether the session fails."""
+    """The checks against the baseline: the comparison and whether the session fails."""
 
     baseline: Path
     margin: float
-    result: PairedDifference | None
-    only_here: int
-    only_there: int
+    comparison: Comparison | None
     failed: bool
     problem: str | None = None
 
     def lines(self) -> list[str]:
         """The terminal summary's lines for the gate."""
-        from ..scoring.report import fmt
+        from ..cli.diff import lines
 
-        head = f"baseline {self.baseline}: "
-        if self.result is None:
+        head = f"baseline {self.baseline} (A) against this session (B): "
+        if self.comparison is None:
             return [head + (self.problem or "no comparison")]
-        r = self.result
-        by = f" by more than {self.margin:g}" if self.margin else ""
-        verdict = (
-            f"FAILED: significantly worse than the baseline{by}"
-            if self.failed
-            else f"no significant drop{by}"
-        )
-        return [
-            head + f"{r.n_pairs} paired check(s) (only here {self.only_here}, only in the "
-            f"baseline {self.only_there}, NaN in either {r.not_scored})",
-            f"mean {fmt(r.mean_b)} vs baseline {fmt(r.mean_a)}: change {fmt(r.diff)} "
-            f"({r.level:.0%} CI {fmt(r.ci_low)} to {fmt(r.ci_high)}, p = {fmt(r.p_value, 4)}): "
-            + verdict,
-        ]
+        first, *rest = lines(self.comparison, self.margin)
+        return [head + first, *rest]
 
 
-def compare_with_baseline(checks: Sequence[Check], baseline: Path, margin: float) -> Gate:
-    """Pair the scored checks with the baseline's rows by question and test for a drop."""
+def read_baseline(path: Path, settings: Mapping[str, Any], refuse: bool) -> SavedRun:
+    """The baseline, read whole before any test runs: a damaged one is a usage error naming the
+    file and the row; with ``refuse``, so is one scored with other settings than ``settings``."""
     from ..cli.errors import UsageError
     from ..cli.saved import SavedRun
-    from ..error_bars import pair_by_question, paired_difference, question_key
 
     try:
-        run = SavedRun.read(baseline)
-    except UsageError as exc:  # a baseline that cannot be read fails the session: never ignored
-        return Gate(baseline, margin, None, 0, 0, True, f"cannot be read: {exc}")
-    scored = [c for c in checks if c.report is not None]
-    pairing = pair_by_question(
-        [question_key(r.user_input) for r in run.reports],
-        [question_key(c.user_input) for c in scored],
+        run = SavedRun.read(path)
+    except UsageError as exc:
+        raise pytest.UsageError(f"--relevancy-baseline {exc}") from None
+    mine = session_settings(settings)
+    differ = [f"{k} {v} vs {mine[k]}" for k, v in run.settings.items() if mine.get(k, v) != v]
+    if refuse and differ:
+        raise pytest.UsageError(
+            f"--relevancy-baseline {path} was scored with other settings ({'; '.join(differ)}); "
+            "--relevancy-baseline-settings refuse stops the session"
+        )
+    return run
+
+
+def session_settings(settings: Mapping[str, Any], reports: Sequence[Any] = ()) -> dict[str, str]:
+    """The settings that change a score, for the session's ``settings`` (``Settings`` keyword
+    arguments) and its checks' ``reports``, as :func:`..cli.saved.settings_of` reads them from
+    report lines; {} when the checks cannot be measured (no judge, a bad spec)."""
+    from ..cli.saved import settings_of
+
+    scored = _scored_with(settings)
+    if scored is None:
+        return {}
+    rows = [(r.strictness, r.probe_prompt) for r in reports]
+    rows = rows or [(scored["strictness"], scored["probe_prompt"])]
+    return settings_of([{"settings": scored, "strictness": k, "probe_prompt": p} for k, p in rows])
+
+
+def _scored_with(settings: Mapping[str, Any]) -> dict[str, Any] | None:
+    from ..cli.setup import Settings, check_settings
+
+    try:
+        return check_settings(Settings(**settings)).scored_with if "judge" in settings else None
+    except Exception:  # a bad spec or a missing key: every check is then not measured
+        return None
+
+
+def compare_with_baseline(
+    checks: Sequence[Check], baseline: Path, margin: float, settings: Mapping[str, Any]
+) -> Gate:
+    """Pair the scored checks with the baseline's rows by question and compare them as ``diff``
+    does; fewer than half of the checks asking a baseline question fails the session."""
+    from ..cli.diff import compare_runs
+    from ..cli.errors import UsageError
+    from ..cli.saved import SavedRun
+
+    reports = [c.report for c in checks if c.report is not None]
+    session = SavedRun(
+        Path("this session"),
+        list(range(1, len(reports) + 1)),
+        reports,
+        [{}] * len(reports),
+        {},
+        session_settings(settings, reports),
     )
-    only = (len(pairing.only_b), len(pairing.only_a))
-    if not pairing.pairs:
-        return Gate(baseline, margin, None, *only, False, "no check asks a question of it")
-    result = paired_difference(
-        [run.reports[i].score for i, _ in pairing.pairs],
-        [scored[j].score for _, j in pairing.pairs],
-    )
-    if result.n_pairs < 2:
-        problem = f"{result.n_pairs} check(s) scored in both: at least 2 are needed"
-        return Gate(baseline, margin, None, *only, False, problem)
-    return Gate(baseline, margin, result, *only, result.worse_by_more_than(margin))
+    try:
+        comparison = compare_runs(read_baseline(baseline, settings, False), session)
+    except UsageError as exc:
+        return Gate(baseline, margin, None, True, f"{exc}: the gate cannot judge this session")
+    if len(comparison.pairs) < SHARED * len(reports):
+        problem = (
+            f"only {len(comparison.pairs)} of the session's {len(reports)} checks ask a question "
+            f"of it (under {SHARED:.0%}): the gate cannot judge this session; write a new "
+            "baseline with --relevancy-report"
+        )
+        return Gate(baseline, margin, None, True, problem)
+    return Gate(baseline, margin, comparison, comparison.regressed(margin))
 
 
 def check_report_target(path: Path) -> None:
@@ -91,24 +128,27 @@ def check_report_target(path: Path) -> None:
         ) from None
 
 
-def write_report(path: Path, checks: Sequence[Check], used: list[tuple[str, str]]) -> int:
+def write_report(
+    path: Path, checks: Sequence[Check], used: list[tuple[str, str]], settings: Mapping[str, Any]
+) -> int:
     """Write the scored checks as report lines, whole (a temporary file, then a rename)."""
     from ..cli.output.files import write_atomically
     from ..cli.output.jsonl import report_line
     from ..scoring.report import row_key
 
-    labels = dict(used)
-    scored = [c for c in checks if c.report is not None]
+    labels, scored_with = dict(used), _scored_with(settings)
+    scored = [(c, c.report) for c in checks if c.report is not None]
     lines = [
         report_line(
             number,
             row_key(check.user_input, check.response),
-            check.report,  # type: ignore[arg-type]  (scored)
+            report,
             labels.get("relevancy_judge", ""),
             labels.get("relevancy_embeddings", ""),
             {"nodeid": check.nodeid, "min_score": check.min_score},
+            settings=scored_with,
         )
-        for number, check in enumerate(scored, 1)
+        for number, (check, report) in enumerate(scored, 1)
     ]
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, "".join(lines).encode("utf-8"))

@@ -52,6 +52,18 @@ def _min_score(text: str) -> float:
         raise ValueError(f"min_score must be a number from -1 to 1, got {text!r}") from None
 
 
+def _one_of(*choices: str) -> Callable[[str], str]:
+    """A parser of one of ``choices`` (any case)."""
+
+    def parse(text: str) -> str:
+        value = text.strip().lower()
+        if value not in choices:
+            raise ValueError(f"must be one of {', '.join(choices)}, got {text!r}")
+        return value
+
+    return parse
+
+
 def _path(text: str) -> Path:
     return Path(os.path.expanduser(text))
 
@@ -116,6 +128,13 @@ OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
         "DROP",
         "The drop in mean score from the baseline the session tolerates (default: 0).",
         _number("margin must be a number at or above 0", lambda v: v >= 0),
+    ),
+    "baseline_settings": (
+        "WHAT",
+        "warn (default) or refuse: what the gate does with a baseline scored with other "
+        "settings (judge, embeddings, strictness, probe prompt, language); refuse stops the "
+        "session before its first test.",
+        _one_of("warn", "refuse"),
     ),
     "report": (
         "PATH",

@@ -10,7 +10,6 @@ from ragas_relevancy_ext.cli.stats import (
     agreement,
     bootstrap_interval,
     pearson,
-    ranks,
     repeat_spread,
     spearman,
 )
@@ -27,11 +26,6 @@ def test_pearson_matches_hand_computation():
 def test_pearson_of_a_line_is_one_and_of_a_falling_line_minus_one():
     assert pearson([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
     assert pearson([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
-
-
-def test_ranks_share_the_average_rank_on_ties():
-    assert ranks([10, 20, 20, 5]).tolist() == [2.0, 3.5, 3.5, 1.0]
-    assert ranks([2, 4, 5, 4, 5]).tolist() == [1.0, 2.5, 4.5, 2.5, 4.5]
 
 
 def test_spearman_matches_hand_computation_with_ties():
@@ -69,12 +63,12 @@ def test_bootstrap_is_repeatable_and_brackets_the_estimate():
 
 
 def test_bootstrap_of_a_perfect_relation_is_a_point():
-    low, high = bootstrap_interval([1, 2, 3, 4, 5], [2, 4, 6, 8, 10], resamples=200)
+    low, high = bootstrap_interval([1, 2, 3, 4, 5], [2, 4, 6, 8, 10], pearson, resamples=200)
     assert low == pytest.approx(1.0) and high == pytest.approx(1.0)
 
 
 def test_bootstrap_needs_three_pairs():
-    assert all(math.isnan(v) for v in bootstrap_interval([1, 2], [1, 2]))
+    assert all(math.isnan(v) for v in bootstrap_interval([1, 2], [1, 2], pearson))
 
 
 def test_agreement_counts_dropped_scores():

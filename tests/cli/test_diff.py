@@ -1,4 +1,6 @@
-"""``diff``, ``plan``, ``show --cluster`` and ``calibrate``'s threshold on saved reports."""
+"""``diff``, ``plan``, ``show --cluster`` and ``calibrate``'s threshold on saved reports: failed
+rows, settings, overlap and damaged reports; every figure against scipy or the package's own
+formulas."""
 
 from __future__ import annotations
 
@@ -12,12 +14,13 @@ from pathlib import Path
 import pytest
 from common import ROOT
 from rich.console import Console
+from scipy import stats
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.error_bars import rows_needed
+from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, rows_needed
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 
@@ -108,7 +111,7 @@ def test_diff_clusters_by_a_column_and_names_a_missing_one(tmp_path):
     a = write(tmp_path / "a.jsonl", run_rows())
     b = write(tmp_path / "b.jsonl", run_rows(shift=-0.01))
     result, out = diff_json(a, b, "--cluster", "doc")
-    assert (out["method"], out["clusters"]) == ("clustered", 8)
+    assert (out["method"], out["clusters"]) == ("cr2", 8)
     result = invoke("diff", a, b, "--cluster", "chapter")
     assert result.exit_code == 2
     assert "--cluster chapter: 40 scored row(s) have no value" in result.output
@@ -155,25 +158,69 @@ def test_diff_html_page_and_its_file_guard(tmp_path):
 # -- plan ------------------------------------------------------------------------------------
 
 
-def test_plan_from_a_known_variance(tmp_path):
+def test_plan_from_a_known_variance_states_the_correlation_it_assumes(tmp_path):
     rows = run_rows()
     report = write(tmp_path / "a.jsonl", rows)
     scores = [sum(c) / 3 for _, c, _ in rows]
     within = statistics.fmean(statistics.variance(c) / 3 for _, c, _ in rows)
     between = statistics.variance(scores) - within
-    kwargs = dict(between=between, within=within, strictness_then=3, correlation=0.5)
+    model = PlanModel(2 * (1 - 0.5) * between, 2 * within * 3, df=39)  # 40 rows' variance
     result = invoke("plan", report, "--detect", "0.02")
     assert result.exit_code == 0, result.output
-    assert f"at strictness 3: {rows_needed(0.02, strictness=3, **kwargs):,} rows" in result.stdout
+    assert f"at strictness 3: {rows_needed(0.02, model, strictness=3):,} rows" in result.stdout
     table = dict(re.findall(r"^\s+(\d+)\s+([\d,]+)\s", result.stdout, flags=re.M))
     for k in (1, 2, 3, 5, 8, 12):
-        assert table[str(k)] == f"{rows_needed(0.02, strictness=k, **kwargs):,}"
+        assert table[str(k)] == f"{rows_needed(0.02, model, strictness=k):,}"
+    lower = rows_needed(0.02, PlanModel(2 * 0.75 * between, 2 * within * 3, df=39), strictness=3)
+    assert (
+        "correlation of the two runs' true scores 0.5 (assumed, not measured: --from A B "
+        f"measures it; at 0.25 a run needs {lower:,} rows at strictness 3)"
+    ) in result.stdout
+    result = invoke("plan", report, "--detect", "0.02", "--correlation", "0.8")
+    assert "true scores 0.8\n" in result.stdout and "assumed" not in result.stdout
     assert invoke("plan", report, "--detect", "0").exit_code == 2
+
+
+def test_plan_from_two_runs_measures_the_correlation_and_takes_margin_and_clusters(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = [(q, [x + 0.1 * ((i * 3) % 5 - 2) for x in c], e) for i, (q, c, e) in enumerate(rows)]
+    b = write(tmp_path / "b.jsonl", moved)
+    sa, sb = [sum(c) / 3 for _, c, _ in rows], [sum(c) / 3 for _, c, _ in moved]
+    errs = [statistics.stdev(c) / math.sqrt(3) for _, c, _ in rows]
+    errs_b = [statistics.stdev(c) / math.sqrt(3) for _, c, _ in moved]
+    model = PlanModel.from_pairs(sa, sb, (errs, errs_b), (3, 3))
+    result = invoke("plan", "--from", a, b, "--detect", "0.05")
+    assert result.exit_code == 0, result.output
+    r = stats.pearsonr(sa, sb).statistic
+    assert f"correlation of paired scores {r:.2f} (measured)" in result.stdout
+    assert f"at strictness 3: {rows_needed(0.05, model, strictness=3):,} rows" in result.stdout
+    _, out = diff_json(a, b)
+    assert out["correlation"] == pytest.approx(r)  # diff reports what plan measures
+    margin = invoke("plan", "--from", a, b, "--detect", "0.05", "--margin", "0.02")
+    needed = rows_needed(0.05, model, strictness=3, margin=0.02)
+    assert f"at strictness 3: {needed:,} rows" in margin.stdout and "margin 0.02" in margin.stdout
+    docs = [e["doc"] for _, _, e in rows]
+    clustered = PlanModel.from_pairs(sa, sb, (errs, errs_b), (3, 3), docs)
+    result = invoke("plan", "--from", a, b, "--detect", "0.05", "--cluster", "doc")
+    assert f"8 clusters of 5.0 rows on average, intraclass correlation {clustered.alike:.3f}" in (
+        result.stdout
+    )
+    assert f"{rows_needed(0.05, clustered, strictness=3):,} rows" in result.stdout
+    for bad in (
+        ["--detect", "0.05"],  # neither
+        [a, "--from", a, b, "--detect", "0.05"],  # both
+        ["--from", a, b, "--detect", "0.05", "--correlation", "0.5"],
+        ["--from", a, b, "--detect", "0.02", "--margin", "0.02"],  # no drop past the margin
+    ):
+        assert invoke("plan", *bad).exit_code == 2
 
 
 def test_plan_needs_two_probes_to_split_the_variance(tmp_path):
     report = write(tmp_path / "a.jsonl", [(f"Q{i}?", [0.1 * i], {}) for i in range(5)])
     result = invoke("plan", report, "--detect", "0.02")
+    assert result.exit_code == 2 and "--strictness 2 or more" in result.output
+    result = invoke("plan", "--from", report, report, "--detect", "0.02")
     assert result.exit_code == 2 and "--strictness 2 or more" in result.output
 
 
@@ -185,15 +232,15 @@ def test_show_gives_each_stderr_and_the_runs_interval_clustered_or_not(tmp_path)
     out = invoke("show", report).stdout
     se = statistics.stdev([0.28, 0.3, 0.33]) / math.sqrt(3)  # row 1: base 0.3
     assert f"±{se:.3f}" in out
-    assert "(95% CI " in out and ", clt, n=40)" in out and "variance: between questions" in out
+    assert "(95% CI [" in out and ", t, 39 df, n=40)" in out and "variance: between" in out
     out = invoke("show", report, "--no-table", "--cluster", "doc").stdout
-    assert "clustered over 8 clusters, under 10 clusters: a rough interval, n=40" in out
+    assert "CR2 over 8 clusters, 7 df, n=40; under 30 clusters: a rough interval)" in out  # G-1
     out = invoke("show", report, "--no-table", "--interval", "bootstrap").stdout
     assert ", bootstrap, n=40)" in out
     page = tmp_path / "page.html"
     assert invoke("show", report, "--html", page).exit_code == 0
     html = page.read_text(encoding="utf-8")
-    assert f"± {se:.3f}" in html and "95% CI (clt)" in html and "within (probes)" in html
+    assert f"± {se:.3f}" in html and "95% CI (t)" in html and "within (probes)" in html
 
 
 def test_show_names_a_cluster_column_the_report_lacks(tmp_path):
@@ -237,9 +284,15 @@ def test_score_clusters_by_an_input_column_and_refuses_one_it_lacks(tmp_path):
     result = invoke("score", data, "--embeddings", "hash", "--no-table", "--cluster", "kind")
     assert result.exit_code == 0, result.output
     kinds = len({r["kind"] for r in lines})
-    assert f"clustered over {kinds} clusters" in result.stdout
+    assert f"CR2 over {kinds} clusters" in result.stdout
     result = invoke("score", data, "--embeddings", "hash", "--cluster", "document")
-    assert result.exit_code == 2 and "--cluster document: no row of" in result.output
+    assert result.exit_code == 2 and "--cluster document: 12 row(s) of" in result.output
+    lines[-1].pop("kind")  # the last row alone lacks it: refused before the first request
+    data.write_text("".join(json.dumps(r) + "\n" for r in lines), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = invoke("score", data, "--embeddings", "hash", "--cluster", "kind", "--out", out)
+    assert result.exit_code == 2 and "1 row(s) of" in result.output and "(rows 12)" in result.output
+    assert not out.exists()
     result = invoke("score", data, "--engine", "ray", "--cluster", "kind")
     assert result.exit_code == 2 and "--cluster and --interval need --engine local" in result.output
 
@@ -257,3 +310,154 @@ def test_diff_id_pairs_a_repeated_question_by_its_id(tmp_path):
     assert by_id["stderr"] == pytest.approx(statistics.stdev([0.1, 0, 0, 0, 0]) / 5**0.5)
     assert by_id["paired_by"] == "question text and input column 'id'"
     assert invoke("diff", a, b, "--id", "ticket").exit_code == 2
+
+
+# -- failed rows, settings, overlap, damaged reports, numbers ---------------------------------
+
+
+def hardest_failed(rows: list[tuple[str, list[float], dict]], share: float) -> list:
+    """``rows`` with the lowest-scored ``share`` failed (no probe: NaN)."""
+    order = sorted(range(len(rows)), key=lambda i: statistics.fmean(rows[i][1]))
+    failed = set(order[: round(share * len(rows))])
+    return [(q, [] if i in failed else c, e) for i, (q, c, e) in enumerate(rows)]
+
+
+def test_a_run_failing_on_the_hardest_questions_exits_1_with_its_own_verdict(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    b = write(tmp_path / "b.jsonl", hardest_failed(run_rows(), 0.3))
+    result, out = diff_json(a, b)
+    assert result.exit_code == 1
+    assert (out["failed_only_b"], out["failed_only_a"], out["n_pairs"]) == (12, 0, 28)
+    assert out["failure_p_value"] == pytest.approx(0.5**12) and out["failures_rose"] is True
+    assert out["significant_drop"] is False and out["exit_1"] is True
+    text = invoke("diff", a, b).stdout
+    assert "failed (NaN) in the pairs: only in A 0, only in B 12, in both 0" in text
+    assert (
+        "failures: B fails significantly more often than A (exact McNemar, one-sided "
+        f"p = 0.00024; exit 1 under {FAILURE_ALPHA}): exit 1"
+    ) in text
+    assert "scores: no significant drop (one-sided p = " in text
+    every = write(tmp_path / "c.jsonl", hardest_failed(run_rows(), 1.0))
+    result, out = diff_json(a, every)  # nothing scored in B: still a verdict, not bad input
+    assert result.exit_code == 1 and out["n_pairs"] == 0 and out["failed_only_b"] == 40
+    assert invoke("diff", every, a).exit_code == 2  # fewer failures: no verdict without pairs
+
+
+def test_failed_rows_can_count_as_zero(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    failed = (5, 11, 17, 23, 29, 35)  # 6 of 40: exact McNemar p = 0.016, no significant rise
+    few = [(q, [] if i in failed else c, e) for i, (q, c, e) in enumerate(rows)]
+    b = write(tmp_path / "b.jsonl", few)
+    result, out = diff_json(a, b)
+    assert result.exit_code == 0 and out["n_pairs"] == 34 and not out["failures_rose"]
+    result, out = diff_json(a, b, "--failed-as-zero")
+    assert result.exit_code == 1 and out["n_pairs"] == 40 and out["significant_drop"] is True
+    zeros = [0.0 if i in failed else sum(c) / 3 for i, (_, c, _) in enumerate(rows)]
+    assert out["mean_b"] == pytest.approx(statistics.fmean(zeros))
+
+
+def test_nine_pairs_are_judged_by_a_paired_t_test(tmp_path):
+    a_scores = [0.61, 0.72, 0.55, 0.80, 0.66, 0.59, 0.74, 0.69, 0.63]
+    b_scores = [0.52, 0.73, 0.43, 0.82, 0.59, 0.62, 0.65, 0.71, 0.52]
+    a = write(tmp_path / "a.jsonl", [(f"Q{i}?", [s, s], {}) for i, s in enumerate(a_scores)])
+    b = write(tmp_path / "b.jsonl", [(f"Q{i}?", [s, s], {}) for i, s in enumerate(b_scores)])
+    result, out = diff_json(a, b)
+    assert result.exit_code == 0  # normal quantiles: p = 0.034 and exit 1
+    assert out["p_value"] == pytest.approx(stats.ttest_rel(b_scores, a_scores).pvalue)
+    assert out["df"] == 8 and out["method"] == "t"
+    text = invoke("diff", a, b).stdout
+    assert f"p = {out['p_value']:.4f} (two-sided)" in text
+    assert f"95% CI [{out['ci_low']:.4f}, {out['ci_high']:.4f}], t, 8 df)" in text
+
+
+def test_p_values_that_underflow_and_intervals_read_as_such(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    b = write(tmp_path / "b.jsonl", run_rows(shift=-0.2))
+    lower = [
+        (q, [x - 0.2 - 1e-4 * (i % 2) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
+    ]
+    b = write(tmp_path / "b.jsonl", lower)
+    text = invoke("diff", a, b).stdout
+    assert "p < 1e-16 (two-sided)" in text and "one-sided p < 1e-16; exit 1 under 0.025" in text
+    assert re.search(r"95% CI \[-0\.\d{4}, -0\.\d{4}\]", text)
+
+
+def score(data: Path, out: Path, *more: str) -> None:
+    result = invoke("score", data, "--embeddings", "hash", "--no-table", "--out", out, *more)
+    assert result.exit_code == 0, result.output
+
+
+def test_runs_scored_with_other_settings_warn_and_strict_refuses(tmp_path):
+    data = tmp_path / "data.jsonl"
+    lines = (ROOT / "examples" / "support_qa.jsonl").read_text(encoding="utf-8").splitlines()
+    data.write_text("\n".join(lines[:12]) + "\n", encoding="utf-8")
+    a, b, c = tmp_path / "a.jsonl", tmp_path / "b.jsonl", tmp_path / "c.jsonl"
+    score(data, a)
+    score(data, b, "--strictness", "1", "--probe-prompt", "angles")
+    score(data, c)
+    saved = json.loads(a.read_text(encoding="utf-8").splitlines()[0])["settings"]
+    assert (saved["judge"], saved["strictness"], saved["language"]) == ("offline", 3, "auto")
+    result, out = diff_json(a, b)
+    assert out["settings_differ"] == {
+        "probe_prompt": ["diverse", "angles"],
+        "strictness": ["3", "1"],
+    }
+    warning = (
+        "warning: A and B were scored with other settings (probe_prompt diverse vs angles; "
+        "strictness 3 vs 1): the difference mixes their effect with the change"
+    )
+    assert result.stderr.strip() == warning  # --json: the warning on stderr, one line
+    assert warning in invoke("diff", a, b).stdout
+    result = invoke("diff", a, b, "--strict")
+    assert result.exit_code == 2 and "--strict refuses to compare them" in result.output
+    _, same = diff_json(a, c, "--strict")
+    assert same["settings_differ"] == {} and "warning" not in invoke("diff", a, c).stdout
+
+
+def test_a_small_overlap_warns_with_paired_and_whole_run_means(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    others = [(f"Other {i}?", [0.1, 0.1, 0.1], {}) for i in range(30)]
+    b = write(tmp_path / "b.jsonl", rows[:10] + others)
+    result, out = diff_json(a, b)
+    assert out["small_overlap"] is True and out["n_pairs"] == 10
+    paired = statistics.fmean(sum(c) / 3 for _, c, _ in rows[:10])
+    whole_b = statistics.fmean([paired] * 10 + [0.1] * 30)
+    assert out["run_mean_b"] == pytest.approx(whole_b) and out["mean_b"] == pytest.approx(paired)
+    text = invoke("diff", a, b).stdout
+    assert (
+        f"warning: only 10 of A's 40 rows and of B's 40 pair: whole runs mean A "
+        f"{out['run_mean_a']:.4f}, B {whole_b:.4f}; the paired rows A {paired:.4f}, B {paired:.4f}"
+    ) in text
+    _, full = diff_json(a, a)
+    assert full["small_overlap"] is False
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("score", "high", "row 3: score 'high' is not a number from -1 to 1"),
+        ("score", 5.0, "row 3: score 5.0 is not a number from -1 to 1"),
+        ("score", "0.9", "row 3: score '0.9' is not a number from -1 to 1"),
+        ("score", True, "row 3: score True is not a number from -1 to 1"),
+        ("score_stderr", -0.1, "row 3: score_stderr -0.1 is not a number from 0 to 1"),
+        ("strictness", "3", "row 3: strictness '3' is not a whole number"),
+        ("probes", [{"question": "q", "noncommittal": 0, "cosine": "x"}], "a probe's cosine 'x'"),
+        ("probes", "none", "row 3: its fields are not those of a report line"),
+        ("row", "x", "line 3: row 'x' is not a row"),
+    ],
+)
+def test_a_damaged_report_is_one_line_naming_file_and_row(tmp_path, field, value, said):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    lines = a.read_text(encoding="utf-8").splitlines()
+    record = json.loads(lines[2])
+    record[field] = value
+    lines[2] = json.dumps(record)
+    b = tmp_path / "b.jsonl"
+    b.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    for command in (["diff", a, b], ["show", b], ["plan", b, "--detect", "0.1"]):
+        result = invoke(*command)
+        assert result.exit_code == 2, result.output
+        assert said in result.stderr and str(b) in result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output

@@ -187,7 +187,7 @@ def _stats(kinds: Counter[str], summary: Summary) -> str:
     if bars is not None:
         figures[2:3] = [
             (f"{fmt(bars.mean)} ± {fmt(bars.stderr)}", "mean ± standard error"),
-            (f"{fmt(bars.ci_low)}-{fmt(bars.ci_high)}", f"{bars.level:.0%} CI ({bars.method})"),
+            (f"[{fmt(bars.ci_low)}, {fmt(bars.ci_high)}]", f"{bars.level:.0%} CI ({bars.method})"),
         ]
     split = f'<p class="note">{text(bars.variance_text())}</p>' if bars is not None else ""
     return stats_list(figures) + split

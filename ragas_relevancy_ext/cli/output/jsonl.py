@@ -3,9 +3,9 @@
 Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
 recognisable as ours), ``row`` (1-based data row; with ``--engine ray``, the line's place as
 written), ``line`` (file line, CSV and JSONL), ``key`` (:func:`~row_key`), ``judge``,
-``embeddings``, ``extra`` (the input's other columns) and, for a row that could not be scored
-at all, ``skipped`` (why). NaN and Infinity are written as null and a lone surrogate as U+FFFD
-(:func:`~json_safe`), at any depth.
+``embeddings``, ``settings`` (those that change a score), ``extra`` (the input's other columns)
+and, for a row that could not be scored at all, ``skipped`` (why). NaN and Infinity are written
+as null and a lone surrogate as U+FFFD (:func:`~json_safe`), at any depth.
 
 :class:`ReportFile` never writes over a file this tool did not write, keeps a second process
 out with a lock file, appends lines as rows finish and :meth:`ReportFile.compact` rewrites them
@@ -26,7 +26,7 @@ from ..errors import UsageError
 from .files import PidLock, atomic_file, same_file, through_link
 
 FORMAT = "ragas-relevancy-report/1"
-META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "extra", "skipped")
+META_KEYS = ("format", "row", "line", "key", "judge", "embeddings", "settings", "extra", "skipped")
 _MARK = json.dumps({"format": FORMAT})[:-1].encode()  # b'{"format": "ragas-relevancy-report/1"'
 _LEGACY_KEYS = frozenset({"row", "key", "judge", "embeddings", "score", "user_input"})
 # What a line this tool wrote never holds and a hand edit may: a surrogate escape, NaN, Infinity
@@ -61,6 +61,7 @@ def report_line(
     *,
     line: int | None = None,
     skipped: str | None = None,
+    settings: Mapping[str, Any] | None = None,
 ) -> str:
     """One JSON line (with its newline) for one input row; ``report`` may already be a
     :meth:`RelevancyReport.to_dict` (as Ray actors send it). Values JSON or UTF-8 cannot carry
@@ -68,6 +69,8 @@ def report_line(
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
     record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
+    if settings is not None:
+        record["settings"] = dict(settings)
     if skipped is not None:
         record["skipped"] = skipped
     try:
