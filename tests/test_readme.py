@@ -2,7 +2,8 @@
 
 Python snippets run after a hidden setup (``GIVEN``); one defining tests runs as a pytest file,
 one starting Ray in an interpreter of its own (Ray's workers take the environment of the process
-that starts it). Shell snippets run in a folder holding the files they name. The providers'
+that starts it). Shell snippets run in a folder holding the files they name (the example data
+cut to every third row). The providers'
 SDKs find the loopback server through their own environment variables (``OPENAI_BASE_URL``,
 ``GOOGLE_GEMINI_BASE_URL``), and a ``--base-url`` naming a provider is aimed at it too: nothing
 leaves the machine. A ``ragas-relevancy`` command runs in this process (one that starts Ray in
@@ -90,7 +91,9 @@ def folder(server, tmp_path, monkeypatch) -> Path:
     """A working directory holding what the snippets name, and an environment aiming every
     provider at the loopback server."""
     shutil.copytree(EXAMPLES, tmp_path / "examples")
-    rows = (EXAMPLES / "support_qa.jsonl").read_text(encoding="utf-8").splitlines()[:6]
+    every = (EXAMPLES / "support_qa.jsonl").read_text(encoding="utf-8").splitlines()
+    (tmp_path / "examples" / "support_qa.jsonl").write_text("\n".join(every[::3]) + "\n")
+    rows = every[:6]
     for path in (tmp_path / "data.jsonl", tmp_path / "answers" / "part-0.jsonl"):
         path.parent.mkdir(exist_ok=True)
         path.write_text("\n".join(rows) + "\n", encoding="utf-8")
