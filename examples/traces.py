@@ -1,9 +1,11 @@
 """A run's spans in a real tracing backend: Arize Phoenix on this machine, over OTLP/HTTP.
 
-Phoenix installs from PyPI; give it a virtual environment of its own (it pins many packages):
+Phoenix installs from PyPI; give it a virtual environment of its own (it pins many packages),
+and keep it on this machine (it listens on every interface unless told otherwise):
 
     python3 -m venv /tmp/phoenix-venv && /tmp/phoenix-venv/bin/pip install arize-phoenix
-    PHOENIX_WORKING_DIR=/tmp/phoenix-data /tmp/phoenix-venv/bin/phoenix serve &
+    export PHOENIX_HOST=127.0.0.1 PHOENIX_WORKING_DIR=/tmp/phoenix-data
+    /tmp/phoenix-venv/bin/phoenix serve &
 
 Then, from this package's environment (with the [otel] extra):
 

@@ -27,6 +27,18 @@ REQUIRE_LOCAL = "RAGAS_RELEVANCY_REQUIRE_LOCAL"
 NO_SKIPS = "RAGAS_RELEVANCY_NO_SKIPS"
 
 
+def where() -> tuple[str, bool]:
+    """This thread's name, and whether an event loop is running in it."""
+    import asyncio
+    import threading
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return threading.current_thread().name, False
+    return threading.current_thread().name, True
+
+
 def load_cases() -> list[dict[str, Any]]:
     """Every shared fixture case (tests/fixtures/cases.json)."""
     return json.loads((FIXTURES / "cases.json").read_text(encoding="utf-8"))

@@ -12,7 +12,7 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-from common import NO_SKIPS, load_cases  # noqa: E402  (after the environment is set)
+from common import NO_SKIPS, load_cases, where  # noqa: E402  (after the environment is set)
 
 
 @pytest.fixture(scope="session")
@@ -38,6 +38,30 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
     monkeypatch.delenv(CAPTURE_CONTENT, raising=False)
     yield exporter
     provider.shutdown()
+
+
+@pytest.fixture
+def model_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """py3langid's model made unloaded again, its loader recording where each load ran (see
+    ``common.where``); the model it gives names every text English."""
+    import py3langid.langid
+
+    from ragas_relevancy_ext.scoring import languages
+
+    class English:
+        def classify(self, text: str) -> tuple[str, float]:
+            return "en", 1.0
+
+    loads: list[tuple[str, bool]] = []
+
+    def load(*args: Any, **kwargs: Any) -> English:
+        loads.append(where())
+        return English()
+
+    monkeypatch.setattr(py3langid.langid, "IDENTIFIER", None)
+    monkeypatch.setattr(py3langid.langid, "_load_identifier", load)
+    monkeypatch.setattr(languages, "_DETECTORS", {})
+    return loads
 
 
 # real pytest sessions for the pytest plugin's tests (tests/pytest_plugin/)

@@ -36,12 +36,13 @@ def per_text(texts: list[str]) -> list[list[float]]:
 class CollapsingEmbeddings(BaseRagasEmbedding):
     """Modern embeddings that answer a list with ONE vector, as gemini-embedding-2 does.
 
-    Single-text calls sleep a random while and count how many run at once.
+    Single-text calls wait a random number of event-loop turns (at least one, so calls started
+    together overlap) and count how many run at once.
     """
 
-    def __init__(self, max_delay: float = 0.0, seed: int = 0, fail_on: str | None = None):
+    def __init__(self, max_turns: int = 1, seed: int = 0, fail_on: str | None = None):
         super().__init__()
-        self.max_delay = max_delay
+        self.max_turns = max_turns
         self.random = random.Random(seed)
         self.fail_on = fail_on
         self.calls: list[str] = []
@@ -58,7 +59,8 @@ class CollapsingEmbeddings(BaseRagasEmbedding):
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
-            await asyncio.sleep(self.random.uniform(0, self.max_delay))
+            for _ in range(self.random.randint(1, self.max_turns)):
+                await asyncio.sleep(0)
             if text == self.fail_on:
                 raise ConnectionError(f"provider refused {text!r}")
             self.finished.append(text)
@@ -144,7 +146,7 @@ def test_a_synchronous_modern_client_is_called_through_embed_text() -> None:
 
 
 def test_sync_calls_work_inside_a_running_event_loop() -> None:
-    wrapped = OneTextPerCall(CollapsingEmbeddings(max_delay=0.002))
+    wrapped = OneTextPerCall(CollapsingEmbeddings(max_turns=2))
 
     async def from_async_code() -> list[list[float]]:
         return wrapped.embed_documents(TEXTS[:4])  # a legacy metric calling sync from a loop
@@ -155,8 +157,8 @@ def test_sync_calls_work_inside_a_running_event_loop() -> None:
 # --- order and concurrency ------------------------------------------------------------------
 
 
-def test_order_is_kept_under_concurrency_with_random_delays() -> None:
-    inner = CollapsingEmbeddings(max_delay=0.02, seed=7)
+def test_order_is_kept_when_calls_finish_out_of_order() -> None:
+    inner = CollapsingEmbeddings(max_turns=20, seed=7)
     got = asyncio.run(OneTextPerCall(inner, max_concurrency=8).aembed_texts(TEXTS))
     assert got == per_text(TEXTS)
     assert inner.finished != TEXTS  # the calls finished out of order
@@ -165,14 +167,14 @@ def test_order_is_kept_under_concurrency_with_random_delays() -> None:
 
 @pytest.mark.parametrize("limit", [1, 3, 8])
 def test_max_concurrency_caps_calls_in_flight(limit: int) -> None:
-    inner = CollapsingEmbeddings(max_delay=0.01, seed=limit)
+    inner = CollapsingEmbeddings(max_turns=10, seed=limit)
     OneTextPerCall(inner, max_concurrency=limit).embed_texts(TEXTS)
     assert inner.peak == limit
 
 
 def test_each_sync_call_makes_its_own_limiter() -> None:
     """A semaphore made once would be bound to the first call's event loop."""
-    inner = CollapsingEmbeddings(max_delay=0.005)
+    inner = CollapsingEmbeddings(max_turns=5)
     wrapped = OneTextPerCall(inner, max_concurrency=2)
     for _ in range(3):
         assert wrapped.embed_texts(TEXTS[:6]) == per_text(TEXTS[:6])
@@ -180,7 +182,7 @@ def test_each_sync_call_makes_its_own_limiter() -> None:
 
 
 def test_concurrent_async_calls_share_the_cap() -> None:
-    inner = CollapsingEmbeddings(max_delay=0.01)
+    inner = CollapsingEmbeddings(max_turns=10)
     wrapped = OneTextPerCall(inner, max_concurrency=2)
 
     async def both() -> list[Any]:
@@ -193,7 +195,7 @@ def test_concurrent_async_calls_share_the_cap() -> None:
 
 
 def test_a_later_max_concurrency_holds_in_a_loop_already_used() -> None:
-    inner = CollapsingEmbeddings(max_delay=0.005)
+    inner = CollapsingEmbeddings(max_turns=5)
     wrapped = OneTextPerCall(inner, max_concurrency=2)
 
     async def run() -> int:
@@ -210,7 +212,7 @@ def test_a_later_max_concurrency_holds_in_a_loop_already_used() -> None:
     "copy_of", [copy.deepcopy, lambda m: pickle.loads(pickle.dumps(m))], ids=["deepcopy", "pickle"]
 )
 def test_an_object_in_use_copies_and_the_copy_keeps_the_cap(copy_of: Any) -> None:
-    wrapped = OneTextPerCall(CollapsingEmbeddings(max_delay=0.005), max_concurrency=2)
+    wrapped = OneTextPerCall(CollapsingEmbeddings(max_turns=5), max_concurrency=2)
 
     async def in_use() -> Any:
         await wrapped.aembed_texts(TEXTS[:4])
@@ -225,7 +227,7 @@ def test_an_object_in_use_copies_and_the_copy_keeps_the_cap(copy_of: Any) -> Non
 def test_a_runs_slot_bounds_each_texts_request() -> None:
     """The run's place in line handed to ``embed_texts`` bounds each text's request of that
     call; a later call without one is held to the object's own cap only."""
-    inner = CollapsingEmbeddings(max_delay=0.005)
+    inner = CollapsingEmbeddings(max_turns=5)
     wrapped = OneTextPerCall(inner, max_concurrency=8)
 
     async def run() -> tuple[list[list[float]], int]:
@@ -244,7 +246,7 @@ def test_a_runs_slot_bounds_each_texts_request() -> None:
 
 
 def test_a_failing_text_is_named_by_index_and_inner_class() -> None:
-    inner = CollapsingEmbeddings(max_delay=0.005, fail_on=TEXTS[5])
+    inner = CollapsingEmbeddings(max_turns=5, fail_on=TEXTS[5])
     with pytest.raises(EmbeddingCallError) as caught:
         OneTextPerCall(inner, max_concurrency=4).embed_texts(TEXTS[:10])
 
@@ -257,7 +259,7 @@ def test_a_failing_text_is_named_by_index_and_inner_class() -> None:
 
 
 def test_a_failure_cancels_the_calls_still_waiting() -> None:
-    inner = CollapsingEmbeddings(max_delay=0.01, fail_on=TEXTS[0])
+    inner = CollapsingEmbeddings(max_turns=10, fail_on=TEXTS[0])
     with pytest.raises(EmbeddingCallError, match="text 0 of 24"):
         OneTextPerCall(inner, max_concurrency=1).embed_texts(TEXTS)
     assert len(inner.calls) < len(TEXTS)

@@ -33,7 +33,6 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.errors import (
-    PERMANENT,
     Cause,
     EmbeddingCallError,
     EmbeddingShapeError,
@@ -173,7 +172,6 @@ def test_failures_that_are_not_the_transports_have_their_own_cause() -> None:
     assert cause_of(TypeError("response must be a string, got int")) is Cause.BAD_INPUT
     assert cause_of(asyncio.CancelledError()) is Cause.CANCELLED
     assert cause_of(RuntimeError("surprise")) is Cause.OTHER
-    assert PERMANENT == {Cause.AUTH, Cause.QUOTA, Cause.UNKNOWN_MODEL, Cause.UNREACHABLE}
 
 
 def test_an_account_out_of_quota_is_a_cause_of_its_own_and_a_rate_limit_is_not() -> None:
@@ -260,12 +258,30 @@ def test_a_judge_that_answered_with_no_usable_probe_keeps_that_cause() -> None:
     assert RelevancyReport.from_dict(report.to_dict()).cause is Cause.NO_USABLE_PROBE
 
 
-def test_early_stop_counts_only_the_same_permanent_cause_one_row_after_another() -> None:
-    def failed(cause: Cause) -> RelevancyReport:
-        return RelevancyReport(
-            QUESTION, RESPONSE, math.nan, 3, "diverse", False, error="E: x", cause=cause
-        )
+def failed(cause: Cause) -> RelevancyReport:
+    """A row that ended NaN with ``cause``."""
+    return RelevancyReport(
+        QUESTION, RESPONSE, math.nan, 3, "diverse", False, error="E: x", cause=cause
+    )
 
+
+@pytest.mark.parametrize(
+    ("cause", "stops"),
+    [
+        (Cause.AUTH, True),
+        (Cause.UNKNOWN_MODEL, True),
+        (Cause.UNREACHABLE, True),
+        (Cause.RATE_LIMITED, False),
+        (Cause.TIMEOUT, False),
+        (Cause.BAD_REPLY, False),
+    ],
+)
+def test_only_a_cause_no_retry_mends_stops_a_run(cause: Cause, stops: bool) -> None:
+    stop = EarlyStop(rows=2)
+    assert [stop.note(failed(cause)), stop.note(failed(cause))] == [False, stops]
+
+
+def test_early_stop_counts_only_the_same_permanent_cause_one_row_after_another() -> None:
     scored = RelevancyReport(QUESTION, RESPONSE, 0.9, 3, "diverse", False)
     stop = EarlyStop(rows=3)
     outcomes = [

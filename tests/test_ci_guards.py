@@ -8,11 +8,10 @@ import functools
 import importlib.util
 import re
 import sys
-from importlib.metadata import packages_distributions
+from importlib.metadata import packages_distributions, requires
 from pathlib import Path
 
 import pytest
-import tomllib
 from common import REQUIRE_LOCAL
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,11 +38,14 @@ def _imported_top_levels(folder: Path) -> set[str]:
 
 
 def _declared(groups: list[str]) -> set[str]:
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    requirements = list(project["dependencies"])
-    for group in groups:
-        requirements += project["optional-dependencies"][group]
-    return {_normal(re.split(r"[<>=!~;\[ ]", r, maxsplit=1)[0]) for r in requirements}
+    """The packages the installed package requires, and those of the extras in ``groups``
+    (its metadata, as pip and uv read pyproject.toml: reinstall after changing it)."""
+    names = set()
+    for requirement in requires("ragas-relevancy-ext") or []:
+        extra = re.search(r'extra == "([^"]+)"', requirement)
+        if extra is None or extra.group(1) in groups:
+            names.add(_normal(re.split(r"[<>=!~;\[ ]", requirement, maxsplit=1)[0]))
+    return names
 
 
 @functools.cache

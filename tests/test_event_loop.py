@@ -8,60 +8,27 @@ it), never how long it took.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
 
-import py3langid.langid
 import pytest
+from common import where
+from openai import AsyncOpenAI
+from ragas.embeddings.base import BaseRagasEmbedding
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli import setup as cli_setup
 from ragas_relevancy_ext.cli.providers import Built, MissingKeyError, ProviderError, Spec
-from ragas_relevancy_ext.scoring import languages
 from ragas_relevancy_ext.store.cache import CachedJudge, disk_store
 from ragas_relevancy_ext.store.sqlite import SqliteStore
-from ragas_relevancy_ext.testing.loopback import LoopbackServer
 from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
-ROOT = Path(__file__).resolve().parents[1]
 QUESTION = "Where is my order #48213?"
 ANSWER = "Order #48213 left our warehouse on Monday and reaches you tomorrow."
-
-
-def where() -> tuple[str, bool]:
-    """This thread's name, and whether an event loop is running in it."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return threading.current_thread().name, False
-    return threading.current_thread().name, True
-
-
-class _Identifier:
-    def classify(self, text: str) -> tuple[str, float]:
-        return "en", 1.0
-
-
-@pytest.fixture
-def model_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
-    """py3langid's model made unloaded again, its loader recording where each load ran."""
-    loads: list[tuple[str, bool]] = []
-
-    def load(*args: Any, **kwargs: Any) -> _Identifier:
-        loads.append(where())
-        return _Identifier()
-
-    monkeypatch.setattr(py3langid.langid, "IDENTIFIER", None)
-    monkeypatch.setattr(py3langid.langid, "_load_identifier", load)
-    monkeypatch.setattr(languages, "_DETECTORS", {})
-    return loads
 
 
 def test_the_first_score_leaves_the_language_model_to_a_thread(model_loads) -> None:
@@ -117,66 +84,53 @@ def test_cached_replies_are_written_off_the_loop(monkeypatch, tmp_path) -> None:
     assert again.hits == cached.misses and again.misses == 0  # the writer thread wrote them
 
 
-# A fresh process: the SDK's embeddings module is imported once per process, and this test
-# needs it not imported yet. A finder on sys.meta_path notes where its import starts.
-FIRST_SCORE = """
-import asyncio, json, sys
-from openai import AsyncOpenAI
-from ragas.embeddings.base import BaseRagasEmbedding
-from ragas_relevancy_ext import AnswerRelevancy
-from ragas_relevancy_ext.scoring.embeddings import usage_http_client
-from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
-preloaded = "openai.resources.embeddings" in sys.modules  # openai before 1.6x imports it at once
-seen = []
-class Note:
-    def find_spec(self, name, path=None, target=None):
-        if name == "openai.resources.embeddings":
-            try:
-                asyncio.get_running_loop()
-                seen.append(True)
-            except RuntimeError:
-                seen.append(False)
-        return None
-sys.meta_path.insert(0, Note())
-class OnClient(BaseRagasEmbedding):  # holds an SDK client whose .embeddings is not made yet
-    def __init__(self, url):
-        self.client = AsyncOpenAI(base_url=url, api_key="unused", http_client=usage_http_client())
-    def embed_text(self, text, **kwargs):
+@pytest.fixture
+def sdk_module_imports(monkeypatch) -> list[bool]:
+    """The openai SDK's embeddings module made unimported again (put back after the test); each
+    import of it notes whether an event loop was running in its thread."""
+    import openai.resources
+
+    name = "openai.resources.embeddings"
+    seen: list[bool] = []
+
+    class Note:  # a finder that finds nothing: it only notes where an import starts
+        def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+            if fullname == name:
+                seen.append(where()[1])
+
+    monkeypatch.delitem(sys.modules, name)
+    monkeypatch.delattr(openai.resources, "embeddings")
+    monkeypatch.setattr(sys, "meta_path", [Note(), *sys.meta_path])
+    return seen
+
+
+class OnClient(BaseRagasEmbedding):
+    """Embeddings on an SDK client whose embeddings resource each call reads, as a real
+    request does (the vectors are hash vectors: no request is sent)."""
+
+    def __init__(self) -> None:
+        self.client = AsyncOpenAI(base_url="http://127.0.0.1:9/v1", api_key="unused")
+
+    def embed_text(self, text: str, **kwargs: Any) -> list[float]:
         raise NotImplementedError
-    async def aembed_text(self, text, **kwargs):
-        answer = await self.client.embeddings.create(input=[text], model="loop-embed")
-        return answer.data[0].embedding
-embeddings = HashEmbeddings() if sys.argv[1] == "hash" else OnClient(sys.argv[1])
-metric = AnswerRelevancy(llm=PretendJudge(), embeddings=embeddings)
-result = metric.score(user_input="Where is order 7?", response="Order 7 ships today.")
-print(json.dumps({"loop_running": seen, "preloaded": preloaded,
-                  "tokens": result.report.usage.embedding_tokens}))
-"""
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        assert self.client.embeddings is not None
+        return HashEmbeddings().embed_text(text)
 
 
-def first_score(embeddings: str) -> dict[str, Any]:
-    done = subprocess.run(
-        [sys.executable, "-c", FIRST_SCORE, embeddings],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def test_the_openai_embeddings_module_is_imported_off_the_loop(sdk_module_imports) -> None:
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=OnClient())
+    assert metric.score(user_input=QUESTION, response=ANSWER).report.cause is None
+    assert sdk_module_imports == [False]  # imported once, in a thread with no loop running
 
 
-def test_the_openai_embeddings_module_is_imported_off_the_loop() -> None:
-    with LoopbackServer() as server:
-        seen = first_score(server.openai_base_url)
-        embedding_requests = server.count("embeddings")
-    # imported once, in a thread with no loop running (an SDK that imports it at once: never)
-    assert seen["loop_running"] == ([] if seen["preloaded"] else [False])
-    assert embedding_requests > 0 and seen["tokens"] > 0  # and its usage is still read
-
-
-def test_embeddings_on_no_openai_client_import_no_openai_embeddings_module() -> None:
-    assert first_score("hash")["loop_running"] == []
+def test_embeddings_on_no_openai_client_import_no_openai_embeddings_module(
+    sdk_module_imports,
+) -> None:
+    metric = AnswerRelevancy(llm=PretendJudge(), embeddings=HashEmbeddings())
+    assert metric.score(user_input=QUESTION, response=ANSWER).report.cause is None
+    assert sdk_module_imports == []
 
 
 def test_the_local_model_library_loads_while_ragas_loads(monkeypatch) -> None:
@@ -237,28 +191,32 @@ def test_a_store_that_cannot_be_written_warns_once_and_keeps_every_score(tmp_pat
 def test_a_judge_that_fails_to_build_leaves_no_import_running(monkeypatch) -> None:
     # pytest's own in-process runs read sys.modules after a command fails: an import still
     # running in a thread would change it under them
-    failed = threading.Event()
+    joined = threading.Event()
     finished: list[bool] = []
 
+    class Thread(threading.Thread):
+        def join(self, timeout: float | None = None) -> None:
+            joined.set()  # prepare waits for the import: let it end
+            super().join(timeout)
+
     def import_local_model() -> None:
-        # held until the judge has failed, then while prepare waits (or until the test looks)
-        failed.wait(timeout=60)
-        returned.wait(timeout=0.5)
+        joined.wait(timeout=60)  # held until prepare waits for it (or the test looks)
         finished.append(True)
 
     def build_judge(spec: str, **kwargs: Any) -> Built:
-        failed.set()
         raise ProviderError("the judge cannot be built")
 
-    returned = threading.Event()
+    monkeypatch.setattr(threading, "Thread", Thread)
     monkeypatch.setattr(cli_setup, "_import_local_model", import_local_model)
     monkeypatch.setattr(cli_setup, "local_extra_installed", lambda: True)
     monkeypatch.setattr(cli_setup, "build_judge", build_judge)
     monkeypatch.delitem(sys.modules, cli_setup.LOCAL_MODEL_MODULE, raising=False)
-    with pytest.raises(ProviderError):
-        cli_setup.prepare(cli_setup.Settings(embeddings="local"))
-    assert finished == [True]  # the import had ended before prepare raised
-    returned.set()
+    try:
+        with pytest.raises(ProviderError):
+            cli_setup.prepare(cli_setup.Settings(embeddings="local"))
+        assert finished == [True]  # the import had ended before prepare raised
+    finally:
+        joined.set()
 
 
 def test_a_missing_key_fails_before_the_local_model_import_starts(monkeypatch) -> None:

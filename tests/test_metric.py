@@ -233,7 +233,7 @@ def test_judge_calls_of_one_sample_run_concurrently_and_keep_order():
                 type(self).in_flight -= 1
 
     replies = [(f"Question {i}?", 0) for i in range(5)]
-    judge = InFlightJudge(replies, latency=0.05)
+    judge = InFlightJudge(replies)  # each reply yields to the loop once: calls overlap
     result = stock_mode(judge, strictness=5).score(user_input=QUESTION, response="It shipped.")
     assert [p.question for p in result.report.probes] == [q for q, _ in replies]
     assert judge.calls == 5
@@ -249,7 +249,7 @@ def test_max_concurrency_bounds_judge_calls_in_flight():
             type(self).in_flight += 1
             type(self).peak = max(type(self).peak, type(self).in_flight)
             try:
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0)  # the other calls' turn
                 return await super().agenerate(prompt, response_model)
             finally:
                 type(self).in_flight -= 1

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 from typing import Any
 
-import py3langid.langid
 import pytest
 from common import TranslationCounter
 from ragas import EvaluationDataset, evaluate
@@ -21,7 +19,6 @@ from ragas.run_config import RunConfig
 from ragas_relevancy_ext import report_for
 from ragas_relevancy_ext.legacy import ResponseRelevancy
 from ragas_relevancy_ext.results import REPORT_TRACE
-from ragas_relevancy_ext.scoring import languages
 from ragas_relevancy_ext.scoring.prompts import AnswerRelevancePrompt, ResponseRelevancePrompt
 from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
@@ -163,35 +160,6 @@ def test_save_prompts_names_the_prompt_in_use_and_its_module(tmp_path: Any) -> N
 
 
 # --- the language model of a row's report is loaded off the event loop -----------------------
-
-
-def _where() -> tuple[str, bool]:
-    """This thread's name, and whether an event loop is running in it."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return threading.current_thread().name, False
-    return threading.current_thread().name, True
-
-
-class _English:
-    def classify(self, text: str) -> tuple[str, float]:
-        return "en", 1.0
-
-
-@pytest.fixture
-def model_loads(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
-    """py3langid's model made unloaded again, its loader recording where each load ran."""
-    loads: list[tuple[str, bool]] = []
-
-    def load(*args: Any, **kwargs: Any) -> _English:
-        loads.append(_where())
-        return _English()
-
-    monkeypatch.setattr(py3langid.langid, "IDENTIFIER", None)
-    monkeypatch.setattr(py3langid.langid, "_load_identifier", load)
-    monkeypatch.setattr(languages, "_DETECTORS", {})
-    return loads
 
 
 def test_a_row_refused_before_scoring_loads_the_language_model_off_the_loop(model_loads) -> None:

@@ -25,15 +25,15 @@ ROWS = [
 
 
 class Unreachable(PretendJudge):
-    """A judge that never answers: every request fails as a connection error after a moment,
-    so requests sent together overlap (``peak``)."""
+    """A judge that never answers: every request fails as a connection error after a turn of
+    the event loop, so requests sent together overlap (``peak``)."""
 
     async def agenerate(self, prompt: str, response_model: Any) -> Any:
         self.calls += 1
         self.in_flight += 1
         self.peak = max(self.peak, self.in_flight)
         try:
-            await asyncio.sleep(0.002)
+            await asyncio.sleep(0)
             raise ConnectionError("judge unreachable")
         finally:
             self.in_flight -= 1

@@ -82,6 +82,9 @@ class Scheduler:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # ended; from Python 3.12 awaiting ended tasks yields nothing, so their done
+            # callbacks (which drop them from the set) have not run yet
+            self._tasks.difference_update(tasks)
 
     async def __aenter__(self) -> Scheduler:
         return self

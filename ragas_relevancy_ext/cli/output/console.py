@@ -103,6 +103,8 @@ class TrimmedLines(io.TextIOBase):
         return len(text)
 
     def flush(self) -> None:
+        if self._stream.closed:  # closed first (a test runner's stream): nothing to write to
+            return
         if self._pending:
             self._stream.write(self._pending)
             self._pending = ""
