@@ -17,12 +17,11 @@ def probe_cosines(
     question = np.asarray(question_vector, dtype=float).reshape(1, -1)
     probes = np.asarray(probe_vectors, dtype=float).reshape(len(probe_vectors), -1)
     matrix = np.concatenate((question, probes))
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+    with np.errstate(all="ignore"):  # whatever the caller's numpy settings: NaN is told after
         dots = matrix @ matrix.T
-    if not (np.isfinite(dots).all() and (np.diagonal(dots) >= _SMALLEST_SQUARES).all()):
-        units = unit_rows(matrix)
-        dots = units @ units.T
-    with np.errstate(divide="ignore", invalid="ignore"):
+        if not (np.isfinite(dots).all() and (np.diagonal(dots) >= _SMALLEST_SQUARES).all()):
+            units = unit_rows(matrix)
+            dots = units @ units.T
         norms = np.sqrt(np.diagonal(dots))
         cosines = np.clip(dots / np.outer(norms, norms), -1.0, 1.0)  # against rounding past 1
     return cosines[1:, 0], _mean_off_diagonal(cosines[1:, 1:]) if len(probes) >= 2 else None
@@ -41,7 +40,7 @@ def cosine_similarities(question_vector: np.ndarray, probe_vectors: np.ndarray) 
 def unit_rows(matrix: np.ndarray) -> np.ndarray:
     """Each row scaled to length 1 by its largest value, then its norm, without overflow (an
     all-zero or non-finite row gives NaN)."""
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", under="ignore"):  # 0/0, and tiny values' squares
         scaled = matrix / np.max(np.abs(matrix), axis=1, keepdims=True)
         return scaled / np.linalg.norm(scaled, axis=1, keepdims=True)
 

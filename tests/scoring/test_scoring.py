@@ -239,3 +239,31 @@ def test_probes_whose_pairs_have_no_cosine_have_no_similarity():
     assert math.isnan(cosines[0]) and cosines[1] == pytest.approx(math.sqrt(1 / 3))
     assert similarity is None
     assert mean_pairwise_cosine(np.array([[0.0, 0.0], [1.0, 0.0]])) is None
+
+
+@pytest.mark.parametrize(
+    ("question", "probes", "expected"),
+    [
+        # a cosine of about 1e-310: the division's result underflows
+        ([1e150, 0.0], [[1e-160, 1e150], [1e150, 0.0]], [0.0, 1.0]),
+        # the dot products overflow: unit rows, whose tiny entries' products underflow
+        ([1e300, 1e100], [[1e100, 1e300], [1e300, 1e100]], [0.0, 1.0]),
+        # scaled to unit length, an entry 1e500 times smaller than its row's largest underflows
+        ([1e300, 1e-200], [[1e300, 1.0], [1.0, 1e300]], [1.0, 0.0]),
+    ],
+)
+def test_no_floating_point_error_reaches_a_caller_whose_numpy_settings_raise(
+    question, probes, expected
+):
+    with np.errstate(all="raise"):
+        cosines, similarity = probe_cosines(np.array(question), np.array(probes))
+    assert cosines.tolist() == pytest.approx(expected, abs=1e-12)
+    assert similarity == pytest.approx(0.0, abs=1e-12)
+
+
+def test_unit_rows_of_tiny_entries_are_no_error_under_numpy_settings_that_raise():
+    with np.errstate(all="raise"):
+        rows = unit_rows(np.array([[1e300, 1e-200], [1e-200, 1e-200], [0.0, 0.0]]))
+    assert rows[0].tolist() == [1.0, 0.0]
+    assert rows[1] == pytest.approx([math.sqrt(0.5)] * 2)
+    assert np.isnan(rows[2]).all()
