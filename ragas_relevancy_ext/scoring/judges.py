@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias, TypeVar
 from pydantic import BaseModel
 from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, InstructorLLM
 
-from ..errors import JudgeHTTPError, JudgeReplyError
+from ..errors import JudgeReplyError
 from . import aio, tracing
 from .redaction import mask_third_party_logs
 from .usage import (
@@ -24,9 +24,12 @@ from .usage import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Awaitable, Callable
 
+    from langchain_core.callbacks import Callbacks
     from langchain_core.language_models import BaseLanguageModel
+    from langchain_core.outputs import LLMResult
+    from langchain_core.prompt_values import StringPromptValue
 
 mask_third_party_logs()  # instructor logs each failed attempt with the provider's words
 
@@ -40,7 +43,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$", re.IGNORECASE)
 RAGAS_REPAIRS = 3
 
 
-def judge_kind(llm: Any) -> JudgeKind:
+def judge_kind(llm: object) -> JudgeKind:
     """``"instructor"``, ``"ragas"`` or ``"langchain"``; TypeError for anything else."""
     from langchain_core.language_models import BaseLanguageModel
 
@@ -60,7 +63,7 @@ async def ask_judge(
     llm: Judge,
     prompt: str,
     output_model: type[Reply],
-    callbacks: Any = None,
+    callbacks: Callbacks = None,
     repairs: Callable[[int], None] | None = None,
 ) -> Reply:
     """Send ``prompt`` to ``llm`` and return its reply as ``output_model``, each request's
@@ -83,17 +86,17 @@ async def _ask(
     llm: Judge,
     prompt: str,
     output_model: type[Reply],
-    callbacks: Any,
+    callbacks: Callbacks,
     repairs: Callable[[int], None] | None,
 ) -> Reply:
-    kind = judge_kind(llm)
-    if kind == "instructor":
+    judge_kind(llm)  # TypeError for what is no judge
+    if isinstance(llm, InstructorBaseRagasLLM):
         return await _ask_instructor(llm, prompt, output_model)
 
     from langchain_core.prompt_values import StringPromptValue
 
     value = StringPromptValue(text=prompt)
-    if kind == "ragas":
+    if isinstance(llm, BaseRagasLLM):
         result = await _metered(llm.generate(value, n=1, callbacks=callbacks))
         if repairs is not None:
             text = result.generations[0][0].text
@@ -103,43 +106,25 @@ async def _ask(
     return parse_reply(result.generations[0][0].text, output_model)
 
 
-async def _ask_instructor(llm: Any, prompt: str, output_model: type[Reply]) -> Reply:
-    """One instructor call, its usage recorded (on failure, instructor's total over attempts)."""
+async def _ask_instructor(
+    llm: InstructorBaseRagasLLM, prompt: str, output_model: type[Reply]
+) -> Reply:
+    """One instructor call, its usage recorded: on failure, the attempts and total usage its
+    retry error carries (a bare SDK error went through one attempt)."""
     if isinstance(llm, InstructorLLM):
         output_model = instructor_model(output_model)
     try:
         reply = await aio.run_method(llm, "agenerate", "generate", prompt, output_model)
-    except UnboundLocalError as exc:  # instructor < 1.4, after all its attempts
-        record(Usage(judge_requests=_instructor_attempts(llm)))
-        raise _true_failure(llm, exc) from exc.__context__
     except Exception as exc:
-        record(_failed_instructor_usage(llm, exc))
+        attempts = getattr(exc, "n_attempts", None)  # instructor's InstructorRetryException
+        if not isinstance(attempts, int) or attempts < 1:
+            attempts = 1
+        total = getattr(exc, "total_usage", None)
+        usage = _FAILED if total is None else judge_request_usage(total)
+        record(dataclasses.replace(usage, judge_requests=attempts))
         raise
     record(judge_usage_of_reply(reply))
     return reply
-
-
-def _failed_instructor_usage(llm: Any, exc: Exception) -> Usage:
-    """What a failed instructor call sent: one request per attempt (a bare SDK error went
-    through every attempt before instructor 1.4, through one from 1.4 on)."""
-    attempts = getattr(exc, "n_attempts", None)  # instructor's InstructorRetryException
-    if not isinstance(attempts, int) or attempts < 1:
-        attempts = _instructor_attempts(llm) if _retries_every_error() else 1
-    total = getattr(exc, "total_usage", None)
-    usage = _FAILED if total is None else judge_request_usage(total)
-    return dataclasses.replace(usage, judge_requests=attempts)
-
-
-@functools.cache
-def _retries_every_error() -> bool:
-    """Whether the installed instructor retries every error of a call (before 1.4)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        major, minor = (int(part) for part in version("instructor").split(".")[:2])
-    except (PackageNotFoundError, ValueError):
-        return False
-    return (major, minor) < (1, 4)
 
 
 @functools.lru_cache(maxsize=64)
@@ -158,8 +143,8 @@ def instructor_model(output_model: type[Reply]) -> type[Reply]:
 _FAILED = Usage(judge_requests=1)
 
 
-async def _metered(call: Any) -> Any:
-    """Await a LangChain or RAGAS judge call (an ``LLMResult``) and record its usage."""
+async def _metered(call: Awaitable[LLMResult]) -> LLMResult:
+    """Await a LangChain or RAGAS judge call and record its usage."""
     try:
         result = await call
     except Exception:
@@ -171,10 +156,10 @@ async def _metered(call: Any) -> Any:
 
 async def _read_as_ragas(
     llm: BaseRagasLLM,
-    value: Any,
+    value: StringPromptValue,
     text: str,
     output_model: type[Reply],
-    callbacks: Any,
+    callbacks: Callbacks,
     repairs: Callable[[int], None],
 ) -> Reply:
     from langchain_core.exceptions import OutputParserException
@@ -205,45 +190,18 @@ class _CountingLLM(BaseRagasLLM):
     def __init__(self, inner: BaseRagasLLM):
         self.inner, self.calls = inner, 0
 
-    async def generate(self, *args: Any, **kwargs: Any) -> Any:
+    async def generate(self, *args: Any, **kwargs: Any) -> LLMResult:
         self.calls += 1
         return await _metered(self.inner.generate(*args, **kwargs))
 
-    def generate_text(self, *args: Any, **kwargs: Any) -> Any:
+    def generate_text(self, *args: Any, **kwargs: Any) -> LLMResult:
         return self.inner.generate_text(*args, **kwargs)
 
-    async def agenerate_text(self, *args: Any, **kwargs: Any) -> Any:
+    async def agenerate_text(self, *args: Any, **kwargs: Any) -> LLMResult:
         return await self.inner.agenerate_text(*args, **kwargs)
 
-    def is_finished(self, response: Any) -> bool:
+    def is_finished(self, response: LLMResult) -> bool:
         return self.inner.is_finished(response)
-
-
-def _true_failure(llm: Any, exc: UnboundLocalError) -> Exception:
-    """What instructor 1.x's ``UnboundLocalError`` after its retries hides: its
-    ``__context__`` (an HTTP body that did not parse, or another failure)."""
-    cause = exc.__context__
-    if isinstance(cause, ValueError):  # json.JSONDecodeError and the SDKs' decode errors
-        attempts = _instructor_attempts(llm)
-        noun = "attempt" if attempts == 1 else "attempts"
-        return JudgeHTTPError(f"the judge's HTTP reply was not valid JSON ({attempts} {noun})")
-    if cause is not None:
-        return JudgeHTTPError(f"the judge call failed: {type(cause).__name__}: {cause}")
-    return exc
-
-
-def _instructor_attempts(llm: Any) -> int:
-    """How many times instructor tries one call: the judge's ``max_retries``, else its default."""
-    import inspect
-
-    attempts = (getattr(llm, "model_args", None) or {}).get("max_retries")
-    if attempts is None:
-        try:
-            create = llm.client.chat.completions.create
-            attempts = inspect.signature(create).parameters["max_retries"].default
-        except (AttributeError, KeyError, TypeError, ValueError):
-            attempts = 1
-    return attempts if isinstance(attempts, int) and attempts > 0 else 1
 
 
 def parse_reply(text: str, output_model: type[Reply]) -> Reply:
