@@ -18,7 +18,6 @@ from .calibrate import calibrate
 from .compare import compare
 from .diff import diff
 from .errors import UsageError
-from .options import OWN_PROCESS
 from .plan import plan
 from .score import score
 from .show import show
@@ -83,21 +82,21 @@ def handled() -> Iterator[None]:
     except (typer.Exit, typer.Abort, KeyboardInterrupt):
         raise
     except UsageError as exc:
-        _error(redact(str(exc)))
+        _print_error(redact(str(exc)))
         raise typer.Exit(2) from None
     except OSError as exc:  # e.g. --out or --html in a folder that cannot be written
         where = f" ({exc.filename})" if exc.filename else ""
-        _error(redact(f"{exc.strerror or exc}{where}"))
+        _print_error(redact(f"{exc.strerror or exc}{where}"))
         raise typer.Exit(2) from None
     except Exception as exc:
         if os.environ.get("RAGAS_RELEVANCY_DEBUG"):
             raise
-        _error(redact(f"{type(exc).__name__}: {exc}".splitlines()[0]))
+        _print_error(redact(f"{type(exc).__name__}: {exc}".splitlines()[0]))
         print("(set RAGAS_RELEVANCY_DEBUG=1 to see the traceback)", file=sys.stderr)
         raise typer.Exit(1) from None
 
 
-def _error(message: str) -> None:
+def _print_error(message: str) -> None:
     """The one error line; a message quoting the data shows its control characters as codes."""
     from ..scoring.report import neutralise_controls
 
@@ -122,5 +121,4 @@ for _run in COMMANDS:
 
 def main() -> None:
     """Entry point of the ``ragas-relevancy`` console script."""
-    OWN_PROCESS.owned = True
     app(prog_name="ragas-relevancy")

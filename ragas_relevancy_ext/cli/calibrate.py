@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
-from .datafile import Row, read_file
+from .datafile import InputRow, read_file
 from .errors import exit_code
 from .options import FileArg, MapOpt, with_settings
 from .output.console import (
@@ -101,7 +101,7 @@ def calibrate(
     return exit_code(result.n, len(data.rows) + len(data.bad))
 
 
-async def _scores(metric: Any, rows: Sequence[Row]) -> list[float]:
+async def _scores(metric: Any, rows: Sequence[InputRow]) -> list[float]:
     """Each row's score, in row order (they finish in any order)."""
     scores = {row.number: report.score async for row, report in stream_rows(metric, rows)}
     return [scores[row.number] for row in rows]

@@ -19,7 +19,7 @@ from rich.text import Text
 from ..scoring.redaction import redact
 from ..scoring.report import clip, fmt, neutralise_controls
 from ..scoring.usage import Prices, Usage
-from .datafile import Row, read_file
+from .datafile import InputRow, read_file
 from .errors import EXIT_FAILED, exit_code
 from .options import FileArg, MapOpt, ProbePrompt, with_settings
 from .output.console import (
@@ -97,7 +97,7 @@ def compare(
 class RowParity:
     """One row compared: stock's score (None when stock failed), ours, and any error."""
 
-    row: Row
+    row: InputRow
     stock: float | None
     ours: float
     same_prompts: bool
@@ -117,7 +117,7 @@ class RowParity:
         return not (gap <= tol) and not (math.isnan(self.stock) and math.isnan(self.ours))
 
 
-async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[RowParity]:
+async def compare_rows(scorer: Scorer, rows: list[InputRow], cost_mode: str) -> list[RowParity]:
     """Run :func:`compare_with_stock` on each row, a few rows at a time, and ours in
     ``cost_mode``, for its score and usage, all within ``--concurrency`` and the keys' limits
     (stock's requests too)."""
@@ -135,7 +135,7 @@ async def compare_rows(scorer: Scorer, rows: list[Row], cost_mode: str) -> list[
         compare_with_stock, judge, embeddings, cost_mode=cost_mode, scheduler=run
     )
 
-    async def one(_: int, row: Row) -> RowParity:
+    async def one(_: int, row: InputRow) -> RowParity:
         try:
             result = await check(row.user_input, row.response, settings.strictness)
         except Exception as exc:  # one row failing is reported with the others

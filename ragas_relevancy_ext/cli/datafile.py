@@ -1,8 +1,6 @@
-"""Read samples from a JSONL, CSV or JSON file, rename columns, and set bad rows aside.
-
-Rows are numbered 1, 2, 3... in file order; a whole-file problem raises :class:`DataFileError`,
-a bad row becomes a :class:`BadRow` so the good rows can still be scored. Standard library only.
-"""
+"""Read samples from a JSONL, CSV or JSON file, rename columns, set bad rows aside: rows are
+numbered from 1 in file order; a whole-file problem raises :class:`DataFileError`, a bad row
+becomes a :class:`BadRow` so the good rows can still be scored."""
 
 from __future__ import annotations
 
@@ -24,7 +22,7 @@ __all__ = [
     "DataFile",
     "DataFileError",
     "Entry",
-    "Row",
+    "InputRow",
     "Scan",
     "Source",
     "parse_map",
@@ -44,7 +42,7 @@ class DataFileError(UsageError):
 
 
 @dataclass(frozen=True)
-class Row:
+class InputRow:
     """One usable sample: its data row number, its two texts, every other column, its line."""
 
     number: int
@@ -71,13 +69,13 @@ class BadRow:
         return f"row {self.number}" + (f", line {self.line}" if self.line is not None else "")
 
 
-Entry = Row | BadRow
+Entry = InputRow | BadRow
 
 
 @dataclass
 class Scan:
-    """What one pass over a file found: how many rows are usable and bad, the first bad ones
-    (all of them for :func:`read_file`), and warnings."""
+    """What one pass over a file found: usable and bad rows counted, the first bad ones (all for
+    :func:`read_file`), and warnings."""
 
     path: Path
     row_count: int = 0
@@ -97,12 +95,12 @@ class Scan:
 class DataFile(Scan):
     """The rows of one file, all in memory: the usable ones and every one set aside."""
 
-    rows: list[Row] = field(default_factory=list)
+    rows: list[InputRow] = field(default_factory=list)
 
 
 def parse_map(specs: Iterable[str]) -> dict[str, str]:
-    """``["question=user_input"]`` -> ``{"question": "user_input"}`` (file column -> field);
-    either side may name the field."""
+    """``["question=user_input"]`` -> ``{"question": "user_input"}`` (column -> field; either
+    side may name the field)."""
     mapping: dict[str, str] = {}
     for spec in specs:
         left, sep, right = (part.strip() for part in spec.partition("="))
@@ -127,7 +125,7 @@ def read_file(
     ``numeric``: a column every row must hold a finite number in (human ratings)."""
     source = Source(path, parse_map(map_specs or []), numeric)
     scan = source.scan(keep_bad=sys.maxsize)
-    rows = [e for e in source.entries() if isinstance(e, Row)]
+    rows = [e for e in source.entries() if isinstance(e, InputRow)]
     return DataFile(**vars(scan), rows=rows)
 
 
@@ -144,29 +142,27 @@ class Source:
                 f"{self.path}: unknown file type {self.path.suffix or '(none)'!r}; "
                 "use .jsonl, .csv or .json"
             )
-        self.kind = kind
-        self.mapping = dict(mapping or {})
-        self.numeric = numeric
+        self.kind, self.mapping, self.numeric = kind, dict(mapping or {}), numeric
         self.warnings: list[str] = []
-        if not self.path.exists():
-            raise DataFileError(f"{self.path}: no such file")
-        if self.path.is_dir():
-            raise DataFileError(f"{self.path}: is a directory, not a file")
         try:
             with self.path.open("rb") as handle:
                 handle.read(1)
+        except FileNotFoundError:
+            raise DataFileError(f"{self.path}: no such file") from None
+        except IsADirectoryError:
+            raise DataFileError(f"{self.path}: is a directory, not a file") from None
         except OSError as exc:
             raise DataFileError(f"{self.path}: cannot read ({exc.strerror or exc})") from None
 
     def scan(self, keep_bad: int = WARNINGS_SHOWN) -> Scan:
         """Read the whole file once: count rows, check the columns, collect warnings;
-        :class:`DataFileError` when the file cannot give a single usable row."""
+        :class:`DataFileError` when no row is usable."""
         scan = Scan(self.path)
         columns: set[str] = set()
         for record in self.records():
             if isinstance(record[2], dict):
                 columns.update(clean_text(str(name)) for name in record[2])
-            if isinstance(entry := self._entry(*record), Row):
+            if isinstance(entry := self._entry(*record), InputRow):
                 scan.row_count += 1
             else:
                 scan.bad_count += 1
@@ -182,7 +178,7 @@ class Source:
         return scan
 
     def entries(self) -> Iterator[Entry]:
-        """Every row in file order: a :class:`Row`, or a :class:`BadRow` saying why not."""
+        """Every row in file order: a :class:`InputRow`, or a :class:`BadRow` saying why not."""
         return (self._entry(*record) for record in self.records())
 
     def records(self) -> Iterator[tuple[int, int | None, dict[str, Any] | str]]:
@@ -211,8 +207,8 @@ class Source:
             raise DataFileError(f"{self.path}: no {self.numeric!r} column (found: {found})")
 
     def _entry(self, number: int, line: int | None, record: dict[str, Any] | str) -> Entry:
-        """A :class:`Row` or a :class:`BadRow` (a str record is its problem), made JSON-safe
-        after the checks (a NaN ``user_input`` is not text, it is not turned into null)."""
+        """An :class:`InputRow` or a :class:`BadRow` (a str record is its problem), made
+        JSON-safe after the checks (a NaN ``user_input`` is not text, not null)."""
         if isinstance(record, str):
             return BadRow(number, record, line)
         values = {self.mapping.get(key, key): value for key, value in record.items()}
@@ -229,7 +225,7 @@ class Source:
         extra = {k: v for k, v in values.items() if k not in FIELDS}
         if problem is not None:
             return BadRow(number, problem, line, *(as_text(values.get(n)) for n in FIELDS), extra)
-        return Row(number, values["user_input"], values["response"], extra, line)
+        return InputRow(number, values["user_input"], values["response"], extra, line)
 
 
 def _utf8_lines(path: Path) -> Iterator[tuple[int, str]]:

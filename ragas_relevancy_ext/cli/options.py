@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import gc
 import inspect
 import os
 import sys
@@ -15,8 +14,7 @@ from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import fields, replace
 from enum import Enum
 from pathlib import Path
-from types import SimpleNamespace
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, TypeVar, cast
 
 import typer
 
@@ -43,10 +41,8 @@ __all__ = [
     "THREAD_VARIABLES",
     "TABLE_ROWS",
     "TableOpt",
-    "OWN_PROCESS",
-    "analytics_for_this_process",
-    "freeze_heap_for_this_process",
     "model_threads_for_this_process",
+    "option",
     "traced_command",
     "with_settings",
 ]
@@ -60,8 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def option(kind: Any, metavar: str | None, help: str, *names: str, **options: Any) -> Any:
-    """``Annotated[kind, typer.Option(*names, metavar=..., help=...)]``: an option as the
-    commands declare theirs."""
+    """``Annotated[kind, typer.Option(*names, metavar=..., help=...)]``."""
     return Annotated[kind, typer.Option(*names, metavar=metavar, help=help, **options)]
 
 
@@ -235,12 +230,11 @@ assert set(SETTING_OPTIONS) == set(_DEFAULTS), "every Settings field has one opt
 
 
 def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]:
-    """Give a command every settings option (less the ``fixed`` ones) in place of its
-    ``settings`` parameter, run under one span (:func:`traced_command`); one ``--NAME PATH``
-    per :data:`.output.FORMATS` entry in place of ``outputs`` (it receives ``{name: path}``)
-    and :data:`PRICE_OPTIONS` in place of ``prices``."""
+    """Give a command the settings options (less the ``fixed`` ones) in place of its ``settings``
+    parameter, run under :func:`traced_command`; ``--NAME PATH`` per :data:`.output.FORMATS`
+    entry in place of ``outputs`` (``{name: path}``) and :data:`PRICE_OPTIONS` for ``prices``."""
     fixed = dict(fixed or {})
-    groups = {
+    groups: dict[str, dict[str, tuple[Any, Any]]] = {
         "settings": {n: (a, _DEFAULTS[n]) for n, a in SETTING_OPTIONS.items() if n not in fixed},
         "outputs": {n: (option(Path | None, "PATH", fmt.help), None) for n, fmt in FORMATS.items()},
         "prices": {n: (a, None) for n, a in PRICE_OPTIONS.items()},
@@ -271,16 +265,16 @@ def with_settings(*, fixed: Mapping[str, Any] | None = None) -> Callable[[F], F]
 
         wrapper.__signature__ = signature.replace(parameters=params)  # type: ignore[attr-defined]
         wrapper.__annotations__ = {p.name: p.annotation for p in params}
-        return wrapper  # type: ignore[return-value]
+        return cast(F, wrapper)
 
     return decorate
 
 
 @contextlib.contextmanager
 def traced_command(name: str, settings: Settings) -> Iterator[Settings]:
-    """Send the command's spans to ``--otel`` (else the standard OTLP variables) and flush them
-    at its end, all under one span of the command; yields the settings with the traces URL,
-    which Ray actors export to as well. Without the [otel] extra only --otel is an error."""
+    """Run the command under one span, its traces sent to ``--otel`` (else the standard OTLP
+    variables) and flushed at its end; yields the settings with the traces URL (Ray actors
+    export there too). Without the [otel] extra only --otel is an error."""
     url = otlp_traces_url(settings.otel)
     if url is not None and settings.otel is None and not sdk_installed():
         print(
@@ -289,31 +283,8 @@ def traced_command(name: str, settings: Settings) -> Iterator[Settings]:
             file=sys.stderr,
         )
         url = None
-    attributes = {"ragas_relevancy.command": name}
-    with exporting(url), span(f"ragas-relevancy {name}", attributes):
+    with exporting(url), span(f"ragas-relevancy {name}", {"ragas_relevancy.command": name}):
         yield replace(settings, otel=url)
-
-
-def analytics_for_this_process(on: bool) -> None:
-    """Unless ``on``, set :data:`DO_NOT_TRACK` for this process before RAGAS loads: RAGAS
-    otherwise sends (and waits for) an analytics request per judge call."""
-    if not on:
-        os.environ[DO_NOT_TRACK] = "true"
-
-
-# owned: the command runs as its own process (``main()``, ``python -m``), not inside another's
-# (CliRunner, a notebook); only then does it change process-wide state beyond the environment.
-OWN_PROCESS = SimpleNamespace(owned=False)
-
-
-def freeze_heap_for_this_process() -> bool:
-    """In its own process, once RAGAS is loaded: collect, then ``gc.freeze`` the imports' objects
-    so the run's full collections skip them (a fifth of the CPU per row). Whether it froze."""
-    if not OWN_PROCESS.owned:
-        return False
-    gc.collect()
-    gc.freeze()
-    return True
 
 
 def model_threads_for_this_process(environ: MutableMapping[str, str] | None = None) -> int | None:
@@ -327,13 +298,13 @@ def model_threads_for_this_process(environ: MutableMapping[str, str] | None = No
     except (AttributeError, OSError):
         cores = os.cpu_count() or 1
     threads = max(1, cores - 1)
-    for name in THREAD_VARIABLES:
-        environ[name] = str(threads)
+    environ.update(dict.fromkeys(THREAD_VARIABLES, str(threads)))
     return threads
 
 
 def _settings(values: dict[str, Any]) -> Settings:
-    analytics_for_this_process(values["analytics"])
+    if not values["analytics"]:  # RAGAS otherwise sends (and waits for) a request per judge call
+        os.environ[DO_NOT_TRACK] = "true"
     model_threads_for_this_process()
     try:
         values["language"] = check_language(values["language"])

@@ -1,8 +1,5 @@
-"""``ragas-relevancy score``: score rows as a stream, save each at once, resume, summarise.
-
-Everything is checked before RAGAS loads; the first Ctrl-C lets the rows in flight finish, the
-second quits. A finished run rewrites the report in input order, one line per input row.
-"""
+"""``ragas-relevancy score``: score rows as a stream, save each at once, resume, summarise;
+everything is checked before RAGAS loads; the first Ctrl-C lets the rows in flight finish."""
 
 from __future__ import annotations
 
@@ -24,7 +21,7 @@ from ..run.streaming import EarlyStop
 from ..scoring.report import SKIPPED, RelevancyReport, not_scored_cause
 from ..scoring.usage import Prices
 from ..store.sqlite import SqliteStore
-from .datafile import BadRow, Entry, Row, Source, parse_map, row_key
+from .datafile import BadRow, Entry, InputRow, Source, parse_map, row_key
 from .errors import EXIT_STOPPED, UsageError, exit_code
 from .options import (
     TABLE_ROWS,
@@ -34,7 +31,6 @@ from .options import (
     IntervalOpt,
     MapOpt,
     TableOpt,
-    freeze_heap_for_this_process,
     with_settings,
 )
 from .output import check_outputs
@@ -53,22 +49,9 @@ from .output.console import (
 )
 from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, EngineChoice, EngineOpt, RayAddressOpt, run_ray_score
-from .setup import (
-    DEFAULT_SETTINGS,
-    Settings,
-    check_settings,
-    prepare,
-    stream_rows,
-    unscored,
-)
+from .setup import DEFAULT_SETTINGS, Settings, check_settings, prepare, stream_rows, unscored
 
-__all__ = [
-    "INTERRUPTED",
-    "STOP_GRACE",
-    "TABLE_ROWS",
-    "is_skipped",
-    "score",
-]
+__all__ = ["INTERRUPTED", "STOP_GRACE", "is_skipped", "score"]
 
 INTERRUPTED = 130  # the shell's code for a run stopped by Ctrl-C
 STOP_GRACE = 30.0  # seconds rows in flight get after Ctrl-C when --timeout is not set
@@ -181,7 +164,6 @@ def score(
                 err.print(f"embeddings: {scorer.embeddings_label}")
             run.labels = (scorer.judge_label, scorer.embeddings_label)
             metric = scorer.metric()
-            freeze_heap_for_this_process()
             with progress_bar(run.todo, "scoring", progress) as tick:
                 stopped = asyncio.run(run.score(metric, tick))
             cache_line = scorer.cache_line()
@@ -208,9 +190,8 @@ def score(
 
 @dataclass
 class _Run:
-    """One run of ``score``: what it has to do (counted in one pass over the input before
-    anything loads), the rows fed to the metric and written as each finishes, Ctrl-C and early
-    stops, and what is shown at the end."""
+    """One run of ``score``: what it has to do (counted before anything loads), the rows fed to
+    the metric and written as each finishes, Ctrl-C and early stops, what is shown at the end."""
 
     source: Source
     report: ReportFile
@@ -239,7 +220,7 @@ class _Run:
         self.scan = self.source.scan()
 
     def key(self, entry: Entry) -> str:
-        problem = None if isinstance(entry, Row) else entry.problem
+        problem = None if isinstance(entry, InputRow) else entry.problem
         return row_key(entry.user_input, entry.response, self.tag, problem)
 
     def count(self, entry: Entry) -> None:
@@ -252,32 +233,28 @@ class _Run:
         status = self.report.status(key)
         if status in ("scored", "skipped"):
             self.resumed += 1
-        elif isinstance(entry, Row):  # a skipped row is written at once, not scored
+        elif isinstance(entry, InputRow):  # a skipped row is written at once, not scored
             self.todo += 1
             self.retried += status == "failed"
 
     def say_saved(self) -> None:
         status = self.report.status
         saved = sum(abs(n) for key, n in self.keys.items() if status(key) is not None)
+        said = f"{saved} of {self.total} rows saved; run the same command to resume"
         if self.out is None:
-            said = (
-                f"stopped after {saved} of {self.total} rows; "
-                "give --out FILE to keep rows and resume"
-            )
-        else:
-            said = f"{saved} of {self.total} rows saved; run the same command to resume"
+            said = f"stopped after {saved} of {self.total} rows; "
+            said += "give --out FILE to keep rows and resume"
         print(said, file=sys.stderr, flush=True)
 
     @property
     def grace(self) -> float:
-        """Seconds the rows in flight get after Ctrl-C."""
         return self.settings.timeout or STOP_GRACE
 
     def _line(self, entry: Entry, key: str, report: RelevancyReport, **options: Any) -> str:
         options.update(line=entry.line, settings=self.scored_with)
         return report_line(entry.number, key, report, *self.labels, entry.extra, **options)
 
-    def rows(self) -> Iterator[Row]:
+    def rows(self) -> Iterator[InputRow]:
         """Rows still to score, in input order, until Ctrl-C; skipped rows written on the way."""
         keys = self.keys  # a key's count turns negative once its row has started
         for entry in self.source.entries():
@@ -348,8 +325,8 @@ class _Run:
     def show(
         self, cache_line: str | None, bars: tuple[str | None, Interval] = (None, Interval.clt)
     ) -> int:
-        """Print the table and summary from the report file, and write the end-of-run formats;
-        ``bars``: the ``--cluster`` column and ``--interval`` of the mean's interval."""
+        """Print the table and summary from the report file, write the end-of-run formats;
+        ``bars``: ``--cluster`` and ``--interval``."""
         from .output import FORMATS
         from .saved import extra_of, run_bars
         from .stats import summarise, summarise_cost
@@ -404,10 +381,10 @@ class _Run:
 
 
 def _lacks(entry: Entry, column: str) -> bool:
-    """Whether a row to score has no value in ``column`` (rows set aside are not scored)."""
-    return isinstance(entry, Row) and entry.extra.get(column) is None
+    """Whether a row to score (not one set aside) has no value in ``column``."""
+    return isinstance(entry, InputRow) and entry.extra.get(column) is None
 
 
 def is_skipped(report: RelevancyReport) -> bool:
-    """Whether ``report`` is a row that was set aside unscored (no request was made for it)."""
+    """Whether ``report`` is of a row set aside unscored (no request was made for it)."""
     return bool(report.error) and str(report.error).startswith(SKIPPED)

@@ -20,7 +20,7 @@ from ..errors import cause_phrase
 from ..scoring.aio import DEFAULT_MAX_CONCURRENCY
 from ..scoring.redaction import redact
 from ..scoring.report import RelevancyReport, clip, not_scored_cause
-from .datafile import Row
+from .datafile import InputRow
 from .providers import (
     Built,
     build_embeddings,
@@ -75,9 +75,8 @@ class Settings:
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
     def rate_limits(self) -> Any:
-        """The run's :class:`.RateLimits` from ``--rpm``/``--tpm``/``--embedding-*``,
-        ``--patience`` and ``--limits-file`` (by default ``rate-limits.sqlite3`` in ``--cache``,
-        so runs on one cache share their keys' limits)."""
+        """The run's :class:`.RateLimits`; ``--limits-file`` is by default
+        ``rate-limits.sqlite3`` in ``--cache``, so runs on one cache share their keys' limits."""
         from ..run.limits import RateLimits
 
         shared = self.limits_file
@@ -96,8 +95,7 @@ DEFAULT_SETTINGS = Settings()
 
 @dataclass(frozen=True)
 class CheckedSettings:
-    """The user's :class:`Settings`, checked, with labels and the settings that change a score,
-    known before anything heavy loads."""
+    """:class:`Settings` checked, with labels and what changes a score, before anything loads."""
 
     settings: Settings
     judge_label: str
@@ -107,8 +105,7 @@ class CheckedSettings:
 
     @property
     def scored_with(self) -> dict[str, Any]:
-        """The settings that change a score, as each report line records them (``diff`` and
-        the pytest gate compare them)."""
+        """The settings that change a score, as each report line records them."""
         s = self.settings
         return {
             "judge": s.judge.strip().lower(),
@@ -122,15 +119,14 @@ class CheckedSettings:
 
     @property
     def settings_tag(self) -> str:
-        """A short hash of :attr:`scored_with` (part of each row's key, see ``row_key``): a
-        resumed row must have been scored with these."""
+        """A short hash of :attr:`scored_with`, part of each row's key (``row_key``)."""
         text = json.dumps(self.scored_with, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
 def check_settings(settings: Settings) -> CheckedSettings:
-    """Check the judge and embeddings specs and their keys without importing any SDK, RAGAS or
-    numpy: ProviderError (a bad spec) or MissingKeyError (naming the variable)."""
+    """Check the specs and keys, importing no SDK, RAGAS or numpy: ProviderError (a bad spec) or
+    MissingKeyError (naming the variable)."""
     connection = settings.connection
     judge, judge_req = provider_request("judge", settings.judge, **connection(settings.base_url))
     url = _embeddings_url(settings, judge_req.spec.provider)
@@ -142,12 +138,9 @@ def check_settings(settings: Settings) -> CheckedSettings:
     spec = str(embeddings_req.spec)
     if spec == "auto":  # the score depends on which one auto picks
         spec = "local" if local_extra_installed() else "hash"
-    label = judge.label(judge_req)
-    if settings.cache is not None:
-        label += f", replies cached in {settings.cache}"
     return CheckedSettings(
         settings,
-        judge_label=label,
+        judge_label=_cached(judge.label(judge_req), settings),
         embeddings_label=embeddings_label(embeddings, embeddings_req, settings.one_text_per_call),
         embeddings_spec=spec,
         embeddings_url=url,
@@ -161,6 +154,10 @@ def _embeddings_url(settings: Settings, judge_provider: str) -> str | None:
     if settings.embeddings.partition(":")[0].strip().lower() == judge_provider:
         return settings.base_url
     return None
+
+
+def _cached(label: str, settings: Settings) -> str:
+    return label + (f", replies cached in {settings.cache}" if settings.cache is not None else "")
 
 
 def unscored(
@@ -185,10 +182,7 @@ class Scorer:
 
     @property
     def judge_label(self) -> str:
-        label = self.judge.label
-        if self.settings.cache is not None:
-            label += f", replies cached in {self.settings.cache}"
-        return redact(label)
+        return redact(_cached(self.judge.label, self.settings))
 
     @property
     def embeddings_label(self) -> str:
@@ -205,12 +199,9 @@ class Scorer:
         )
 
     def judge_for_runs(self) -> Any:
-        """The judge the commands should ask: the journal's, else the cached one, else the
-        judge itself."""
-        for judge in (self.journal, self.cached):
-            if judge is not None:
-                return judge
-        return self.judge.value
+        """The judge to ask: the journal's, else the cached one, else the judge itself."""
+        judges = (self.journal, self.cached)
+        return next((judge for judge in judges if judge is not None), self.judge.value)
 
     def metric(self) -> Any:
         """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
@@ -239,13 +230,9 @@ def prepare(
     say: Callable[[str], None] | None = None,
     journal: Any = None,
 ) -> Scorer:
-    """Build judge and embeddings (ProviderError for a bad spec or a missing key).
-
-    ``store``: the reply store of ``settings.cache`` when the caller opened it already.
-    ``say``: told what is being waited for, as it changes (a status line's text).
-    ``journal``: a reply store each judge reply is written to before it is used, and read
-    first (a resumed run pays for no reply twice).
-    """
+    """Build judge and embeddings (ProviderError for a bad spec or a missing key). ``store``:
+    ``settings.cache``'s if opened already; ``say``: told what is waited for; ``journal``: a
+    reply store written before each reply is used, and read first (no reply is paid twice)."""
     say = say or (lambda text: None)
     check_settings(settings)  # a bad spec or a missing key fails before any thread starts
     # instructor's per-attempt log lines are not printed: each failure is said once, masked
@@ -294,13 +281,13 @@ def _import_local_model() -> None:
 
 async def stream_rows(
     metric: Any,
-    rows: Iterable[Row],
+    rows: Iterable[InputRow],
     stop: asyncio.Event | None = None,
     early_stop: EarlyStop | None = None,
-) -> AsyncIterator[tuple[Row, RelevancyReport]]:
+) -> AsyncIterator[tuple[InputRow, RelevancyReport]]:
     """Each row with its report as it finishes; once ``stop`` is set (or ``early_stop`` gives
     up), rows that have asked nothing yet are not started."""
-    in_flight: dict[int, Row] = {}
+    in_flight: dict[int, InputRow] = {}
 
     def inputs() -> Iterator[dict[str, str]]:
         for index, row in enumerate(rows):

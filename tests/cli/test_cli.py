@@ -116,24 +116,6 @@ def test_python_dash_m_scores_the_example_offline():
     assert "Traceback" not in done.stderr
 
 
-def test_only_the_command_in_its_own_process_freezes_the_heap(monkeypatch, capsys):
-    # gc.freeze after RAGAS loads spares every full collection of the run the import-time
-    # objects; it changes the whole process, so a call from inside another program never does it
-    from ragas_relevancy_ext.cli import main, options
-
-    frozen: list[bool] = []
-    monkeypatch.setattr(options.gc, "freeze", lambda: frozen.append(True))
-    monkeypatch.setattr(options.OWN_PROCESS, "owned", False)
-    assert invoke("score", EXAMPLE, *OFFLINE).exit_code == 0
-    assert frozen == []
-    monkeypatch.setattr(sys, "argv", ["ragas-relevancy", "score", str(EXAMPLE), *OFFLINE])
-    with pytest.raises(SystemExit) as done:
-        main()
-    assert done.value.code == 0
-    assert "36 sample(s), 36 scored" in capsys.readouterr().out
-    assert frozen == [True]
-
-
 # -- score ------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
-"""Files the command writes: the input, ``--out`` and each page kept apart (links included), a
-link's target written rather than the link, a pid lock file, and whole-file replacement."""
+"""Files the command writes: kept apart (links included), a link's target written, a pid lock
+file, whole-file replacement."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ class OutputPathError(UsageError):
 
 
 def same_file(a: str | Path, b: str | Path) -> bool:
-    """Whether ``a`` and ``b`` are one file: the same inode (links of either kind) when both
-    exist, else the same path once links are resolved."""
+    """Whether ``a`` and ``b`` are one file: the same inode when both exist, else the same path
+    once links are resolved."""
     with contextlib.suppress(OSError):
         if os.path.samefile(a, b):
             return True
@@ -26,8 +26,7 @@ def same_file(a: str | Path, b: str | Path) -> bool:
 
 
 def through_link(path: str | Path) -> Path:
-    """``path``, or the file it links to when it is a symlink (resolved once, here), so a
-    rewrite by rename replaces the target and leaves the link a link."""
+    """``path``, or the file a symlink links to, so a rewrite by rename leaves the link."""
     path = Path(path)
     if not path.is_symlink():
         return path
@@ -38,8 +37,8 @@ def through_link(path: str | Path) -> Path:
 
 
 def check_target(path: str | Path, option: str, ours: Callable[[Path], bool], what: str) -> Path:
-    """The file to write for ``option PATH`` (a link's target): refused, untouched, when it
-    exists and is not a regular file, or ``ours`` does not recognise it as ``what`` we wrote."""
+    """The file to write for ``option PATH`` (a link's target); refused when it exists and is
+    not a regular file, or ``ours`` does not see ``what`` we wrote in it."""
     target = through_link(path)
     if target.exists() or target.is_symlink():
         if not target.is_file():
@@ -55,8 +54,8 @@ def check_target(path: str | Path, option: str, ours: Callable[[Path], bool], wh
 
 
 class PidLock:
-    """A lock file holding the pid of the process that has it, locked with ``flock`` (the
-    operating system releases it if that process dies; elsewhere the file alone marks it)."""
+    """A lock file holding its holder's pid, locked with ``flock`` (released if the process
+    dies; where there is no flock, the file alone marks it)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -88,7 +87,6 @@ class PidLock:
 
     @property
     def held(self) -> bool:
-        """Whether this object holds the lock now."""
         return self._handle is not None
 
     def release(self) -> None:
@@ -104,7 +102,7 @@ class PidLock:
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[IO[bytes]]:
     """A temporary file beside ``path``, synced and renamed over it when the block ends without
-    an error (else removed): a stop at any moment leaves the old file or the new one."""
+    an error (else removed): a stop leaves the old file or the new one."""
     path = Path(path)
     temp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

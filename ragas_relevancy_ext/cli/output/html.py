@@ -1,11 +1,7 @@
-"""One self-contained HTML page for a run: the distribution of scores and the worst rows (each
-with the probe that pulled it down) first, then a card per row, sorted and filtered by CSS alone
-(radio buttons and flex ``order``): no script, nothing loaded, works offline.
-
-Every text from the data is escaped, its bidi controls shown as codes. Long texts show their
-first :data:`CLIP` characters, the rest (up to :data:`FULL_CAP`) in a collapsed ``<details>``.
-A page carries :data:`GENERATOR`: :func:`write` replaces only such a page, and always whole.
-"""
+"""One self-contained HTML page for a run: the distribution and the worst rows first, then a
+card per row, sorted and filtered by CSS alone (page.css: radio buttons and flex ``order``); no
+script, nothing loaded. Every text from the data is escaped, its bidi controls shown as codes.
+:func:`write` replaces only a page carrying :data:`GENERATOR`, and always whole."""
 
 from __future__ import annotations
 
@@ -42,13 +38,13 @@ TITLE = "Answer relevancy report"
 # The mark of a page this tool wrote, near the top of its head.
 GENERATOR = '<meta name="generator" content="ragas-relevancy-ext">'
 
-# (id, label, CSS selector of the cards it keeps) for each filter button
+# (card class, label) of each filter button; page.css hides the other cards when one is checked
 FILTERS = (
-    ("all", "all", ""),
-    ("nan", "NaN", ".nan"),
-    ("zero", "0", ".zero"),
-    ("nc", "noncommittal", ".nc"),
-    ("low", f"below {LOW_SCORE}", ".low"),
+    ("all", "all"),
+    ("nan", "NaN"),
+    ("zero", "0"),
+    ("nc", "noncommittal"),
+    ("low", f"below {LOW_SCORE}"),
 )
 SORTS = (("row", "row order"), ("up", "score, lowest first"), ("down", "score, highest first"))
 
@@ -59,8 +55,8 @@ CSS = "\n" + resources.files(__package__).joinpath("page.css").read_text(encodin
 def write(
     path: str | Path, items: Sequence[Item], summary: Summary, meta: Mapping[str, str]
 ) -> None:
-    """Write the page for ``items`` ((row number, report) pairs) to ``path`` (folders made,
-    a link's target written); an existing file that is not a page of ours is refused as is."""
+    """Write the page for ``items`` to ``path`` (folders made, a link's target written); an
+    existing file that is not a page of ours is refused as is."""
     target = check_target(path, "--html", is_ours, "a page")
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(target, render_html(items, summary, meta).encode("utf-8"))
@@ -90,7 +86,7 @@ def render_html(items: Sequence[Item], summary: Summary, meta: Mapping[str, str]
     used = f'<table class="meta">{used}</table>'  # what the run used, the caution aside
     kinds = Counter(kind for _, report in items for kind in _kinds(report))
     parts = [
-        page_head(TITLE, CSS + _control_css()),
+        page_head(TITLE),
         f'<p class="caution"><b>Caution:</b> {text(caution)}</p>' if caution else "",
         _stats(kinds, summary),
         _cost(summary),
@@ -110,15 +106,15 @@ def render_html(items: Sequence[Item], summary: Summary, meta: Mapping[str, str]
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def page_head(title: str, css: str = CSS) -> str:
-    """A page's start: its head (with :data:`GENERATOR` and ``css``), then its heading."""
+def page_head(title: str) -> str:
+    """A page's start: its head (with :data:`GENERATOR` and the style), then its heading."""
     return "\n".join(
         [
             "<!DOCTYPE html>",
             '<html lang="en"><head><meta charset="utf-8">',
             GENERATOR,
             '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f"<title>{text(title)}</title><style>{css}</style></head><body>",
+            f"<title>{text(title)}</title><style>{CSS}</style></head><body>",
             f"<h1>{text(title)}</h1>",
         ]
     )
@@ -291,28 +287,10 @@ def _worst_table(items: Sequence[Item]) -> str:
     )
 
 
-def _control_css() -> str:
-    """Checked sort radio -> card order; checked filter radio -> other cards hidden."""
-    names = [f"sort-{key}" for key, _ in SORTS] + [f"show-{key}" for key, _, _ in FILTERS]
-    hide = "".join(
-        f"#show-{key}:checked~.cards .card:not({cards}){{display:none}}"
-        for key, _, cards in FILTERS
-        if cards
-    )
-    checked = ",".join(f"#{name}:checked~.controls label[for={name}]" for name in names)
-    focus = ",".join(f"#{name}:focus-visible~.controls label[for={name}]" for name in names)
-    return (
-        "#sort-up:checked~.cards .card{order:var(--up)}"
-        f"#sort-down:checked~.cards .card{{order:var(--down)}}{hide}"
-        f"{checked}{{background:#1d232a;color:#fff;border-color:#1d232a}}"
-        f"{focus}{{outline:2px solid #4c8bf5}}"
-    )
-
-
 def _controls(kinds: Counter[str], rows: int) -> str:
     """The sort and filter buttons (radios first: the CSS reads them as siblings)."""
     counts = {**kinds, "all": rows}
-    shows = [(key, f"{label} ({counts.get(key, 0)})") for key, label, _ in FILTERS]
+    shows = [(key, f"{label} ({counts.get(key, 0)})") for key, label in FILTERS]
     groups = (("sort", SORTS), ("show", shows))
     radios = "".join(
         f'<input class="vh" type="radio" name="{name}" id="{name}-{key}"{"" if i else " checked"}>'

@@ -1,15 +1,10 @@
 """The JSONL report: one line per input row, saved as each finishes, resumed, compacted.
 
-Each line is a :meth:`RelevancyReport.to_dict` plus ``format`` (first, so even a torn line is
-recognisable as ours), ``row`` (1-based data row; with ``--engine ray``, the line's place as
-written), ``line`` (file line, CSV and JSONL), ``key`` (:func:`~row_key`), ``judge``,
-``embeddings``, ``settings`` (those that change a score), ``extra`` (the input's other columns)
-and, for a row that could not be scored at all, ``skipped`` (why). NaN and Infinity are written
-as null and a lone surrogate as U+FFFD (:func:`~json_safe`), at any depth.
-
-:class:`ReportFile` never writes over a file this tool did not write, keeps a second process
-out with a lock file, appends lines as rows finish and :meth:`ReportFile.compact` rewrites them
-in input order (a temporary file, then a rename). A symlink is written through.
+A line is a :meth:`RelevancyReport.to_dict` plus :data:`META_KEYS` (``format`` first, so even a
+torn line is ours; ``row``: the data row, with ``--engine ray`` the line's place; ``skipped``:
+why a row could not be scored at all); NaN and Infinity as null, a lone surrogate as U+FFFD.
+:class:`ReportFile` never writes over a file this tool did not write, holds a lock file, and
+rewrites whole (a temporary file, then a rename), a symlink's target.
 """
 
 from __future__ import annotations
@@ -63,9 +58,8 @@ def report_line(
     skipped: str | None = None,
     settings: Mapping[str, Any] | None = None,
 ) -> str:
-    """One JSON line (with its newline) for one input row; ``report`` may already be a
-    :meth:`RelevancyReport.to_dict` (as Ray actors send it). Values JSON or UTF-8 cannot carry
-    are made safe."""
+    """One JSON line (with its newline) for one input row; ``report`` may be a ``to_dict`` (as
+    Ray actors send it). Values JSON or UTF-8 cannot carry are made safe."""
     record: dict[str, Any] = {"format": FORMAT, "row": number, "line": line, "key": key}
     record.update(report if isinstance(report, Mapping) else report.to_dict())
     record.update(judge=redact(judge), embeddings=redact(embeddings), extra=extra or {})
@@ -83,7 +77,7 @@ def report_line(
 
 def load_record(line: str | bytes) -> Any:
     """One report line's JSON value (``ValueError`` when not JSON), made :func:`~json_safe` when
-    the line may need it (an edit by hand)."""
+    it may need it (an edit by hand)."""
     value = json.loads(line)
     unsafe = _UNSAFE_BYTES if isinstance(line, bytes) else _UNSAFE_TEXT
     return json_safe(value) if unsafe.search(line) else value  # type: ignore[arg-type]
@@ -113,8 +107,8 @@ _RANK = {"skipped": 0, "failed": 1, "scored": 2}
 
 
 class ReportFile:
-    """One report file: read and checked on open (:class:`ReportFileError` for a file we did
-    not write, left as it was), then locked, appended to and compacted."""
+    """One report file: checked on open (:class:`ReportFileError` for a file we did not write,
+    left as it was), then locked, appended to and compacted."""
 
     def __init__(self, path: str | Path, input_path: str | Path | None = None):
         self.path = through_link(path)
@@ -211,13 +205,13 @@ class ReportFile:
         self._lock.release()
 
     def compact(self, rows: Iterable[tuple[str, int, int | None]]) -> int:
-        """Rewrite the file (whole, by rename) as one line per ``(key, row, line)``, in that
-        order; lines of keys not listed go. Returns the lines written."""
+        """Rewrite the file as one line per ``(key, row, line)``, in that order; lines of keys
+        not listed go. Returns the lines written."""
         return self._rewrite((key, (number, line)) for key, number, line in rows)
 
     def deduplicate(self) -> int:
-        """Rewrite the file as one line per key (the line :meth:`status` reads), in the order
-        keys first appear, numbers as written (Ray, which does not know the input's order)."""
+        """Rewrite the file as one line per key (the one :meth:`status` reads) in the order keys
+        first appear, numbers as written (Ray does not know the input's order)."""
         if self.lines == len(self.index) and not self._torn:
             return self.lines
         return self._rewrite((key, None) for key in list(self.index))
@@ -254,8 +248,8 @@ def _record(raw: bytes) -> dict[str, Any] | None:
 
 
 def is_report_record(record: Any) -> bool:
-    """True for a record this tool wrote (a report line or a Parquet part's row): the report
-    format (or an older report's fields), a key and a row number."""
+    """True for a record this tool wrote (a report line or a Parquet row): the report format
+    (or an older report's fields), a key and a row number."""
     if not isinstance(record, dict):
         return False
     ours = record.get("format") == FORMAT or _LEGACY_KEYS <= set(record)
