@@ -36,7 +36,7 @@ from .setup import DEFAULT_SETTINGS, Scorer, Settings, prepare
 
 __all__ = ["RowParity", "compare", "compare_rows", "compare_table", "cost_table"]
 
-DEFAULT_OURS = ProbePrompt("diverse")  # type: ignore[call-arg]  # the default probe mode
+DEFAULT_OURS = ProbePrompt("diverse")  # the default probe mode
 
 
 @with_settings(fixed={"probe_prompt": "stock"})

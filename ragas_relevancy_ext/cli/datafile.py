@@ -224,7 +224,8 @@ class Source:
             return BadRow(number, "not readable as JSON (nested too deeply)", line)
         extra = {k: v for k, v in values.items() if k not in FIELDS}
         if problem is not None:
-            return BadRow(number, problem, line, *(as_text(values.get(n)) for n in FIELDS), extra)
+            texts = {name: as_text(values.get(name)) for name in FIELDS}
+            return BadRow(number, problem, line, texts["user_input"], texts["response"], extra)
         return InputRow(number, values["user_input"], values["response"], extra, line)
 
 

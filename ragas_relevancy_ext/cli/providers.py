@@ -12,7 +12,7 @@ import importlib.util
 import os
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
@@ -24,19 +24,15 @@ __all__ = [
     "JUDGES",
     "Built",
     "MissingKeyError",
-    "Provider",
     "ProviderError",
     "Request",
     "Spec",
     "api_key",
     "build_embeddings",
-    "client_url",
-    "sendable_url",
     "build_judge",
     "choices",
-    "embeddings_label",
+    "local_extra_installed",
     "provider_request",
-    "parse_spec",
     "show_url",
 ]
 
@@ -76,49 +72,60 @@ class Built:
     spec: Spec
 
 
-@dataclass(frozen=True)
-class Request:
-    """What a builder gets: the spec and the connection settings of the command line."""
-
-    spec: Spec
-    base_url: str | None
-    environ: Mapping[str, str]
-    max_retries: int = 2
-    timeout: float | None = None
+# A builder gives the judge or embeddings object, or a Built when its label or spec differ
+# from the provider's (auto's fallback to hash).
+Builder = Callable[["Request"], Any]
 
 
 @dataclass(frozen=True)
 class Provider:
-    """One table entry: a name, whether it takes ``:MODEL``, and how to build it;
-    ``one_text_per_call``: its embeddings already send one text per call."""
+    """One table entry: how to build it, whether it takes ``:MODEL``, the provider whose API key
+    it needs, how it is described; ``one_text_per_call``: its embeddings send one text a call."""
 
     name: str
-    build: Callable[[Request], Any]
+    build: Builder
     needs_model: bool = False
     one_text_per_call: bool = False
     describe: Callable[[Request], str] | None = None
     key: str | None = None
 
-    def label(self, request: Request) -> str:
-        """What the provider will build, for people, without building it (cheap, no imports)."""
-        return redact(self.describe(request) if self.describe else _label(request))
-
-    def check_key(self, request: Request) -> None:
-        """MissingKeyError now, before anything is imported, when the API key is not set."""
-        if self.key is not None:
-            api_key(self.key, request.base_url, request.environ)
-
 
 JUDGES: dict[str, Provider] = {}
 EMBEDDINGS: dict[str, Provider] = {}
-# A builder gives the judge or embeddings object, or a Built when its label or spec differ
-# from the provider's (auto's fallback to hash).
-Builder = Callable[[Request], Any]
+
+
+@dataclass(frozen=True)
+class Request:
+    """A spec checked against its table, with the connection settings: what a builder gets."""
+
+    provider: Provider
+    spec: Spec
+    base_url: str | None = None
+    max_retries: int = 2
+    timeout: float | None = None
+    environ: Mapping[str, str] = field(default_factory=lambda: os.environ)
+
+    def check_key(self) -> None:
+        """MissingKeyError now, before anything is imported, when the API key is not set."""
+        if self.provider.key is not None:
+            api_key(self.provider.key, self.base_url, self.environ)
+
+    def label(self, one_text_per_call: bool = False) -> str:
+        """What will be built, for people, without building it (cheap, no imports)."""
+        label = self.provider.describe(self) if self.provider.describe else _label(self)
+        if one_text_per_call and not self.provider.one_text_per_call:
+            label += ", one text per call"
+        return redact(label)
+
+    def build(self) -> Built:
+        made = self.provider.build(self)
+        built = made if isinstance(made, Built) else Built(made, "", self.spec)
+        built.label = redact(built.label or self.label())
+        return built
 
 
 def _registry(table: dict[str, Provider]) -> Callable[..., Callable[[Builder], Builder]]:
-    """A decorator factory adding a builder to ``table``: ``@judge("NAME", needs_model=...,
-    key=PROVIDER)`` (``key``: the provider whose API key it needs)."""
+    """``@judge("NAME", needs_model=..., key=PROVIDER)``: adds a builder to ``table``."""
 
     def register(name: str, **options: Any) -> Callable[[Builder], Builder]:
         def add(build: Builder) -> Builder:
@@ -138,14 +145,15 @@ def choices(table: Mapping[str, Provider]) -> str:
     return " | ".join(f"{p.name}:MODEL" if p.needs_model else p.name for p in table.values())
 
 
-def parse_spec(text: str, table: Mapping[str, Provider], what: str) -> Spec:
-    """``"openai:gpt-4o"`` -> ``Spec("openai", "gpt-4o")``, checked against ``table``."""
-    provider, _, model = text.strip().partition(":")
-    provider, model = provider.strip().lower(), model.strip()
-    entry = table.get(provider)
+def provider_request(kind: Literal["judge", "embeddings"], text: str, **connection: Any) -> Request:
+    """The :class:`Request` ``text`` names (``"openai:gpt-4o"``), nothing built; ``connection``:
+    ``base_url``, ``max_retries``, ``timeout`` (seconds per request) and ``environ``."""
+    table = JUDGES if kind == "judge" else EMBEDDINGS
+    name, _, model = (part.strip() for part in text.strip().partition(":"))
+    entry = table.get(name.lower())
     if entry is None or bool(model) != entry.needs_model:
-        raise ProviderError(f"{what} {text!r} is not one of: {choices(table).replace(' |', ',')}")
-    return Spec(provider, model)
+        raise ProviderError(f"--{kind} {text!r} is not one of: {choices(table).replace(' |', ',')}")
+    return Request(entry, Spec(entry.name, model), **connection)
 
 
 def api_key(provider: str, base_url: str | None, environ: Mapping[str, str]) -> str:
@@ -189,49 +197,9 @@ def sendable_url(url: str) -> str:
     return bare
 
 
-def client_url(url: str) -> tuple[str, dict[str, str]]:
-    """:func:`sendable_url` without its query, and the query apart: the openai SDK appends its
-    paths to the base URL as text, so a query left there would end up inside the path."""
-    parts = urlsplit(sendable_url(url))
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    return urlunsplit(parts._replace(query="")), query
-
-
-def provider_request(
-    kind: Literal["judge", "embeddings"],
-    text: str,
-    *,
-    base_url: str | None = None,
-    max_retries: int = 2,
-    timeout: float | None = None,
-    environ: Mapping[str, str] | None = None,
-) -> tuple[Provider, Request]:
-    """The table entry ``text`` names and what its builder gets (nothing built yet)."""
-    table = JUDGES if kind == "judge" else EMBEDDINGS
-    spec = parse_spec(text, table, f"--{kind}")
-    environ = os.environ if environ is None else environ
-    return table[spec.provider], Request(spec, base_url, environ, max_retries, timeout)
-
-
-def embeddings_label(provider: Provider, request: Request, one_text_per_call: bool) -> str:
-    """The label of the embeddings ``build_embeddings`` will give, without building them."""
-    label = provider.label(request)
-    if one_text_per_call and not provider.one_text_per_call:
-        label += ", one text per call"
-    return label
-
-
-def _build(provider: Provider, request: Request) -> Built:
-    made = provider.build(request)
-    built = made if isinstance(made, Built) else Built(made, "", request.spec)
-    built.label = redact(built.label or provider.label(request))
-    return built
-
-
 def build_judge(text: str, **connection: Any) -> Built:
-    """The judge ``text`` names, ready for the metric; ``connection``: ``base_url``,
-    ``max_retries``, ``timeout`` (seconds per request) and ``environ``."""
-    return _build(*provider_request("judge", text, **connection))
+    """The judge ``text`` names, ready for the metric (``connection``: as for a request)."""
+    return provider_request("judge", text, **connection).build()
 
 
 def build_embeddings(
@@ -239,9 +207,9 @@ def build_embeddings(
 ) -> Built:
     """The embeddings ``text`` names, optionally sending one text per provider call;
     ``max_retries`` applies to ``openai:`` embeddings, ``timeout`` (seconds) to ``gemini:`` too."""
-    provider, request = provider_request("embeddings", text, **connection)
-    built = _build(provider, request)
-    if one_text_per_call and not provider.one_text_per_call:
+    asked = provider_request("embeddings", text, **connection)
+    built = asked.build()
+    if one_text_per_call and not asked.provider.one_text_per_call:
         from ..adapters import OneTextPerCall
 
         built.value = OneTextPerCall(built.value, max_concurrency=concurrency)
@@ -260,10 +228,11 @@ def _openai_client(request: Request) -> Any:
     base_url = request.base_url or (GEMINI_OPENAI_BASE_URL if provider == "gemini" else None)
     key = api_key(provider, base_url, request.environ)
     options: dict[str, Any] = {} if request.timeout is None else {"timeout": request.timeout}
-    if base_url is not None:
-        base_url, query = client_url(base_url)
-        if query:
-            options["default_query"] = query
+    if base_url is not None:  # the SDK appends its paths to the URL as text: the query apart
+        parts = urlsplit(sendable_url(base_url))
+        base_url = urlunsplit(parts._replace(query=""))
+        if parts.query:
+            options["default_query"] = dict(parse_qsl(parts.query, keep_blank_values=True))
     return AsyncOpenAI(
         base_url=base_url,
         api_key=key,

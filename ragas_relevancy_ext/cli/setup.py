@@ -25,7 +25,6 @@ from .providers import (
     Built,
     build_embeddings,
     build_judge,
-    embeddings_label,
     local_extra_installed,
     provider_request,
     show_url,
@@ -128,20 +127,18 @@ def check_settings(settings: Settings) -> CheckedSettings:
     """Check the specs and keys, importing no SDK, RAGAS or numpy: ProviderError (a bad spec) or
     MissingKeyError (naming the variable)."""
     connection = settings.connection
-    judge, judge_req = provider_request("judge", settings.judge, **connection(settings.base_url))
-    url = _embeddings_url(settings, judge_req.spec.provider)
-    embeddings, embeddings_req = provider_request(
-        "embeddings", settings.embeddings, **connection(url)
-    )
-    judge.check_key(judge_req)
-    embeddings.check_key(embeddings_req)
-    spec = str(embeddings_req.spec)
+    judge = provider_request("judge", settings.judge, **connection(settings.base_url))
+    url = _embeddings_url(settings, judge.spec.provider)
+    embeddings = provider_request("embeddings", settings.embeddings, **connection(url))
+    judge.check_key()
+    embeddings.check_key()
+    spec = str(embeddings.spec)
     if spec == "auto":  # the score depends on which one auto picks
         spec = "local" if local_extra_installed() else "hash"
     return CheckedSettings(
         settings,
-        judge_label=_cached(judge.label(judge_req), settings),
-        embeddings_label=embeddings_label(embeddings, embeddings_req, settings.one_text_per_call),
+        judge_label=_cached(judge.label(), settings),
+        embeddings_label=embeddings.label(settings.one_text_per_call),
         embeddings_spec=spec,
         embeddings_url=url,
     )

@@ -1,9 +1,5 @@
-"""What the commands print: rich tables of scores and probes, summaries, and a progress bar.
-
-Data reaches rich as :class:`rich.text.Text`, never as markup, and every text is laid out with
-its control and bidi characters shown as codes: no escape sequence from the data reaches the
-terminal.
-"""
+"""What the commands print: tables of scores and probes, summaries, a progress bar. Data reaches
+rich as :class:`rich.text.Text`, never markup, its control and bidi characters shown as codes."""
 
 from __future__ import annotations
 
@@ -43,8 +39,8 @@ PIPED_WIDTH = 120
 
 
 def make_console(stderr: bool = False) -> Console:
-    """A :class:`TerminalConsole` on stdout (or stderr) that reads no markup; piped, 120 columns
-    wide at most, with no trailing spaces on any line."""
+    """A :class:`TerminalConsole` on stdout (or stderr) reading no markup; piped, 120 columns
+    wide at most, no line ending in spaces."""
     stream = sys.stderr if stderr else sys.stdout
     plain: dict[str, Any] = {"highlight": False, "markup": False, "soft_wrap": True}
     console = TerminalConsole(file=stream, **plain)
@@ -55,24 +51,20 @@ def make_console(stderr: bool = False) -> Console:
 
 
 class TerminalConsole(Console):
-    """A console that shows the control and bidi characters of every string, text and table
-    cell it lays out as codes (:func:`neutralise_controls`). Rich drops BEL, BS, VT, FF and CR
-    from a :class:`Text`, so data is neutralised before it becomes one."""
+    """A console showing the control and bidi characters of every string, text and table cell
+    as codes (rich would drop BEL, BS, VT, FF and CR from a :class:`Text`)."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
-        """A string to print (or a table's string cell), neutralised."""
         return super().render_str(neutralise_controls(text), **kwargs)
 
     def render(self, renderable: Any, options: Any = None) -> Iterable[Any]:
-        """Every renderable on its way out: a :class:`Text` neutralised, styles kept in place."""
         if isinstance(renderable, Text):
             renderable = neutralised_text(renderable)
         return super().render(renderable, options)
 
 
 def neutralised_text(text: Text) -> Text:
-    """``text`` with its control characters shown as codes and its spans moved with them (the
-    same object when there is nothing to show)."""
+    """``text`` with its control characters shown as codes, its spans moved with them."""
     plain = text.plain
     shown = neutralise_controls(plain)
     if shown == plain:
@@ -86,8 +78,7 @@ def neutralised_text(text: Text) -> Text:
 
 
 class TrimmedLines(io.TextIOBase):
-    """Writes through to ``stream`` with the spaces at the end of every line cut off, so piped
-    tables are not padded out to the console's width."""
+    """Writes to ``stream`` with each line's trailing spaces cut (piped tables are not padded)."""
 
     def __init__(self, stream: IO[str]):
         self._stream = stream
@@ -136,16 +127,15 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
 
 
 def run_fields(data: Any, scorer: Any, **extra: str) -> dict[str, str]:
-    """:func:`used_fields` after the file read (``data``: ``path``, ``row_count`` and
-    ``bad_count``; its rows counted bad ones included, as the summary counts)."""
+    """:func:`used_fields` with the file read (``data``: ``path``, ``row_count``, ``bad_count``)."""
     rows = data.row_count + data.bad_count
     read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
     return used_fields(read, scorer, **extra)
 
 
 def used_fields(first: Mapping[str, str], scorer: Any, **extra: str) -> dict[str, str]:
-    """The header of a run, redacted: ``first``, the judge, embeddings and probe prompt
-    ``scorer`` uses, ``extra``, and a ``caution`` for the offline judge."""
+    """A run's header, redacted: ``first``, the judge, embeddings and probes ``scorer`` uses,
+    ``extra``, and a ``caution`` for the offline judge."""
     from ...scoring.redaction import redact
 
     settings = scorer.settings
@@ -174,7 +164,7 @@ def is_offline(scorer: Any) -> bool:
 
 
 def print_caution(console: Console, fields: Mapping[str, str]) -> None:
-    """The run's caution (see :func:`run_fields`), if any, on one highlighted line."""
+    """The run's caution, if any, on one highlighted line."""
     if "caution" in fields:
         caution = f"caution: {fields['caution']}"
         print_lines(console, caution, style="bold yellow", soft_wrap=not console.is_terminal)
@@ -188,8 +178,8 @@ def print_warnings(console: Console, warnings: Sequence[str]) -> None:
 
 @contextlib.contextmanager
 def status_line(text: str, enabled: bool = True) -> Iterator[Callable[[str], None]]:
-    """A spinner with ``text`` on stderr while a slow step runs (terminals only); gives a
-    function that changes the text, so the line says what is being waited for now."""
+    """A spinner with ``text`` on stderr while a slow step runs (terminals only); yields a
+    function that changes the text."""
     console = Console(file=sys.stderr)
     if not enabled or not console.is_terminal:
         yield lambda text: None
@@ -208,11 +198,10 @@ def print_scores(
     reasons: bool = False,
     rows: int = 0,
 ) -> None:
-    """The per-row table, each sample printed as it comes: row, score and question; beneath
-    them the response (and the score's standard error), each probe with its cosine, the notes,
-    and the reason when ``reasons`` (always when not scored or 0). Each cell stays whole on its
-    line (a terminal folds a long one) and a sample is one styled text, not rich's per-cell
-    layout, so a table of any length prints fast; ``rows``: the largest row number."""
+    """The per-row table, a sample at a time: row, score, question; beneath, the response (and
+    the score's standard error), each probe with its cosine, the notes, and the reason when
+    ``reasons`` (always when not scored or 0). A sample is one styled text, not rich's per-cell
+    layout, so a long table prints fast; ``rows``: the largest row number."""
     width = max(3, len(str(rows)))
     head = f"{'row':>{width}}   {'score':>6}   {'cosine':>6}   {TEXT_HEADER}"
     print_lines(console, head, style="bold")
@@ -270,7 +259,7 @@ def _score_style(score: float) -> str:
 
 
 def print_cost(console: Console, cost: CostSummary, prefix: str = "") -> None:
-    """Usage totals, per-row means and the cost, as every command that scores prints them."""
+    """Usage totals, per-row means and the cost."""
     print_lines(console, *(prefix + line for line in cost.lines()), soft_wrap=True)
 
 
@@ -353,8 +342,8 @@ def print_spread(
     spread: Spread,
     deterministic: bool = False,
 ) -> None:
-    """Per-sample mean and standard deviation over repeats, largest first, then the mean; says
-    why when every deviation is 0 (``deterministic``: the judge is the offline one)."""
+    """Per-sample mean and standard deviation over repeats, largest first, then the mean; why
+    every deviation is 0 when so (``deterministic``: the judge is the offline one)."""
     table = simple_table(*right("row", style="dim"), *right("mean", "std"), "question")
     order = sorted(
         range(len(numbers)),

@@ -198,42 +198,36 @@ def _cost(summary: Summary) -> str:
 
 def histogram_svg(scores: Sequence[float]) -> str:
     """Inline SVG bars counting scores in :data:`BINS` equal bins over [0, 1], then a NaN bar."""
-    bins = BINS
     finite = [s for s in scores if _finite(s)]
-    counts = Counter(min(bins - 1, max(0, int(score * bins))) for score in finite)
+    counts = Counter(min(BINS - 1, max(0, int(score * BINS))) for score in finite)
     nans = len(scores) - len(finite)
-    bar, pad, height, headroom = 36, 24, 170, 34
-    width, base, nan_x = pad * 2 + (bins + 1) * bar + 12, height - pad, pad + bins * bar + 12
-    top = max([*counts.values(), nans, 1])
-    columns = [
-        (pad + i * bar, counts[i], _bin_colour(i / bins), f"{i / bins:.1f}-{(i + 1) / bins:.1f}")
-        for i in range(bins)
+    bar, pad, height, base = 36, 24, 170, 146  # base: the bars' foot, a pad above the bottom
+    nan_x = pad + BINS * bar + 12
+    width, top = nan_x + bar + pad, max([*counts.values(), nans, 1])
+    bars = [
+        (pad + i * bar, counts[i], _bin_colour(i / BINS), f"{i / BINS:.1f}-{(i + 1) / BINS:.1f}")
+        for i in range(BINS)
     ]
     shapes = []
-    for x, count, colour, title in [*columns, (nan_x, nans, "#9aa3ab", "not scored (NaN)")]:
-        h = (base - headroom) * count / top
+    for x, count, colour, title in [*bars, (nan_x, nans, "#9aa3ab", "not scored (NaN)")]:
+        h, middle = (base - 34) * count / top, x + bar / 2  # 34: room for the count above
         shapes.append(
             f'<rect x="{x + 2}" y="{base - h:.1f}" width="{bar - 4}" height="{h:.1f}" '
             f'fill="{colour}"><title>{title}: {count}</title></rect>'
+            + (f'<text x="{middle}" y="{base - h - 3:.1f}">{count}</text>' if count else "")
         )
-        if count:
-            y = base - h - 3
-            shapes.append(
-                f'<text x="{x + bar / 2}" y="{y:.1f}" text-anchor="middle">{count}</text>'
-            )
-    ticks = [(pad + i * bar, f"{i / bins:.1f}") for i in range(0, bins + 1, 2)]
-    for x, label in [*ticks, (nan_x + bar / 2, "NaN")]:
-        shapes.append(f'<text x="{x}" y="{height - 6}" text-anchor="middle">{label}</text>')
-    shapes.append(
-        f'<line x1="{pad}" y1="{base}" x2="{pad + bins * bar}" y2="{base}" stroke="#9aa3ab"/>'
-    )
+    ticks = [(pad + i * bar, f"{i / BINS:.1f}") for i in range(0, BINS + 1, 2)]
+    shapes += [
+        f'<text x="{x}" y="{height - 6}">{t}</text>' for x, t in [*ticks, (nan_x + 18, "NaN")]
+    ]
+    shapes.append(f'<line x1="{pad}" y1="{base}" x2="{nan_x - 12}" y2="{base}" stroke="#9aa3ab"/>')
     if finite:
         mean = sum(finite) / len(finite)
-        x = pad + min(1.0, max(0.0, mean)) * bins * bar
+        x = pad + min(1.0, max(0.0, mean)) * BINS * bar
         shapes.append(
             f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{base}" '
             f'stroke="#1d232a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
-            f'<text x="{x:.1f}" y="10" text-anchor="middle">mean {mean:.2f}</text>'
+            f'<text x="{x:.1f}" y="10">mean {mean:.2f}</text>'
         )
     caption = (
         f"{len(finite)} score(s) in tenths of [0, 1] (scores below 0 count in 0.0-0.1); "
