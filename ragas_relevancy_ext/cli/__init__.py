@@ -26,10 +26,6 @@ __all__ = ["COMMANDS", "app", "handled", "main", "version_line"]
 
 app = typer.Typer(
     name="ragas-relevancy",
-    help=(
-        "Answer relevancy (RAGAS) with every probe shown. Runs offline by default: "
-        "--judge offline, --embeddings auto."
-    ),
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -69,7 +65,8 @@ def _root(
         ),
     ] = False,
 ) -> None:
-    """Answer relevancy (RAGAS) with every probe shown. Runs offline by default."""
+    """Answer relevancy (RAGAS) with every probe shown. Runs offline by default: --judge offline,
+    --embeddings auto."""
 
 
 @contextlib.contextmanager

@@ -1,8 +1,5 @@
-"""``ragas-relevancy calibrate``: how well scores agree with human ratings, and how stable they are.
-
-With ``--repeats K`` every sample is scored K times without the cache; the correlation then
-uses each sample's mean score, and the per-sample spread is printed.
-"""
+"""``ragas-relevancy calibrate``: how well scores agree with human ratings, and how stable they
+are (``--repeats K``: each sample scored K times without the cache, its mean correlated)."""
 
 from __future__ import annotations
 
@@ -108,8 +105,7 @@ async def _scores(metric: Any, rows: Sequence[InputRow]) -> list[float]:
 
 
 def default_good_from(ratings: Sequence[float]) -> float | None:
-    """The lowest rating above the middle of the lowest and highest seen (4 on a 1-5 scale);
-    None when every rating is the same."""
+    """The lowest rating above the middle of the range seen (4 on 1-5); None if all the same."""
     low, high = min(ratings), max(ratings)
     above = [r for r in ratings if r > (low + high) / 2]
     return min(above) if low < high and above else None
@@ -124,8 +120,8 @@ def print_threshold(
     resamples: int,
     seed: int,
 ) -> None:
-    """The score that best separates good from bad ratings, with its bootstrap interval and the
-    share of each group at or above it; how the ratings were split is said first."""
+    """How the ratings were split, then the score that best separates good from bad ratings,
+    with its bootstrap interval and the share of each group at or above it."""
     from ..error_bars import best_threshold, interval_text
     from ..scoring.report import fmt
 

@@ -1,6 +1,5 @@
 """``ragas-relevancy compare``: stock RAGAS and ours on the same judge replies, side by side,
-and what each costs on the same rows: stock's requests and tokens against ours in a probe mode
-(``--ours``, diverse by default), counted the same way from what the provider reported."""
+and stock's requests and tokens against ours in a probe mode (``--ours``), as reported."""
 
 from __future__ import annotations
 
@@ -118,9 +117,8 @@ class RowParity:
 
 
 async def compare_rows(scorer: Scorer, rows: list[InputRow], cost_mode: str) -> list[RowParity]:
-    """Run :func:`compare_with_stock` on each row, a few rows at a time, and ours in
-    ``cost_mode``, for its score and usage, all within ``--concurrency`` and the keys' limits
-    (stock's requests too)."""
+    """:func:`compare_with_stock` on each row (ours in ``cost_mode`` too, for its score and
+    usage), a few rows at a time, within ``--concurrency`` and the keys' limits."""
     from ..errors import cause_of, failure_text
     from ..parity import compare_with_stock
     from ..run.limits import run_limits
@@ -175,8 +173,7 @@ def _print_cost(
 
 
 def compare_table(results: Sequence[RowParity], mode: str) -> Table:
-    """The rows side by side: stock, ours in stock mode, their gap and whether the prompts were
-    the same (the parity check), then the score ours gives in ``mode``."""
+    """Stock, ours in stock mode, their gap, whether the prompts were the same, ours in ``mode``."""
     table = simple_table(
         *right("row", style="dim"),
         *right("stock", "ours in\nstock mode", "|stock\n- ours|"),
@@ -206,9 +203,8 @@ _RATIO_HEADERS = ("prompt\n×stock", "tokens\n×stock")
 
 
 def cost_table(rows: Sequence[tuple[int, Usage | None, Usage | None]], mode: str) -> Table:
-    """Per row (row, stock's usage, ours' usage), a stock line and a ``mode`` line: requests and
-    tokens, then ours' over stock's, then the totals; "n/r" where the provider reported no
-    tokens (never 0)."""
+    """A stock line and a ``mode`` line per (row, stock's usage, ours'): requests, tokens, ours'
+    over stock's; then the totals; "n/r" where the provider reported no tokens (never 0)."""
     table = simple_table(
         *right("row", style="dim"), "probes", *right(*_COST_HEADERS, *_RATIO_HEADERS)
     )

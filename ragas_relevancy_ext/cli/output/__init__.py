@@ -1,8 +1,7 @@
-"""What a run leaves behind: the console, the JSONL report it resumes from, and end-of-run pages.
+"""What a run leaves behind: the console, the JSONL report it resumes from, end-of-run pages.
 
-Each end-of-run format is a :data:`FORMATS` entry (the command line offers ``--NAME PATH`` for
-it) naming a module with ``write(path, items, summary, meta)`` and ``is_ours(path)`` (does a
-file hold what ``write`` writes?).
+Each end-of-run format is a :data:`FORMATS` entry (the command line offers ``--NAME PATH``)
+naming a module with ``write(path, items, summary, meta)`` and ``is_ours(path)``.
 """
 
 from __future__ import annotations
@@ -22,20 +21,19 @@ from .files import OutputPathError, check_target, same_file
 __all__ = ["FORMATS", "Item", "OutputFormat", "OutputPathError", "Writer", "check_outputs"]
 
 Item = tuple[int, "RelevancyReport"]  # (row number, report): what the tables and pages show
-# (path, items, summary, what the run used) -> None
 Writer = Callable[[Path, Sequence[Item], "Summary", Mapping[str, str]], None]
 
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One end-of-run format: its ``--NAME`` help, its module, what one file of it is called."""
+    """One end-of-run format: its ``--NAME`` help, its module (loaded when used), what one file
+    of it is called."""
 
     help: str
     module: str
     kind: str
 
     def writer(self) -> Writer:
-        """The format's ``write`` function (its module loads only now)."""
         return self._module().write
 
     def is_ours(self, path: Path) -> bool:
@@ -46,17 +44,15 @@ class OutputFormat:
         return importlib.import_module(self.module, __package__)
 
 
-FORMATS: dict[str, OutputFormat] = {
-    "html": OutputFormat("Write a self-contained HTML report.", ".html", "a page"),
-}
+FORMATS = {"html": OutputFormat("Write a self-contained HTML report.", ".html", "a page")}
 
 
 def check_outputs(
     outputs: Mapping[str, Path], *, input_path: Path | None = None, out: Path | None = None
 ) -> dict[str, Path]:
-    """``outputs`` with each link resolved to the file to write, before anything runs;
-    :class:`OutputPathError` for one that is the input, ``--out`` or another output (links
-    included), or an existing file its format did not write."""
+    """Each of ``outputs`` as the file to write (a link's target), before anything runs;
+    :class:`OutputPathError` for the input, ``--out`` or another output (links included), or an
+    existing file its format did not write."""
     given = [("the input file", input_path), (f"the same file as --out {out}", out)]
     taken = [(what, path) for what, path in given if path is not None]
     checked: dict[str, Path] = {}

@@ -223,11 +223,11 @@ def histogram_svg(scores: Sequence[float]) -> str:
     shapes.append(f'<line x1="{pad}" y1="{base}" x2="{nan_x - 12}" y2="{base}" stroke="#9aa3ab"/>')
     if finite:
         mean = sum(finite) / len(finite)
-        x = pad + min(1.0, max(0.0, mean)) * BINS * bar
+        at = pad + min(1.0, max(0.0, mean)) * BINS * bar
         shapes.append(
-            f'<line x1="{x:.1f}" y1="14" x2="{x:.1f}" y2="{base}" '
+            f'<line x1="{at:.1f}" y1="14" x2="{at:.1f}" y2="{base}" '
             f'stroke="#1d232a" stroke-dasharray="4 3"><title>mean {mean:.4f}</title></line>'
-            f'<text x="{x:.1f}" y="10">mean {mean:.2f}</text>'
+            f'<text x="{at:.1f}" y="10">mean {mean:.2f}</text>'
         )
     caption = (
         f"{len(finite)} score(s) in tenths of [0, 1] (scores below 0 count in 0.0-0.1); "
