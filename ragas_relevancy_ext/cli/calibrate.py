@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -25,6 +25,9 @@ from .output.console import (
     run_fields,
 )
 from .setup import DEFAULT_SETTINGS, Settings, prepare, stream_rows
+
+if TYPE_CHECKING:
+    from ..metric import AnswerRelevancy
 
 __all__ = ["calibrate", "default_good_from", "print_threshold"]
 
@@ -98,7 +101,7 @@ def calibrate(
     return exit_code(result.n, len(data.rows) + len(data.bad))
 
 
-async def _scores(metric: Any, rows: Sequence[InputRow]) -> list[float]:
+async def _scores(metric: AnswerRelevancy, rows: Sequence[InputRow]) -> list[float]:
     """Each row's score, in row order (they finish in any order)."""
     scores = {row.number: report.score async for row, report in stream_rows(metric, rows)}
     return [scores[row.number] for row in rows]

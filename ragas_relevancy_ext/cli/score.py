@@ -13,9 +13,10 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+from rich.console import Console
 
 from ..run.streaming import EarlyStop
 from ..scoring.report import SKIPPED, RelevancyReport, not_scored_cause
@@ -50,6 +51,9 @@ from .output.console import (
 from .output.jsonl import ReportFile, report_from_record, report_line
 from .ray_score import ActorsOpt, EngineChoice, EngineOpt, RayAddressOpt, run_ray_score
 from .setup import DEFAULT_SETTINGS, Settings, check_settings, prepare, stream_rows, unscored
+
+if TYPE_CHECKING:
+    from ..metric import AnswerRelevancy
 
 __all__ = ["INTERRUPTED", "STOP_GRACE", "is_skipped", "score"]
 
@@ -214,7 +218,7 @@ class _Run:
     stopping: bool = False
     interrupts: int = 0
     early: EarlyStop = field(default_factory=EarlyStop)
-    console: Any = field(default_factory=make_console)
+    console: Console = field(default_factory=make_console)
 
     def __post_init__(self) -> None:
         self.scan = self.source.scan()
@@ -274,7 +278,7 @@ class _Run:
             keys[key] = -count
             yield entry
 
-    async def score(self, metric: Any, tick: Callable[[], None]) -> bool:
+    async def score(self, metric: AnswerRelevancy, tick: Callable[[], None]) -> bool:
         """Score every row still to do; True when Ctrl-C stopped the run."""
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()

@@ -33,7 +33,9 @@ from .providers import (
 if TYPE_CHECKING:
     import asyncio
 
+    from ..run.limits import RateLimits
     from ..run.streaming import EarlyStop
+    from ..store.cache import CachedJudge, ReplyStore
 
 __all__ = [
     "DEFAULT_SETTINGS",
@@ -73,7 +75,7 @@ class Settings:
     analytics: bool = False
     otel: str | None = None  # where spans go over OTLP/HTTP (see scoring/tracing.py)
 
-    def rate_limits(self) -> Any:
+    def rate_limits(self) -> RateLimits:
         """The run's :class:`.RateLimits`; ``--limits-file`` is by default
         ``rate-limits.sqlite3`` in ``--cache``, so runs on one cache share their keys' limits."""
         from ..run.limits import RateLimits
@@ -174,8 +176,8 @@ class Scorer:
     settings: Settings
     judge: Built
     embeddings: Built
-    cached: Any = None
-    journal: Any = None  # the reply journal's judge, in front of the cached one
+    cached: CachedJudge | None = None
+    journal: CachedJudge | None = None  # the reply journal's judge, in front of the cached one
 
     @property
     def judge_label(self) -> str:
@@ -200,7 +202,7 @@ class Scorer:
         judges = (self.journal, self.cached)
         return next((judge for judge in judges if judge is not None), self.judge.value)
 
-    def metric(self) -> Any:
+    def metric(self) -> Any:  # Any: Ray's SettingsMetric replaces its rate_limits
         """A fresh :class:`AnswerRelevancy` on this judge (cached when the cache is on)."""
         from ..metric import AnswerRelevancy
 
@@ -223,9 +225,9 @@ LOG = logging.getLogger("ragas_relevancy_ext")  # a row not scored: one WARNING,
 
 def prepare(
     settings: Settings,
-    store: Any = None,
+    store: ReplyStore | None = None,
     say: Callable[[str], None] | None = None,
-    journal: Any = None,
+    journal: ReplyStore | None = None,
 ) -> Scorer:
     """Build judge and embeddings (ProviderError for a bad spec or a missing key). ``store``:
     ``settings.cache``'s if opened already; ``say``: told what is waited for; ``journal``: a

@@ -11,7 +11,7 @@ import os
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING, Any, Protocol, cast
 
 from rich import box
 from rich.console import Console
@@ -33,6 +33,8 @@ from ...scoring.report import (
 from . import Item
 
 if TYPE_CHECKING:
+    from ..datafile import Scan
+    from ..setup import Settings
     from ..stats import Agreement, CostSummary, Spread, Summary
 
 PIPED_WIDTH = 120
@@ -126,14 +128,25 @@ def print_header(console: Console, fields: Mapping[str, str]) -> None:
         console.print(line, soft_wrap=not console.is_terminal)  # words kept whole on a terminal
 
 
-def run_fields(data: Any, scorer: Any, **extra: str) -> dict[str, str]:
-    """:func:`used_fields` with the file read (``data``: ``path``, ``row_count``, ``bad_count``)."""
+class Labels(Protocol):
+    """What a run's header reads: a built scorer's, or the settings checked before it is built."""
+
+    @property
+    def settings(self) -> Settings: ...
+    @property
+    def judge_label(self) -> str: ...
+    @property
+    def embeddings_label(self) -> str: ...
+
+
+def run_fields(data: Scan, scorer: Labels, **extra: str) -> dict[str, str]:
+    """:func:`used_fields` with the file read and its row count (bad rows counted)."""
     rows = data.row_count + data.bad_count
     read = {"file": f"{data.path} ({rows} row(s), {data.bad_count} bad)"}
     return used_fields(read, scorer, **extra)
 
 
-def used_fields(first: Mapping[str, str], scorer: Any, **extra: str) -> dict[str, str]:
+def used_fields(first: Mapping[str, str], scorer: Labels, **extra: str) -> dict[str, str]:
     """A run's header, redacted: ``first``, the judge, embeddings and probes ``scorer`` uses,
     ``extra``, and a ``caution`` for the offline judge."""
     from ...scoring.redaction import redact
@@ -158,7 +171,7 @@ OFFLINE_CAUTION = (
 )
 
 
-def is_offline(scorer: Any) -> bool:
+def is_offline(scorer: Labels) -> bool:
     """True when the judge is the offline stand-in (scores show mechanics, not quality)."""
     return scorer.settings.judge.strip().lower() == "offline"
 
