@@ -13,7 +13,7 @@ import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import IO, Any, NamedTuple
+from typing import IO, Any, Literal, NamedTuple
 
 from ...scoring.redaction import redact
 from ...scoring.report import RelevancyReport, json_safe
@@ -88,15 +88,18 @@ def report_from_record(record: dict[str, Any]) -> RelevancyReport:
     return RelevancyReport.from_dict({k: v for k, v in record.items() if k not in META_KEYS})
 
 
+Status = Literal["scored", "failed", "skipped"]  # how a row ended
+
+
 class Saved(NamedTuple):
     """Where one key's line sits in the file, and how that row ended."""
 
     offset: int
     length: int
-    status: str  # "scored", "failed" or "skipped"
+    status: Status
 
 
-def _status(record: dict[str, Any]) -> str:
+def _status(record: dict[str, Any]) -> Status:
     if "skipped" in record:
         return "skipped"
     return "scored" if record.get("error") is None else "failed"
@@ -160,8 +163,8 @@ class ReportFile:
         """Report lines in the file (a torn last line left out)."""
         return len(self.order)
 
-    def status(self, key: str) -> str | None:
-        """``"scored"``, ``"failed"``, ``"skipped"`` or None (not in the file)."""
+    def status(self, key: str) -> Status | None:
+        """How the key's row ended, or None (not in the file)."""
         saved = self.index.get(key)
         return None if saved is None else saved.status
 
