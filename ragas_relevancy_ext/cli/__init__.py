@@ -1,7 +1,5 @@
-"""The ``ragas-relevancy`` command: one module per subcommand, shared options in :mod:`.options`.
-
-Only typer and the standard library load before a command runs, so ``--help`` answers at once.
-"""
+"""The ``ragas-relevancy`` command: one module per subcommand, shared options in :mod:`.options`;
+nothing heavier than typer loads before a command runs, so ``--help`` answers at once."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Options the commands share, declared once: a command asks for them with :func:`with_settings`.
-
-Only typer and the standard library load here, so ``--help`` stays instant.
-"""
+"""Options the commands share, declared once (a command asks for them with
+:func:`with_settings`); nothing heavier than typer loads here, so ``--help`` stays instant."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Judges and embeddings by name: one table entry per provider; ``--help`` is built from them.
-
-A new provider is one builder decorated with :func:`judge` or :func:`embeddings`. Keys come from
-each provider's usual variable and never reach a label or message; SDKs load only when built.
-"""
+"""Judges and embeddings by name: a builder decorated with :func:`judge` or :func:`embeddings`
+per provider (``--help`` lists them). Keys come from each provider's usual variable and never
+reach a label or message; SDKs load only when built."""
 
 from __future__ import annotations
 

@@ -1,9 +1,5 @@
-"""``ragas-relevancy show``: a saved JSONL report as the terminal table, without scoring again.
-
-Reads what ``score --out`` wrote: every line, or one row (``--row N``), or the worst rows
-(``--worst K``) with their probes and reasons. Only the standard library, rich and the report
-module load: no RAGAS, no judge, no network.
-"""
+"""``ragas-relevancy show``: a report ``score --out`` wrote as the terminal table, every row,
+one (``--row N``) or the worst (``--worst K``); no RAGAS, judge or network."""
 
 from __future__ import annotations
 

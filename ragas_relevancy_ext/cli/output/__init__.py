@@ -1,8 +1,6 @@
-"""What a run leaves behind: the console, the JSONL report it resumes from, end-of-run pages.
-
-Each end-of-run format is a :data:`FORMATS` entry (the command line offers ``--NAME PATH``)
-naming a module with ``write(path, items, summary, meta)`` and ``is_ours(path)``.
-"""
+"""What a run leaves behind: the console, the JSONL report, end-of-run pages: a :data:`FORMATS`
+entry each (``--NAME PATH``), a module with ``write(path, items, summary, meta)`` and
+``is_ours(path)``."""
 
 from __future__ import annotations
 
