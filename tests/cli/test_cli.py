@@ -154,6 +154,8 @@ def test_score_reads_csv_with_renamed_columns(tmp_path):
         (b"\n\n", [], "no rows"),
         (b'{"user_input": "Q?", "response": "A."}\n', ["--map", "oops"], "--map"),
         (b'{"user_input": "Q?", "response": "A."}\n', ["--judge", "claude"], "--judge 'claude'"),
+        (b'{"user_input": "Q?", "response": "A."}\n', ["--judge", "openai"], "openai:MODEL"),
+        (b'{"user_input": "Q?", "response": "A."}\n', ["--embeddings", "hash:x"], "'hash:x'"),
     ],
 )
 def test_bad_files_and_settings_give_one_line_and_exit_2(tmp_path, content, args, message):
@@ -165,6 +167,19 @@ def test_bad_files_and_settings_give_one_line_and_exit_2(tmp_path, content, args
     assert message in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert "Traceback" not in result.output
+
+
+def test_the_embeddings_label_says_one_text_per_call_once():
+    from ragas_relevancy_ext.cli.setup import Settings, check_settings
+
+    def label(**settings: object) -> str:
+        return check_settings(Settings(one_text_per_call=True, **settings)).embeddings_label
+
+    assert label(embeddings="hash").endswith("offline), one text per call")
+    local = "http://127.0.0.1:9/v1"  # a local server needs no key
+    gemini = label(embeddings="gemini:m", embeddings_base_url=local)  # one text a call already
+    assert gemini == f"gemini:m at {local}, one text per call"
+    assert label(embeddings="openai:m", embeddings_base_url=local).endswith(", one text per call")
 
 
 def test_good_rows_are_scored_and_bad_ones_listed_by_line(tmp_path):
