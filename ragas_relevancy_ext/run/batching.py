@@ -175,8 +175,8 @@ class _Coalescer:
             return
         _charge(shares, meter)
         start = 0
-        for share in shares:
-            share.settle(vectors[start : start + len(share.texts)])
+        for share in shares:  # a copy: a question kept for reuse keeps no other text's vector
+            share.settle(vectors[start : start + len(share.texts)].copy())
             start += len(share.texts)
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import hashlib
 import inspect
 import logging
@@ -77,11 +76,6 @@ class RateLimits:
             raise ValueError(f"patience must be a number of seconds > 0, got {self.patience!r}")
         if not (self.shared is None or isinstance(self.shared, (str, os.PathLike, LimitBackend))):
             raise ValueError(f"shared must be a path or a LimitBackend, got {self.shared!r}")
-
-    def share(self, parts: int) -> RateLimits:
-        """Each of ``parts`` runs' share (limit / parts, at least 1)."""
-        split: dict[str, Any] = {n: v and max(1, v // parts) for n, v in self._limits().items()}
-        return dataclasses.replace(self, **split)
 
     def _limits(self) -> dict[str, int | None]:
         return {n: getattr(self, n) for n in ("rpm", "tpm", "embedding_rpm", "embedding_tpm")}
@@ -154,7 +148,7 @@ class _SqliteState(StateStore):
             db.execute("COMMIT")
         return decision
 
-    async def check(  # type: ignore[override]
+    async def check(
         self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int
     ) -> Any:
         return await asyncio.to_thread(self._check, algorithm, rates, now, weight)
