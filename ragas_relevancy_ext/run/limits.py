@@ -29,7 +29,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -40,7 +40,13 @@ from ..errors import PatienceExhausted, UsageError
 from ..scoring.redaction import redact
 
 __all__ = [
-    "InProcess", "KeyLimit", "LimitBackend", "OnDisk", "RateLimits", "fingerprint", "run_limits"
+    "InProcess",
+    "KeyLimit",
+    "LimitBackend",
+    "OnDisk",
+    "RateLimits",
+    "fingerprint",
+    "run_limits",
 ]
 
 log = logging.getLogger("ragas_relevancy_ext")
@@ -141,7 +147,7 @@ class _SqliteState(StateStore):
             db.execute("CREATE TABLE IF NOT EXISTS limits (name TEXT PRIMARY KEY, state TEXT)")
             db.execute("BEGIN IMMEDIATE")
             row = db.execute("SELECT state FROM limits WHERE name = ?", (self.name,)).fetchone()
-            state = algorithm.decode(row[0].split()) if row else algorithm.initial(rates)
+            state = tuple(map(int, row[0].split())) if row else algorithm.initial(rates)
             new, decision = algorithm.step(rates, state, now, weight)
             text = " ".join(str(int(v)) for v in new)
             db.execute("INSERT OR REPLACE INTO limits VALUES (?, ?)", (self.name, text))
@@ -183,9 +189,6 @@ class _Step(StateAlgorithm):
 
     def initial(self, rates: list[Rate]) -> tuple[int, int, int]:
         return (0, 0, 0)
-
-    def decode(self, values: Sequence[str]) -> tuple[int, ...]:
-        return tuple(int(v) for v in values)
 
     def step(self, rates: list[Rate], state: Any, now: int, weight: int) -> tuple[Any, Decision]:
         now_us = now * 1000
