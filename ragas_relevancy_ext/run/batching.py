@@ -175,8 +175,9 @@ class _Coalescer:
             return
         _charge(shares, meter)
         start = 0
-        for share in shares:  # a copy: a question kept for reuse keeps no other text's vector
-            share.settle(vectors[start : start + len(share.texts)].copy())
+        for share in shares:  # questions (no window) are kept for reuse: each its own copy
+            part = vectors[start : start + len(share.texts)]
+            share.settle(part.copy() if self.window is None else part)
             start += len(share.texts)
 
 
