@@ -83,9 +83,7 @@ def command(server: LoopbackServer, data: Path, out: Path, options: list[str]) -
     return [*args, "--no-progress", "--no-table", "--timeout", "60", *options]
 
 
-def run(
-    variant: str, rows: int, rpm: int, latency: float, folder: Path
-) -> dict[str, Any] | None:
+def run(variant: str, rows: int, rpm: int, latency: float, folder: Path) -> dict[str, Any] | None:
     """One variant's figures (None: not run here)."""
     if "Ray" in variant:
         return None

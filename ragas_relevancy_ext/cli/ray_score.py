@@ -41,7 +41,7 @@ __all__ = [
 
 RAY_EXTRA = "pip install 'ragas-relevancy-ext[ray]'"
 
-EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)  # type: ignore[misc]
+EngineChoice = Enum("EngineChoice", {"local": "local", "ray": "ray"}, type=str)
 EngineChoice.__doc__ = "Where rows are scored."
 
 EngineOpt = option(

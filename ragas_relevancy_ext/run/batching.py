@@ -175,8 +175,9 @@ class _Coalescer:
             return
         _charge(shares, meter)
         start = 0
-        for share in shares:
-            share.settle(vectors[start : start + len(share.texts)])
+        for share in shares:  # questions (no window) are kept for reuse: each its own copy
+            part = vectors[start : start + len(share.texts)]
+            share.settle(part.copy() if self.window is None else part)
             start += len(share.texts)
 
 
@@ -326,14 +327,6 @@ class RowEmbeddings:
             self._coming = False
             self.run._arrived()
 
-    async def _vectors_of(self, held: asyncio.Future[np.ndarray]) -> np.ndarray:
-        """``held``'s vectors; the row stops expecting its question once they (or its failure)
-        came, and not before, so no other row takes it back meanwhile."""
-        try:
-            return await asyncio.shield(held)
-        finally:
-            self._unexpect()
-
     async def question_and_probes(
         self, question: str, probes: Sequence[str]
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -346,7 +339,10 @@ class RowEmbeddings:
         probe_share = run._embed("probes", list(probes), self.calls, held)
         self.close()  # its texts are in
         try:
-            question_vector = (await self._vectors_of(held))[0]
+            try:  # expected until its vectors (or its failure) came: no row takes it back
+                question_vector = (await asyncio.shield(held))[0]
+            finally:
+                self._unexpect()
         except Exception:
             if run._questions.get(question) is held:  # the next sample asks again
                 del run._questions[question]

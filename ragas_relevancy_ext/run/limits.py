@@ -21,7 +21,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import dataclasses
 import hashlib
 import inspect
 import logging
@@ -30,7 +29,7 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -41,7 +40,13 @@ from ..errors import PatienceExhausted, UsageError
 from ..scoring.redaction import redact
 
 __all__ = [
-    "InProcess", "KeyLimit", "LimitBackend", "OnDisk", "RateLimits", "fingerprint", "run_limits"
+    "InProcess",
+    "KeyLimit",
+    "LimitBackend",
+    "OnDisk",
+    "RateLimits",
+    "fingerprint",
+    "run_limits",
 ]
 
 log = logging.getLogger("ragas_relevancy_ext")
@@ -77,11 +82,6 @@ class RateLimits:
             raise ValueError(f"patience must be a number of seconds > 0, got {self.patience!r}")
         if not (self.shared is None or isinstance(self.shared, (str, os.PathLike, LimitBackend))):
             raise ValueError(f"shared must be a path or a LimitBackend, got {self.shared!r}")
-
-    def share(self, parts: int) -> RateLimits:
-        """Each of ``parts`` runs' share (limit / parts, at least 1)."""
-        split: dict[str, Any] = {n: v and max(1, v // parts) for n, v in self._limits().items()}
-        return dataclasses.replace(self, **split)
 
     def _limits(self) -> dict[str, int | None]:
         return {n: getattr(self, n) for n in ("rpm", "tpm", "embedding_rpm", "embedding_tpm")}
@@ -147,14 +147,14 @@ class _SqliteState(StateStore):
             db.execute("CREATE TABLE IF NOT EXISTS limits (name TEXT PRIMARY KEY, state TEXT)")
             db.execute("BEGIN IMMEDIATE")
             row = db.execute("SELECT state FROM limits WHERE name = ?", (self.name,)).fetchone()
-            state = algorithm.decode(row[0].split()) if row else algorithm.initial(rates)
+            state = tuple(map(int, row[0].split())) if row else algorithm.initial(rates)
             new, decision = algorithm.step(rates, state, now, weight)
             text = " ".join(str(int(v)) for v in new)
             db.execute("INSERT OR REPLACE INTO limits VALUES (?, ?)", (self.name, text))
             db.execute("COMMIT")
         return decision
 
-    async def check(  # type: ignore[override]
+    async def check(
         self, algorithm: StateAlgorithm, rates: list[Rate], now: int, weight: int
     ) -> Any:
         return await asyncio.to_thread(self._check, algorithm, rates, now, weight)
@@ -189,9 +189,6 @@ class _Step(StateAlgorithm):
 
     def initial(self, rates: list[Rate]) -> tuple[int, int, int]:
         return (0, 0, 0)
-
-    def decode(self, values: Sequence[str]) -> tuple[int, ...]:
-        return tuple(int(v) for v in values)
 
     def step(self, rates: list[Rate], state: Any, now: int, weight: int) -> tuple[Any, Decision]:
         now_us = now * 1000

@@ -131,18 +131,6 @@ class Scheduler:
         for _ in range(held + 1):
             self._slots.release()
 
-    def rate_limited(self, kind: str, exc: BaseException) -> bool:
-        """A ``kind`` request was answered 429: True (ask again after the key's pause), False
-        with no limit for ``kind``; PatienceExhausted, noted as :attr:`gave_up`, at the end."""
-        limit = self.limits.get(kind)
-        if limit is None:
-            return False
-        try:
-            return limit.rate_limited(exc)
-        except PatienceExhausted as gave_up:
-            self.gave_up = self.gave_up or gave_up
-            raise
-
 
 class Row:
     """``async with row``: one call of a row, holding one of the run's slots while it runs.
@@ -165,8 +153,14 @@ class Row:
         self.scheduler._release(succeeded=kind is None)
 
     def rate_limited(self, kind: str, exc: BaseException) -> bool:
-        """A call of this row was answered 429 (see :meth:`Scheduler.rate_limited`)."""
-        return self.scheduler.rate_limited(kind, exc)
+        """A ``kind`` call was answered 429: True (ask again after the key's pause), False with
+        no limit for ``kind``; PatienceExhausted, noted as the run's ``gave_up``, at the end."""
+        run, limit = self.scheduler, self.scheduler.limits.get(kind)
+        try:
+            return limit is not None and limit.rate_limited(exc)
+        except PatienceExhausted as gave_up:
+            run.gave_up = run.gave_up or gave_up
+            raise
 
     @contextlib.asynccontextmanager
     async def call(self, kind: str, tokens: int) -> AsyncIterator[None]:

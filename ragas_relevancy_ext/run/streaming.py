@@ -34,8 +34,6 @@ class EarlyStop:
     out (no request succeeded for that long). Any other outcome starts the count again."""
 
     def __init__(self, rows: int = EARLY_STOP_ROWS):
-        if rows < 1:
-            raise ValueError(f"rows must be >= 1, got {rows}")
         self.rows = rows
         self.cause: Cause | None = None
         self.count = 0
@@ -89,8 +87,6 @@ async def bounded_map(
     propagates and the rest is cancelled). Closing the generator cancels the work in flight
     (and the wait for the next item) and waits for it to end.
     """
-    if window < 1:
-        raise ValueError(f"window must be >= 1, got {window}")
     pull = _puller(items)
     running: dict[asyncio.Task[R], int] = {}
     finished: list[asyncio.Task[R]] = []  # filled by each task's done callback: no scan of all

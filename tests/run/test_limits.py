@@ -512,7 +512,7 @@ def test_limits_named_by_one_key_share_a_store_and_others_keep_their_own(tmp_pat
 # --- RateLimits, and every way a run is given them ----------------------------------------------
 
 
-def test_rate_limits_are_checked_and_split_over_actors() -> None:
+def test_rate_limits_are_checked_and_say_what_was_given() -> None:
     with pytest.raises(ValueError, match="rpm must be a whole number >= 1 or None, got 0"):
         RateLimits(rpm=0)
     for patience in (0, -1, math.inf, True):
@@ -521,8 +521,8 @@ def test_rate_limits_are_checked_and_split_over_actors() -> None:
     with pytest.raises(ValueError, match="shared"):
         RateLimits(shared=3)
     limits = RateLimits(rpm=600, tpm=150_000, patience=30)
-    assert limits.share(4) == RateLimits(rpm=150, tpm=37_500, patience=30)
-    assert str(limits.share(4)) == "rpm 150, tpm 37,500"
+    assert str(limits) == "rpm 600, tpm 150,000"
+    assert str(RateLimits(embedding_rpm=5)) == "embedding rpm 5"
     assert str(RateLimits()) == "learned"
 
 
