@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import shutil
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -550,3 +551,56 @@ def test_the_batch_option_of_earlier_versions_is_refused_not_ignored(pytester, m
     monkeypatch.setenv("RAGAS_RELEVANCY_BATCH", "module")
     with pytest.raises(pytest.UsageError, match="RAGAS_RELEVANCY_BATCH: .* pytest-xdist"):
         read_options(pytester.parseconfig())
+
+
+SPY = """
+import builtins, importlib, pkgutil, sys
+
+import ragas_relevancy_ext
+
+found = set()
+real_import = builtins.__import__
+
+
+def spy(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__") or ""
+    if level == 0 and name.partition(".")[0] == "_pytest" and importer.startswith("ragas_"):
+        found.add(f"{importer} imports {name}")
+    return real_import(name, globals, locals, fromlist, level)
+
+
+builtins.__import__ = spy
+for module in pkgutil.walk_packages(ragas_relevancy_ext.__path__, "ragas_relevancy_ext."):
+    if not module.name.endswith("__main__"):
+        try:
+            importlib.import_module(module.name)
+        except ImportError:  # an extra not installed
+            pass
+import pytest
+
+code = pytest.main(["-p", "xdist", "-p", "no:cacheprovider", *sys.argv[1:]])
+print("EXIT", int(code), "FROM _pytest", sorted(found))
+"""
+
+
+@pytest.mark.slow
+def test_no_module_of_the_package_imports_pytests_private_package(pytester, bad):
+    """Every module, loaded and run through a session with checks that pass and fail (the
+    -x and -n paths included), imports from ``pytest`` only, never from ``_pytest``."""
+    suite(
+        pytester,
+        f"""
+        def test_good(relevancy):
+            relevancy(QUESTION, GOOD, min_score=-1.0)
+            assert relevancy.score(QUESTION, GOOD).score > -1.0
+
+        @pytest.mark.relevancy(min_score={bad.score + 0.01})
+        def test_bad():
+            assert_relevant(QUESTION, BAD)
+        """,
+    )
+    pytester.makepyfile(spy=SPY)
+    for more in (["-x"], ["-n", "2"]):
+        result = pytester.run(sys.executable, "spy.py", *OFFLINE, *more, "test_bot.py")
+        result.stdout.fnmatch_lines(["EXIT 1 FROM _pytest []"])
+        assert "answer relevancy: " in result.stdout.str()  # the checks were made
