@@ -51,10 +51,6 @@ def _choice(text: str) -> str:
     return text.strip().lower()
 
 
-def _path(text: str) -> Path:
-    return Path(text).expanduser()
-
-
 _RATE = _number("must be a whole number of at least 1 per minute", lambda v: v >= 1, int)
 _SECONDS = _number("timeout must be a number of seconds above 0", lambda v: v > 0)
 _SCORE = _number("min_score must be a number from -1 to 1", lambda v: -1 <= v <= 1)
@@ -71,12 +67,12 @@ OPTIONS: dict[str, tuple[str, str, Callable[[str], Any]]] = {
     "tpm": ("N", f"Judge tokens {_LEARNED}", _RATE),
     "embedding_rpm": ("N", f"Embedding requests {_LEARNED}", _RATE),
     "embedding_tpm": ("N", f"Embedding tokens {_LEARNED}", _RATE),
-    "cache": ("DIR", "Keep judge replies in DIR: an unchanged re-run makes no call.", _path),
+    "cache": ("DIR", "Keep judge replies in DIR: an unchanged re-run makes no call.", Path),
     "min_score": ("SCORE", f"Threshold where a check sets none ({DEFAULT_MIN_SCORE}).", _SCORE),
-    "baseline": ("REPORT", "Fail when the checks are significantly worse than REPORT.", _path),
+    "baseline": ("REPORT", "Fail when the checks are significantly worse than REPORT.", Path),
     "margin": ("DROP", "The drop from the baseline's mean tolerated (0).", _DROP),
     "baseline_settings": ("WHAT", "warn or refuse a baseline of other settings (warn).", _choice),
-    "report": ("PATH", "Write the scored checks to PATH as a JSONL report.", _path),
+    "report": ("PATH", "Write the scored checks to PATH as a JSONL report.", Path),
     "otel": ("URL", "Send the checks' traces over OTLP/HTTP to URL.", _otel),
 }
 # the options that are the command line's ``Settings`` fields of the same names
@@ -122,7 +118,7 @@ def read_options(config: pytest.Config) -> tuple[dict[str, Any], dict[str, str]]
                     value = parse(str(text).strip())
                 except ValueError as exc:
                     raise pytest.UsageError(f"{source}: {exc}") from None
-                given[name] = base / value if isinstance(value, Path) else value
+                given[name] = base / value.expanduser() if isinstance(value, Path) else value
                 sources[name] = source
                 break
     return given, sources
