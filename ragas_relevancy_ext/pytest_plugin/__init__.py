@@ -9,6 +9,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -242,16 +243,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     """Checks made while ``item`` runs are its checks."""
-    state = item.config.stash.get(_STATE, None)
-    if state is not None:
-        state.current = item
+    state = item.config.stash[_STATE]  # set by pytest_configure, before any test runs
+    state.current = item
     try:
         return (yield)
     finally:
-        if state is not None:
-            state.current = None
+        state.current = None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -288,7 +289,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     """One line per check, worst first, the counts, and what judged and embedded."""
     state = config.stash.get(_STATE, None)
     if state is None or not state.checks:

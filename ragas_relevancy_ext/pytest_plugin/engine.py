@@ -117,8 +117,7 @@ class Engine:
         return used
 
     def score(self, user_input: Any, response: Any) -> RelevancyReport:
-        """The pair's report, NaN with the cause when it failed or timed out; raises
-        :class:`NotConfigured` when no judge or embeddings were set."""
+        """The pair's report, NaN with its cause on a failure or timeout (or NotConfigured)."""
         inputs = [{"user_input": user_input, "response": response}]
         try:
             if (cached := self.prepare().cached) is not None:

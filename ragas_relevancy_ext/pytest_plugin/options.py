@@ -17,8 +17,7 @@ DEFAULT_TIMEOUT = 60.0  # seconds a whole check may take, retries included
 
 def check_min_score(value: Any) -> float:
     """A threshold is a number from -1 to 1 (cosines are raw, so a score can be negative)."""
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not number or not math.isfinite(value) or not -1.0 <= value <= 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not -1 <= value <= 1:
         raise ValueError(f"min_score must be a number from -1 to 1, got {value!r}")
     return float(value)
 

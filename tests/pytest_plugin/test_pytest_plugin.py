@@ -8,6 +8,7 @@ calls are counted on the loopback server.
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import re
 import shutil
 import sys
@@ -605,3 +606,18 @@ def test_no_module_of_the_package_imports_pytests_private_package(pytester, bad)
         result = pytester.run(sys.executable, "spy.py", *OFFLINE, *more, "test_bot.py")
         result.stdout.fnmatch_lines(["EXIT 1 FROM _pytest []"])
         assert "answer relevancy: " in result.stdout.str()  # the checks were made
+
+
+@pytest.mark.parametrize("value", [True, math.nan, math.inf, 1.5, -1.01, "0.5"])
+def test_a_threshold_argument_that_is_no_number_from_minus_one_to_one_is_refused(value):
+    from ragas_relevancy_ext.pytest_plugin.options import check_min_score
+
+    with pytest.raises(ValueError, match="min_score must be a number from -1 to 1, got "):
+        check_min_score(value)
+
+
+def test_a_threshold_argument_from_minus_one_to_one_is_a_float():
+    from ragas_relevancy_ext.pytest_plugin.options import check_min_score
+
+    assert [check_min_score(v) for v in (-1, 0, 0.7, 1)] == [-1.0, 0.0, 0.7, 1.0]
+    assert all(type(check_min_score(v)) is float for v in (-1, 1))
