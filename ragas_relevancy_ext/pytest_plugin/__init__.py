@@ -1,8 +1,7 @@
 """Answer relevancy as a test: the ``relevancy`` fixture, ``@pytest.mark.relevancy`` and
 :func:`assert_relevant` (entry point ``relevancy`` in ``pytest11``). A check passes or fails
-where it is made, as ``assert`` does; tests run at once with pytest-xdist (``-n``), whose
-workers send their checks to the session's summary. Loading it imports pytest and the standard
-library only; judge, embeddings and RAGAS load with the first check."""
+where it is made, as ``assert`` does; pytest-xdist workers (``-n``) send their checks to the
+session's summary. Loading it imports pytest and the standard library only."""
 
 from __future__ import annotations
 
@@ -10,6 +9,7 @@ import contextlib
 import os
 import sys
 import tempfile
+from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,13 +18,7 @@ import pytest
 
 from ..errors import UsageError
 from ..scoring.report import RelevancyReport
-from .baseline import (
-    Gate,
-    check_report_target,
-    compare_with_baseline,
-    read_baseline,
-    write_report,
-)
+from .baseline import Gate, check_report_target, compare_with_baseline, read_baseline, write_report
 from .checks import (
     Check,
     RelevancyFailure,
@@ -43,25 +37,10 @@ from .options import (
     read_options,
 )
 
-__all__ = [
-    "Relevancy",
-    "RelevancyFailure",
-    "RelevancyNotMeasured",
-    "assert_relevant",
-    "pytest_addoption",
-    "pytest_collection_finish",
-    "pytest_configure",
-    "pytest_configure_node",
-    "pytest_runtest_protocol",
-    "pytest_sessionfinish",
-    "pytest_terminal_summary",
-    "pytest_testnodedown",
-    "pytest_unconfigure",
-    "relevancy",
-]
+# what a test imports (pytest finds the hooks below by their names)
+__all__ = ["Relevancy", "RelevancyFailure", "RelevancyNotMeasured", "assert_relevant", "relevancy"]
 
 MARKER = "relevancy"
-_HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 @dataclass
@@ -76,24 +55,14 @@ class _State:
     current: pytest.Item | None = None  # the test running now
     workers: Used | None = None  # what scored the checks of pytest-xdist workers
     gate: Gate | None = None  # the checks against --relevancy-baseline, at session end
-    limits: Path | None = None  # the checks' rate limits, shared with pytest-xdist workers
     # what ends with the session: --relevancy-otel's exporter, the rate limits' folder
     closing: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
 
-    def check(self, user_input: Any, response: Any, min_score: float | None) -> None:
-        """Score a check of the running test now; raise its failure unless it passes."""
+    def check(self, user_input: Any, response: Any, min_score: float | None, kept: bool) -> Check:
+        """Score a check of the running test now and raise its failure unless it passes; one
+        not ``kept`` (``relevancy.score()``) has no threshold and stays out of the summary."""
         __tracebackhide__ = True
-        threshold, source = self.threshold(min_score)
-        check = self.scored(user_input, response, threshold, source)
-        self.checks.append(check)
-        if self.current is not None:
-            found = self.current.user_properties
-            found.extend(check.properties())
-            found.extend(p for p in self.engine.used().properties() if p not in found)
-        if check.verdict != "passed":
-            raise check.exception()
-
-    def scored(self, user_input: Any, response: Any, threshold: float, source: str) -> Check:
+        threshold, source = self.threshold(min_score) if kept else (-1.0, "")
         item = self.current
         check = Check(
             nodeid=item.nodeid if item is not None else "(outside a test)",
@@ -102,9 +71,17 @@ class _State:
             response=response,
             min_score=threshold,
             min_source=source,
-            timeout=self.given.get("timeout", DEFAULT_TIMEOUT),
+            timeout=self.engine.timeout,
         )
         score_check(self.engine, check)
+        if kept:
+            self.checks.append(check)
+        if kept and item is not None:
+            found = item.user_properties
+            found.extend(check.properties())
+            found.extend(p for p in self.engine.used().properties() if p not in found)
+        if check.verdict != "passed":
+            raise check.exception()
         return check
 
     def threshold(self, given: float | None) -> tuple[float, str]:
@@ -119,9 +96,6 @@ class _State:
         source = self.sources.get("min_score", "default")
         return self.given.get("min_score", DEFAULT_MIN_SCORE), source
 
-    def used(self) -> Used:
-        return self.workers if self.workers is not None else self.engine.used()
-
 
 _STATE = pytest.StashKey[_State]()
 _ACTIVE: list[_State] = []  # innermost session last (pytester runs sessions inside sessions)
@@ -130,42 +104,32 @@ _ACTIVE: list[_State] = []  # innermost session last (pytester runs sessions ins
 def _caller(config: pytest.Config) -> str:
     """``path:line`` of the test code that made the check (the first frame outside the plugin)."""
     frame = sys._getframe(1)
-    while frame.f_back is not None and os.path.dirname(frame.f_code.co_filename) == _HERE:
+    while frame.f_back is not None and frame.f_globals.get("__name__", "").startswith(__name__):
         frame = frame.f_back
     path = frame.f_code.co_filename
-    try:
+    with contextlib.suppress(ValueError):  # on another drive: kept whole
         path = os.path.relpath(path, config.rootpath)
-    except ValueError:  # another drive
-        pass
     return f"{path}:{frame.f_lineno}"
 
 
-def _uses_relevancy(item: pytest.Item) -> bool:
-    return item.get_closest_marker(MARKER) is not None or MARKER in getattr(
-        item, "fixturenames", ()
-    )
-
-
 class Relevancy:
-    """The ``relevancy`` fixture: ``relevancy(user_input, response, min_score=None)`` checks;
-    ``relevancy.score(user_input, response)`` returns the report, for tests that need the number."""
+    """The ``relevancy`` fixture: ``relevancy(user_input, response, min_score=None)`` checks as
+    :func:`assert_relevant` does; ``relevancy.score(user_input, response)`` returns the report."""
 
     def __init__(self, state: _State):
         self._state = state
 
     def __call__(self, user_input: str, response: str, min_score: float | None = None) -> None:
-        """Check that ``response`` is relevant to ``user_input`` (see :func:`assert_relevant`)."""
         __tracebackhide__ = True
-        self._state.check(user_input, response, min_score)
+        self._state.check(user_input, response, min_score, kept=True)
 
     def score(self, user_input: str, response: str) -> RelevancyReport:
-        """Score now and return the report (``.score``, ``.probes``, ``.reason``); a score that
-        could not be measured raises :class:`RelevancyNotMeasured`, as a check does."""
+        """The report (``.score``, ``.probes``, ``.reason``); a score not measured raises
+        :class:`RelevancyNotMeasured`, as a check does."""
         __tracebackhide__ = True
-        check = self._state.scored(user_input, response, -1.0, "")
-        if check.report is None or check.verdict != "passed":
-            raise check.exception()
-        return check.report
+        report = self._state.check(user_input, response, None, kept=False).report
+        assert report is not None  # a check that passed has its report
+        return report
 
 
 def assert_relevant(user_input: str, response: str, min_score: float | None = None) -> None:
@@ -178,7 +142,7 @@ def assert_relevant(user_input: str, response: str, min_score: float | None = No
             "assert_relevant runs inside pytest with the relevancy plugin "
             "(installed with ragas-relevancy-ext; not disabled by -p no:relevancy)"
         )
-    _ACTIVE[-1].check(user_input, response, min_score)
+    _ACTIVE[-1].check(user_input, response, min_score, kept=True)
 
 
 @pytest.fixture
@@ -199,27 +163,28 @@ def pytest_configure(config: pytest.Config) -> None:
     given, sources = read_options(config)
     if "report" in given:
         check_report_target(given["report"])
-    baseline = given.get("baseline")
     settings = {name: given[name] for name in SETTINGS if name in given}
-    if baseline is not None:  # read whole now: a damaged one stops the session at once
-        read_baseline(baseline, settings, given.get("baseline_settings") == "refuse")
+    if "baseline" in given:  # read whole now: a damaged one stops the session at once
+        read_baseline(given["baseline"], settings, given.get("baseline_settings") == "refuse")
     lonely = [name for name in ("margin", "baseline_settings") if name in given]
-    if baseline is None and lonely:
+    if "baseline" not in given and lonely:
         raise pytest.UsageError(f"{sources[lonely[0]]} needs --relevancy-baseline")
     closing = contextlib.ExitStack()
-    settings["limits_file"] = limits = _limits_file(config, given, closing)
+    settings["limits_file"] = _limits_file(config, given, closing)
     engine = Engine(settings, given.get("timeout", DEFAULT_TIMEOUT))
-    state = _State(config, given, sources, engine, limits=limits, closing=closing)
+    state = _State(config, given, sources, engine, closing=closing)
     if "judge" in given and config.getoption("dist", "no") != "no":
+        from ..cli.setup import Settings, check_settings
+
         try:  # pytest-xdist's main process: a bad spec or a missing key stops it here
-            state.engine.check()
+            check_settings(Settings(**settings))
         except UsageError as exc:
             raise pytest.UsageError(f"relevancy: {exc}") from None
     if "otel" in given:
         from ..scoring.otlp import exporting
 
         try:
-            state.closing.enter_context(exporting(given["otel"], "ragas-relevancy-pytest"))
+            closing.enter_context(exporting(given["otel"], "ragas-relevancy-pytest"))
         except UsageError as exc:
             raise pytest.UsageError(f"{sources['otel']}: {exc}") from None
     config.stash[_STATE] = state
@@ -229,9 +194,8 @@ def pytest_configure(config: pytest.Config) -> None:
 def _limits_file(
     config: pytest.Config, given: dict[str, Any], closing: contextlib.ExitStack
 ) -> Path | None:
-    """Where the checks keep their keys' rate limits: one file for the session and its
-    pytest-xdist workers, so all keep to one limit per key (with --relevancy-cache, the
-    command line's file in that folder, shared with its runs too)."""
+    """One file of rate limits for the session and its workers (with --relevancy-cache, the
+    command line's file in that folder)."""
     worker = getattr(config, "workerinput", None)
     if worker is not None:
         return Path(worker["relevancy_limits"]) if "relevancy_limits" in worker else None
@@ -245,8 +209,9 @@ def _limits_file(
 def pytest_configure_node(node: Any) -> None:
     """pytest-xdist: a worker keeps to the session's rate limits."""
     state = node.config.stash.get(_STATE, None)
-    if state is not None and state.limits is not None:
-        node.workerinput["relevancy_limits"] = str(state.limits)
+    limits = state.engine.settings_given["limits_file"] if state is not None else None
+    if limits is not None:
+        node.workerinput["relevancy_limits"] = str(limits)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -259,12 +224,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Build judge and embeddings before the first relevancy test, so a bad spec or a missing
-    key is one usage error, not a failure per check."""
+    """Build judge and embeddings before the first test: a missing key is one usage error."""
     state = session.config.stash.get(_STATE, None)
     if state is None or session.config.option.collectonly:
         return
-    if not any(_uses_relevancy(item) for item in session.items):
+    if not any(
+        i.get_closest_marker(MARKER) or MARKER in getattr(i, "fixturenames", ())
+        for i in session.items
+    ):
         return
     try:
         state.engine.prepare()
@@ -276,16 +243,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+def pytest_runtest_protocol(
+    item: pytest.Item, nextitem: pytest.Item | None
+) -> Generator[None, object, object]:
     """Checks made while ``item`` runs are its checks."""
-    state = item.config.stash.get(_STATE, None)
-    if state is not None:
-        state.current = item
+    state = item.config.stash[_STATE]  # set by pytest_configure, before any test runs
+    state.current = item
     try:
         return (yield)
     finally:
-        if state is not None:
-            state.current = None
+        state.current = None
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -302,8 +269,7 @@ def pytest_testnodedown(node: Any, error: Any) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """A pytest-xdist worker hands its checks on; the session writes the report and compares
-    with the baseline (not after Ctrl-C)."""
+    """A worker hands its checks on; the session writes the report, gates (not after Ctrl-C)."""
     config = session.config
     state = config.stash.get(_STATE, None)
     if state is None or exitstatus == pytest.ExitCode.INTERRUPTED:
@@ -312,25 +278,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         checks = [check.to_dict() for check in state.checks]
         config.workeroutput[MARKER] = {"checks": checks, "used": asdict(state.engine.used())}
         return
-    given = state.given
+    given, settings = state.given, state.engine.settings_given
     if "report" in given and state.checks:
-        settings = state.engine.settings_given
-        write_report(given["report"], state.checks, state.used().properties(), settings)
+        used = (state.workers or state.engine.used()).properties()
+        write_report(given["report"], state.checks, used, settings)
     if "baseline" in given and state.checks:
-        state.gate = compare_with_baseline(
-            state.checks, given["baseline"], given.get("margin", 0), state.engine.settings_given
-        )
+        margin = given.get("margin", 0)
+        state.gate = compare_with_baseline(state.checks, given["baseline"], margin, settings)
         if state.gate.failed and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
     """One line per check, worst first, the counts, and what judged and embedded."""
     state = config.stash.get(_STATE, None)
     if state is None or not state.checks:
         return
     terminalreporter.write_sep("=", summary_title(state.checks))
-    for line in [*summary_lines(state.checks), *state.used().lines()]:
+    for line in [*summary_lines(state.checks), *(state.workers or state.engine.used()).lines()]:
         terminalreporter.write_line(line)
     if state.gate is not None:
         for line in state.gate.lines():

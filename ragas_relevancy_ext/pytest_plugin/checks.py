@@ -17,6 +17,8 @@ from .engine import Engine, NotConfigured
 Verdict = Literal["passed", "below", "not measured"]
 
 LOG = logging.getLogger("ragas_relevancy_ext")
+CHECK_SPAN = "ragas_relevancy.check"
+MARKS = {"passed": "ok", "below": "BELOW", "not measured": "NOT MEASURED"}
 
 
 class RelevancyFailure(AssertionError):
@@ -40,7 +42,7 @@ class Check:
     user_input: Any
     response: Any
     min_score: float
-    min_source: str
+    min_source: str  # where the threshold came from; "" for relevancy.score(), which has none
     report: RelevancyReport | None = None
     timeout: float | None = None  # seconds the whole check may take, for the message
     unset: str | None = None  # why no judge or embeddings were set up
@@ -48,12 +50,8 @@ class Check:
     def to_dict(self) -> dict[str, Any]:
         """Plain values (a pytest-xdist worker sends its checks to the main process)."""
         found = {f.name: getattr(self, f.name) for f in fields(self)}
-        found.update(
-            {
-                k: found[k] if isinstance(found[k], str) else repr(found[k])
-                for k in ("user_input", "response")
-            }
-        )
+        for name in ("user_input", "response"):
+            found[name] = found[name] if isinstance(found[name], str) else repr(found[name])
         return {**found, "report": None if self.report is None else self.report.to_dict()}
 
     @classmethod
@@ -67,9 +65,9 @@ class Check:
 
     @property
     def verdict(self) -> Verdict:
-        if self.report is None or not math.isfinite(self.report.score):
+        if not math.isfinite(self.score):
             return "not measured"
-        return "passed" if self.report.score >= self.min_score else "below"
+        return "passed" if self.score >= self.min_score else "below"
 
     @property
     def cause(self) -> str | None:
@@ -98,36 +96,24 @@ class Check:
                 f"(timeout): the judge or embeddings gave no score within {self.timeout:g} s "
                 "(--relevancy-timeout: the whole check, retries included)"
             )
-        return (
-            f"({self.cause or 'judge or embeddings failed; NaN is never a pass'}): {self.error()}"
-        )
-
-    def message(self) -> str:
-        """The failure text: headline, probe table and reason (or cause and inputs), threshold."""
-        # relevancy.score() sets no threshold, and no source
-        threshold = [f"threshold: {fmt(self.min_score)} ({self.min_source})"] * bool(
-            self.min_source
-        )
-        if self.verdict == "not measured":
-            head = f"{self.location}: answer relevancy NOT MEASURED {self.why_not_measured()}"
-            asked = f"question: {clip(str(self.user_input), 160)}"
-            answered = f"response: {clip(str(self.response), 160)}"
-            return "\n".join((head, asked, answered, *threshold))
-        score, least = fmt(self.score), fmt(self.min_score)
-        head = f"{self.location}: answer relevancy {score} is below {least}"
-        assert self.report is not None  # a scored check has its report
-        return "\n".join((head, format_report(self.report), *threshold))
+        cause = self.cause or "judge or embeddings failed; NaN is never a pass"
+        return f"({cause}): {self.error()}"
 
     def exception(self) -> Exception:
-        """What a check raises when it does not pass; not measured, it is logged once."""
+        """What a check that does not pass raises: headline, probe table and reason (or cause
+        and inputs), threshold. One not measured is logged once."""
+        tail = [f"threshold: {fmt(self.min_score)} ({self.min_source})"] if self.min_source else []
         if self.verdict == "below":
-            return RelevancyFailure(self.message())
-        LOG.warning(
-            "%s: answer relevancy NOT MEASURED %s",
-            self.location,
-            clip(self.why_not_measured(), 400),
-        )
-        return RelevancyNotMeasured(self.message())
+            assert self.report is not None  # a scored check has its report
+            head = f"answer relevancy {fmt(self.score)} is below {fmt(self.min_score)}"
+            body = [f"{self.location}: {head}", format_report(self.report), *tail]
+            return RelevancyFailure("\n".join(body))
+        head = f"answer relevancy NOT MEASURED {self.why_not_measured()}"
+        LOG.warning("%s: %s", self.location, clip(head, 430))
+        asked = f"question: {clip(str(self.user_input), 160)}"
+        answered = f"response: {clip(str(self.response), 160)}"
+        body = [f"{self.location}: {head}", asked, answered, *tail]
+        return RelevancyNotMeasured("\n".join(body))
 
     def properties(self) -> list[tuple[str, str]]:
         """JUnit XML properties: score, threshold, verdict; cause and error when not measured."""
@@ -141,9 +127,6 @@ class Check:
                 found.append(("relevancy_cause", self.cause))
             found.append(("relevancy_error", self.error()))
         return found
-
-
-CHECK_SPAN = "ragas_relevancy.check"
 
 
 def score_check(engine: Engine, check: Check) -> None:
@@ -165,24 +148,18 @@ def score_check(engine: Engine, check: Check) -> None:
         check.unset = str(exc)
     finally:
         if begun is not None:
-            tracing.end_span(begun[0], _outcome(check), _failure(check))
-
-
-def _outcome(check: Check) -> dict[str, Any]:
-    found: dict[str, Any] = {"ragas_relevancy.check.verdict": check.verdict}
-    if math.isfinite(check.score):
-        found["ragas_relevancy.score"] = check.score
-    if check.cause is not None:
-        found["ragas_relevancy.cause"] = check.cause
-    return found
-
-
-def _failure(check: Check) -> str | None:
-    return None if check.verdict == "passed" else check.verdict.replace(" ", "_")
+            outcome = {
+                "ragas_relevancy.check.verdict": check.verdict,
+                "ragas_relevancy.score": check.score if math.isfinite(check.score) else None,
+                "ragas_relevancy.cause": check.cause,
+            }
+            failed = None if check.verdict == "passed" else check.verdict.replace(" ", "_")
+            found = {k: v for k, v in outcome.items() if v is not None}
+            tracing.end_span(begun[0], found, failed)
 
 
 def summary_title(checks: list[Check]) -> str:
-    """``answer relevancy: 40 checks, 2 below threshold, 1 not measured``."""
+    """``answer relevancy: 40 check(s), 2 below threshold, 1 not measured``."""
     below = sum(c.verdict == "below" for c in checks)
     missing = sum(c.verdict == "not measured" for c in checks)
     return (
@@ -194,11 +171,10 @@ def summary_lines(checks: list[Check], width: int = 60) -> list[str]:
     """One line per check, worst first: score, threshold, verdict, test, question or error."""
     lines = []
     for check in sorted(checks, key=lambda c: (c.verdict != "not measured", c.score)):
-        mark = {"passed": "ok", "below": "BELOW", "not measured": "NOT MEASURED"}[check.verdict]
         missing = check.verdict == "not measured"
         what = check.why_not_measured() if missing else str(check.user_input)
         lines.append(
-            f"{fmt(check.score):>7}  min {fmt(check.min_score)}  {mark:<12}  {check.nodeid}  "
-            f"{clip(what, width)}"
+            f"{fmt(check.score):>7}  min {fmt(check.min_score)}  {MARKS[check.verdict]:<12}  "
+            f"{check.nodeid}  {clip(what, width)}"
         )
     return lines

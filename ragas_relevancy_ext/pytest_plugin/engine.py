@@ -6,11 +6,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from concurrent.futures import Future
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..scoring.report import RelevancyReport
+
+if TYPE_CHECKING:
+    from ..cli.setup import Scorer
 
 HOW_TO_SET_JUDGE = (
     "set one with --relevancy-judge openai:gpt-4o-mini (ini relevancy_judge, environment "
@@ -30,7 +33,7 @@ class NotConfigured(Exception):
 @dataclass
 class Used:
     """What judged and embedded and what the reply cache saved, summed over pytest-xdist
-    workers: the session summary's last lines and each test's JUnit properties."""
+    workers: the summary's last lines and each test's JUnit properties."""
 
     judge: str = "not set up"
     embeddings: str = "not set up"
@@ -62,26 +65,25 @@ class Used:
 
 
 class Engine:
-    """Scores ``(user_input, response)`` pairs with the configured metric, each within
-    ``timeout`` seconds (retries included)."""
+    """Scores ``(user_input, response)`` pairs, each within ``timeout`` s, retries included."""
 
     def __init__(self, settings: dict[str, Any], timeout: float):
         self.settings_given = dict(settings)
         self.timeout = timeout
         self._lock = threading.Lock()
-        self._setup: Any = None
-        self._metric: Any = None
+        self._setup: Scorer | None = None
         self._failure: BaseException | None = None
+        self._metric: Any = None  # the metric on the built judge and embeddings
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
-    def prepare(self) -> None:
-        """Build judge, embeddings and metric; a bad spec or a missing key is kept and raised."""
+    def prepare(self) -> Scorer:
+        """Build judge, embeddings and metric once; a failure is kept and raised at each call."""
         with self._lock:
             if self._failure is not None:
                 raise self._failure
             if self._setup is not None:
-                return
+                return self._setup
             from ..cli.setup import Settings, prepare
 
             try:
@@ -96,17 +98,12 @@ class Engine:
                         f"no embeddings are set and the default fell back to hash "
                         f"({setup.embeddings_label}): {HOW_TO_SET_EMBEDDINGS}"
                     )
-                self._setup = setup
                 self._metric = setup.metric()
+                self._setup = setup
+                return setup
             except Exception as exc:
                 self._failure = exc
                 raise
-
-    def check(self) -> None:
-        """Check the specs and their keys, loading no SDK (a ``UsageError`` names the problem)."""
-        from ..cli.setup import Settings, check_settings
-
-        check_settings(Settings(**self.settings_given))
 
     def used(self) -> Used:
         """What scored this process's checks (keys masked)."""
@@ -114,20 +111,17 @@ class Engine:
         if setup is None:
             return Used(problem=None if self._failure is None else str(self._failure))
         used = Used(setup.judge_label, setup.embeddings_label)
-        if setup.cached is not None:
-            used.cache = str(setup.settings.cache)
-            used.reused, used.asked = setup.cached.hits, setup.cached.misses
-            used.off = setup.cached.off
+        if (cached := setup.cached) is not None:
+            used.cache, used.off = str(setup.settings.cache), cached.off is not None
+            used.reused, used.asked = cached.hits, cached.misses
         return used
 
     def score(self, user_input: Any, response: Any) -> RelevancyReport:
-        """The pair's report, NaN with the cause when it failed or took longer than the
-        timeout; :class:`NotConfigured` when no judge or embeddings were set."""
+        """The pair's report, NaN with its cause on a failure or timeout (or NotConfigured)."""
         inputs = [{"user_input": user_input, "response": response}]
         try:
-            self.prepare()
-            if self._setup.cached is not None:  # a check's replies do not hang on earlier checks'
-                self._setup.cached.start_over()
+            if (cached := self.prepare().cached) is not None:
+                cached.start_over()  # a check's replies do not hang on earlier checks'
             scoring = asyncio.wait_for(self._metric.abatch_score(inputs), self.timeout)
             return self._run(scoring)[0].report
         except NotConfigured:
@@ -136,16 +130,16 @@ class Engine:
             failure: Exception = TimeoutError(f"no score within {self.timeout:g} s")
         except Exception as exc:  # the setup or the loop: abatch_score keeps sample failures
             failure = exc
-        from ..cli.setup import DEFAULT_SETTINGS
+        # the plugin sets neither strictness nor the probe prompt
+        from ..cli.setup import DEFAULT_SETTINGS as DEFAULTS
         from ..scoring.sample import failed_report
 
-        defaults = DEFAULT_SETTINGS  # the plugin sets neither strictness nor the probe prompt
         return failed_report(
-            user_input, response, defaults.strictness, defaults.probe_prompt, failure
+            user_input, response, DEFAULTS.strictness, DEFAULTS.probe_prompt, failure
         )
 
-    def _run(self, coro: Any) -> Any:
-        """Run ``coro`` on the session's loop and wait for it."""
+    def _run(self, coro: Coroutine[Any, Any, Any]) -> Any:
+        """Run ``coro`` on the session's loop (started on first use) and wait for it."""
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
@@ -153,16 +147,13 @@ class Engine:
                     target=self._loop.run_forever, name="ragas-relevancy-pytest", daemon=True
                 )
                 self._thread.start()
-            loop = self._loop
-        future: Future[Any] = asyncio.run_coroutine_threadsafe(coro, loop)
-        return future.result()
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
     def close(self) -> None:
         """Stop the loop and its thread (end of the test session)."""
         loop, thread = self._loop, self._thread
         self._loop = self._thread = None
-        if loop is None or thread is None:
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=10)
-        loop.close()
+        if loop is not None and thread is not None:
+            loop.call_soon_threadsafe(loop.stop)
+            thread.join(timeout=10)
+            loop.close()

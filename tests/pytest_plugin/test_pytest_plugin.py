@@ -8,8 +8,10 @@ calls are counted on the loopback server.
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import re
 import shutil
+import sys
 import textwrap
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -492,11 +494,12 @@ def test_a_bad_timeout_is_a_usage_error(pytester, monkeypatch, value):
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(30)  # the bound: two checks of 5 s, and the session around them
 @pytest.mark.parametrize("hung", ["chat", "embeddings"])
 def test_a_server_that_never_answers_ends_each_check_at_its_timeout(pytester, monkeypatch, hung):
     """The server takes each request and holds it (up to 120 s): --relevancy-timeout bounds a
-    whole check, the client's retries included, so two checks end within 30 s."""
+    whole check, the client's retries included, so two checks end within 30 s. The bound is
+    the run's own: pytest-timeout fails a test of the session after 15 s (its message then
+    replaces the check's), and the session's process is ended after 120 s."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     suite(
         pytester,
@@ -514,7 +517,7 @@ def test_a_server_that_never_answers_ends_each_check_at_its_timeout(pytester, mo
             "--relevancy-embeddings",  # the last one given wins
             "openai:text-embedding-3-small",
         ]
-        result = pytester.runpytest(*args)
+        result = pytester.runpytest_subprocess(*args, "--timeout", "15", timeout=120)
         log = server.log
     result.assert_outcomes(failed=2)
     out = result.stdout.str()
@@ -550,3 +553,71 @@ def test_the_batch_option_of_earlier_versions_is_refused_not_ignored(pytester, m
     monkeypatch.setenv("RAGAS_RELEVANCY_BATCH", "module")
     with pytest.raises(pytest.UsageError, match="RAGAS_RELEVANCY_BATCH: .* pytest-xdist"):
         read_options(pytester.parseconfig())
+
+
+SPY = """
+import builtins, importlib, pkgutil, sys
+
+import ragas_relevancy_ext
+
+found = set()
+real_import = builtins.__import__
+
+
+def spy(name, globals=None, locals=None, fromlist=(), level=0):
+    importer = (globals or {}).get("__name__") or ""
+    if level == 0 and name.partition(".")[0] == "_pytest" and importer.startswith("ragas_"):
+        found.add(f"{importer} imports {name}")
+    return real_import(name, globals, locals, fromlist, level)
+
+
+builtins.__import__ = spy
+for module in pkgutil.walk_packages(ragas_relevancy_ext.__path__, "ragas_relevancy_ext."):
+    if not module.name.endswith("__main__"):
+        try:
+            importlib.import_module(module.name)
+        except ImportError:  # an extra not installed
+            pass
+import pytest
+
+code = pytest.main(["-p", "xdist", "-p", "no:cacheprovider", *sys.argv[1:]])
+print("EXIT", int(code), "FROM _pytest", sorted(found))
+"""
+
+
+@pytest.mark.slow
+def test_no_module_of_the_package_imports_pytests_private_package(pytester, bad):
+    """Every module, loaded and run through a session with checks that pass and fail (the
+    -x and -n paths included), imports from ``pytest`` only, never from ``_pytest``."""
+    suite(
+        pytester,
+        f"""
+        def test_good(relevancy):
+            relevancy(QUESTION, GOOD, min_score=-1.0)
+            assert relevancy.score(QUESTION, GOOD).score > -1.0
+
+        @pytest.mark.relevancy(min_score={bad.score + 0.01})
+        def test_bad():
+            assert_relevant(QUESTION, BAD)
+        """,
+    )
+    pytester.makepyfile(spy=SPY)
+    for more in (["-x"], ["-n", "2"]):
+        result = pytester.run(sys.executable, "spy.py", *OFFLINE, *more, "test_bot.py")
+        result.stdout.fnmatch_lines(["EXIT 1 FROM _pytest []"])
+        assert "answer relevancy: " in result.stdout.str()  # the checks were made
+
+
+@pytest.mark.parametrize("value", [True, math.nan, math.inf, 1.5, -1.01, "0.5"])
+def test_a_threshold_argument_that_is_no_number_from_minus_one_to_one_is_refused(value):
+    from ragas_relevancy_ext.pytest_plugin.options import check_min_score
+
+    with pytest.raises(ValueError, match="min_score must be a number from -1 to 1, got "):
+        check_min_score(value)
+
+
+def test_a_threshold_argument_from_minus_one_to_one_is_a_float():
+    from ragas_relevancy_ext.pytest_plugin.options import check_min_score
+
+    assert [check_min_score(v) for v in (-1, 0, 0.7, 1)] == [-1.0, 0.0, 0.7, 1.0]
+    assert all(type(check_min_score(v)) is float for v in (-1, 1))
