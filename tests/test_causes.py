@@ -1,9 +1,8 @@
 """Why a sample is NaN: the cause read from the whole error chain, on every path it leaves by.
 
-The SDK paths run against ``LoopbackServer`` through the real openai SDK and the instructor of
-the venv running the tests (1.3.2 retries every error itself; 1.4 and later wrap the SDK's
-error in ``InstructorRetryException``): the cause, the requests counted and the early stop must
-come out the same on both.
+The SDK paths run against ``LoopbackServer`` through the real openai SDK and instructor, which
+wraps the SDK's error in ``InstructorRetryException``: the cause, the requests counted and the
+early stop must come out of the whole chain.
 """
 
 from __future__ import annotations
@@ -57,7 +56,7 @@ KEY = "sk-cause-test-0123456789"
 
 try:  # where the instructor running the tests keeps it
     from instructor.core import InstructorRetryException
-except ImportError:  # instructor before 1.4
+except ImportError:  # releases older than instructor.core
     from instructor.retry import InstructorRetryException
 
 
@@ -349,7 +348,7 @@ def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> Non
         seen = server.count("chat")
     assert report.cause is Cause.BAD_REPLY
     assert report.usage is not None and report.usage.judge_requests == seen
-    assert seen <= 4  # instructor's own attempts (3 before 1.4, 1 + 3 retries after), once
+    assert seen <= 4  # instructor's own attempts (1 + 3 retries), once
 
 
 # --- the command line ----------------------------------------------------------------------
