@@ -187,9 +187,10 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _inner(error: BaseException) -> list[object]:
     inner = [getattr(a, "exception", None) for a in getattr(error, "failed_attempts", None) or ()]
     last = getattr(error, "last_attempt", None)  # tenacity's RetryError: a Future
-    if callable(getattr(last, "exception", None)):
+    exception = getattr(last, "exception", None)
+    if callable(exception):
         with contextlib.suppress(BaseException):  # a cancelled or unfinished attempt holds none
-            inner.append(last.exception())
+            inner.append(exception())
     return [*inner, *getattr(error, "exceptions", ()), error.__cause__, _context(error)]
 
 

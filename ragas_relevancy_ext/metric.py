@@ -56,7 +56,8 @@ class RelevancyResult(MetricResult):
         return self.report.reason
 
 
-class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
+# stock's two bases declare allowed_values differently: ragas's own disagreement
+class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):  # type: ignore[misc]
     """Answer relevancy as RAGAS computes it, with concurrent judge calls and per-probe reports.
 
     Same constructor and calls as ``ragas.metrics.collections.AnswerRelevancy``, plus:
@@ -101,7 +102,14 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         self.language = language
         self.batch_embeddings = batch_embeddings
         self.adapted = AdaptedPrompts()
-        super().__init__(llm=llm, embeddings=embeddings, name=name, strictness=strictness, **kwargs)
+        # stock declares only its modern kinds; every kind of Judge and Embeddings is scored here
+        super().__init__(
+            llm=llm,  # type: ignore[arg-type]
+            embeddings=embeddings,  # type: ignore[arg-type]
+            name=name,
+            strictness=strictness,
+            **kwargs,
+        )
         self.probe_prompt = probe_prompt
 
     @property

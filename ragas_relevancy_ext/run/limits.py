@@ -41,7 +41,13 @@ from ..errors import PatienceExhausted, UsageError
 from ..scoring.redaction import redact
 
 __all__ = [
-    "InProcess", "KeyLimit", "LimitBackend", "OnDisk", "RateLimits", "fingerprint", "run_limits"
+    "InProcess",
+    "KeyLimit",
+    "LimitBackend",
+    "OnDisk",
+    "RateLimits",
+    "fingerprint",
+    "run_limits",
 ]
 
 log = logging.getLogger("ragas_relevancy_ext")

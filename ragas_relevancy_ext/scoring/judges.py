@@ -137,7 +137,7 @@ def instructor_model(output_model: type[Reply]) -> type[Reply]:
         return output_model
     if issubclass(output_model, OpenAISchema):
         return output_model
-    return openai_schema(output_model)  # type: ignore[return-value]
+    return openai_schema(output_model)
 
 
 _FAILED = Usage(judge_requests=1)

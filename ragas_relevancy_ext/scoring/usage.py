@@ -27,6 +27,12 @@ def _add(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
 
 
+def _sum(values: Iterable[int | None]) -> int | None:
+    """The sum of ``values``; None (not reported) when any is None."""
+    start: int | None = 0
+    return functools.reduce(_add, values, start)
+
+
 @dataclass(frozen=True)
 class Usage:
     """Requests and tokens of the judge and the embeddings; a token field None: not reported.
@@ -55,8 +61,12 @@ class Usage:
     @classmethod
     def total(cls, items: Iterable[Usage | None]) -> Usage | None:
         """The sum of ``items``; None when any is None (a report that carries no usage)."""
-        items = list(items)
-        return None if None in items else functools.reduce(cls.add, items, cls())
+        total = cls()
+        for item in items:
+            if item is None:
+                return None
+            total = total.add(item)
+        return total
 
     @property
     def judge_tokens(self) -> int | None:
@@ -84,9 +94,12 @@ class Usage:
         parts = [(self.judge_prompt_tokens, price_in), (self.judge_completion_tokens, price_out)]
         if self.embedding_requests:
             parts.append((self.embedding_tokens, price_embeddings))
-        if any(tokens is None or price is None for tokens, price in parts):
+        known = [
+            (tokens, price) for tokens, price in parts if tokens is not None and price is not None
+        ]
+        if len(known) < len(parts):
             return None
-        return sum(tokens * price / 1_000_000 for tokens, price in parts)
+        return sum(tokens * price / 1_000_000 for tokens, price in known)
 
 
 @dataclass(frozen=True)
@@ -179,10 +192,10 @@ def judge_usage_from_result(result: Any) -> Usage:
         for g in gs
     ]
     if metas and all(isinstance(m, Mapping) for m in metas):
-        names = ("input_tokens", "output_tokens")
-        return Usage(
-            1, *(functools.reduce(_add, (tokens_from(m, n) for m in metas), 0) for n in names)
+        prompt, completion = (
+            _sum(tokens_from(m, name) for m in metas) for name in ("input_tokens", "output_tokens")
         )
+        return Usage(1, prompt, completion)
     return judge_request_usage(None)
 
 
@@ -218,9 +231,10 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
         return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
 
     def tokens(*parts: tuple[int | None, str]) -> str:
-        if any(value is None for value, _ in parts):
+        known = [(value, name) for value, name in parts if value is not None]
+        if len(known) < len(parts):
             return f"tokens {NOT_REPORTED}"
-        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in parts) + " tokens"
+        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in known) + " tokens"
 
     judge = tokens(
         (usage.judge_prompt_tokens, "prompt"), (usage.judge_completion_tokens, "completion")
