@@ -28,6 +28,7 @@ from .redaction import redact
 from .usage import (
     UsageMeter,
     Watch,
+    context_value,
     current_meter,
     hook_clients,
     metering,
@@ -69,8 +70,6 @@ _PROVIDERS.update({"anthropic": "anthropic", "groq": "groq", "mistral": "mistral
 
 class _State:
     own: Any = None  # a provider of the package's own (see .otlp), used instead of the global one
-    seen: Any = None  # the provider last asked, and its tracer
-    seen_tracer: Any = None
 
 
 def use_provider(provider: Any) -> Any:
@@ -89,19 +88,14 @@ def tracer() -> Any:
         provider = api.get_tracer_provider()
         if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
             return None
-    if provider is not _State.seen:
-        _State.seen, _State.seen_tracer = provider, provider.get_tracer(SCOPE, _version())
-    return _State.seen_tracer
+    return _tracer_of(provider)
 
 
-@functools.cache
-def _version() -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
+@functools.lru_cache(maxsize=4)
+def _tracer_of(provider: Any) -> Any:
+    from .. import __version__
 
-    try:
-        return version("ragas-relevancy-ext")
-    except PackageNotFoundError:
-        return None
+    return provider.get_tracer(SCOPE, __version__)
 
 
 def capture_content() -> tuple[bool, bool]:
@@ -430,12 +424,9 @@ def shared_request(contexts: Sequence[Any]) -> Iterator[None]:
         return
     from opentelemetry import trace
 
-    token = _LINKS.set([trace.get_current_span(c).get_span_context() for c in known[1:]])
-    try:
-        with attached_context(known[0]):
-            yield
-    finally:
-        _LINKS.reset(token)
+    links = [trace.get_current_span(c).get_span_context() for c in known[1:]]
+    with context_value(_LINKS, links), attached_context(known[0]):
+        yield
 
 
 @contextlib.contextmanager
@@ -450,14 +441,9 @@ def attached_context(parent: Any) -> Iterator[None]:
         context.detach(token)
 
 
-@contextlib.contextmanager
-def row_parents(contexts: Sequence[Any]) -> Iterator[None]:
+def row_parents(contexts: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
     """Inside the block, row ``i`` of a batch (see :func:`row`) is traced under ``contexts[i]``."""
-    token = _ROW_PARENTS.set(contexts)
-    try:
-        yield
-    finally:
-        _ROW_PARENTS.reset(token)
+    return context_value(_ROW_PARENTS, contexts)
 
 
 def row(index: int) -> contextlib.AbstractContextManager[Any]:

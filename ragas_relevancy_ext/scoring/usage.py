@@ -13,9 +13,20 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 NOT_REPORTED = "not reported"
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def context_value(variable: ContextVar[T], value: T) -> Iterator[T]:
+    """``variable`` set to ``value`` inside the block, as it was after."""
+    token = variable.set(value)
+    try:
+        yield value
+    finally:
+        variable.reset(token)
 
 
 def _values(data: Any) -> tuple[Any, ...]:
@@ -131,15 +142,9 @@ class UsageMeter:
 _METER: ContextVar[UsageMeter | None] = ContextVar("ragas_relevancy_usage", default=None)
 
 
-@contextlib.contextmanager
-def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+def metering(meter: UsageMeter | None = None) -> contextlib.AbstractContextManager[UsageMeter]:
     """Make ``meter`` (a new one when None) the current meter inside the block."""
-    meter = UsageMeter() if meter is None else meter
-    token = _METER.set(meter)
-    try:
-        yield meter
-    finally:
-        _METER.reset(token)
+    return context_value(_METER, UsageMeter() if meter is None else meter)
 
 
 def current_meter() -> UsageMeter | None:
@@ -277,14 +282,9 @@ class Watch:
 _WATCH: ContextVar[Watch | None] = ContextVar("ragas_relevancy_watch", default=None)
 
 
-@contextlib.contextmanager
-def watching(watch: Watch) -> Iterator[Watch]:
+def watching(watch: Watch) -> contextlib.AbstractContextManager[Watch]:
     """Inside the block, the hooks of :func:`hook_clients` note each answer in ``watch``."""
-    token = _WATCH.set(watch)
-    try:
-        yield watch
-    finally:
-        _WATCH.reset(token)
+    return context_value(_WATCH, watch)
 
 
 def _reads(watch: Watch | None, response: Any) -> bool:
@@ -357,21 +357,21 @@ def hook_clients(obj: Any) -> list[Any]:
     return clients
 
 
-# What hears the provider's answers to the request under way (a key's limit), if anything.
-_LISTENER: ContextVar[Any] = ContextVar("ragas_relevancy_listener", default=None)
+class Listener(Protocol):
+    """What hears the provider's answers to the request under way (a key's limit)."""
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> Any: ...
 
 
-@contextlib.contextmanager
-def listening(listener: Any) -> Iterator[None]:
+_LISTENER: ContextVar[Listener | None] = ContextVar("ragas_relevancy_listener", default=None)
+
+
+def listening(listener: Listener | None) -> contextlib.AbstractContextManager[Listener | None]:
     """Inside the block, each HTTP answer of a client the package built goes to
     ``listener.observe(status, headers)`` (limits, pauses), and a 429 is left to the caller,
     which asks again after the key's pause (``x-should-retry: false``, the openai SDK's switch):
     the SDK asking again on its own, around the pause, would meet 429s again."""
-    token = _LISTENER.set(listener)
-    try:
-        yield
-    finally:
-        _LISTENER.reset(token)
+    return context_value(_LISTENER, listener)
 
 
 def note_limits(response: Any) -> None:
