@@ -1,12 +1,7 @@
-"""OpenTelemetry spans (the ``[otel]`` extra): a span per scored sample with one event per probe,
-and a child span per judge call and embeddings request, named and attributed as the official
-GenAI instrumentation (``opentelemetry-instrumentation-openai-v2``) names them. When another
-instrumentation already traces a call's requests, the package adds no span for that call.
-Texts are recorded as that instrumentation's switches say (:func:`capture_content`); keys never.
-
-OpenTelemetry is never imported here: :func:`tracer` is None unless the API is loaded and a
-tracer provider is set (the user's own, or one :func:`exporting` set up for the command line,
-the pytest plugin or a Ray actor through :mod:`.otlp`), and callers then skip every span.
+"""OpenTelemetry spans: one per scored sample with an event per probe, and a child per judge call
+and embeddings request as the official GenAI instrumentation names them (none for a call another
+instrumentation traces). Texts are recorded as its switches say (:func:`capture_content`), keys
+never. :func:`tracer` is None, and callers skip every span, unless a tracer provider is set.
 """
 
 from __future__ import annotations
@@ -100,9 +95,8 @@ def _tracer_of(provider: Any) -> Any:
 
 def capture_content() -> tuple[bool, bool]:
     """Where texts go, (on span attributes, in span events), as the official GenAI
-    instrumentation reads its switches: with ``OTEL_SEMCONV_STABILITY_OPT_IN`` naming
-    ``gen_ai_latest_experimental``, the capture variable's ``SPAN_ONLY``, ``EVENT_ONLY`` or
-    ``SPAN_AND_EVENT``; without it, the older ``true`` (both). Anything else: nowhere."""
+    instrumentation reads its switches (``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT`` when
+    opted in to the latest conventions; else ``true``: both)."""
     value = os.environ.get(CAPTURE_CONTENT, "").strip()
     opted = os.environ.get(OPT_IN, "").split(",")
     if "gen_ai_latest_experimental" in (o.strip() for o in opted):
@@ -210,14 +204,10 @@ def note_report(current: Any, report: Any) -> None:
 
 @contextlib.contextmanager
 def client_call(operation: str, client: Any, prompt: str | None = None) -> Iterator[Watch]:
-    """Watch one judge call (``chat``) or embeddings request of ``client`` (the answers of its
-    OpenAI SDK clients noted in the yielded :class:`.usage.Watch`; set ``watch.result``).
-
-    With a tracer configured, the call becomes a span when it ends (``chat MODEL``,
-    ``embeddings MODEL``), under the span current when it began and with the official
-    instrumentation's attributes, unless another instrumentation's span was current around
-    its requests: that one is then the call's span, and usage is not counted twice.
-    """
+    """Watch one judge call (``chat``) or embeddings request of ``client`` (its OpenAI SDK
+    answers noted in the yielded :class:`.usage.Watch`; set ``watch.result``). With a tracer,
+    the call becomes a span when it ends (``chat MODEL``), unless another instrumentation's
+    span was current around its requests."""
     if operation == "chat":
         hook_clients(client)  # rate-limit headers, and bodies for spans; embeddings hook their own
     found = tracer()
@@ -268,8 +258,7 @@ _REQUEST = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency
 
 
 def _client_span(operation: str, client: Any, watch: Watch, usage: Any) -> dict[str, Any]:
-    """The name, kind, attributes and links of a call's span, from what it sent and was
-    answered (the last request and answer), as the official instrumentation records them."""
+    """The name, kind, attributes and links of a call's span, from its last request and answer."""
     from opentelemetry.trace import Link, SpanKind
 
     provider, model, server = _describe(client)
@@ -323,8 +312,7 @@ def _last(watch: Watch, part: str) -> dict[str, Any]:
 
 
 def _messages(watch: Watch, prompt: Any) -> dict[str, str]:
-    """The messages sent and answered, in the GenAI conventions' JSON: as the request's body
-    and answer held them (a system message of instructor's too), else the prompt and reply."""
+    """The messages sent and answered, in the GenAI conventions' JSON."""
     asked = _last(watch, "sent").get("messages") or [{"role": "user", "content": prompt}]
     choices = [c for c in _last(watch, "answer").get("choices") or () if isinstance(c, dict)]
     answered = [c.get("message") or {} for c in choices]
@@ -379,8 +367,7 @@ def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | No
 
 
 def _failed(current: Any, exc: BaseException, cause: bool = False) -> None:
-    """``error.type`` (of the provider's error, not a retry wrapper's), an error status and an
-    exception event, the message's keys masked."""
+    """``error.type`` of the provider's error, an error status and an exception event."""
     error = deciding_error(exc)
     name, message = type(error), redact(str(error))[:1000]
     kind = name.__qualname__

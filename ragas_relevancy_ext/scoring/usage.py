@@ -185,8 +185,7 @@ def judge_usage_of_reply(reply: Any) -> Usage:
 
 
 def judge_usage_from_result(result: Any) -> Usage:
-    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``: its
-    ``llm_output["token_usage"]``, else the reply messages' ``usage_metadata``."""
+    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``'s token usage."""
     output = getattr(result, "llm_output", None)
     token_usage = output.get("token_usage") if isinstance(output, Mapping) else None
     if isinstance(token_usage, Mapping) and tokens_from(token_usage, "prompt_tokens") is not None:
@@ -227,8 +226,7 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
 
 
 def format_usage(usage: Usage | None, per: int = 1) -> str:
-    """One line: requests and tokens of judge and embeddings, "not reported" where unknown;
-    with ``per`` > 1, each figure divided by it (a mean per row)."""
+    """One line of requests and tokens; with ``per`` > 1, each figure divided by it."""
     if usage is None:
         return f"usage {NOT_REPORTED}"
 
@@ -256,9 +254,7 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
 
 @dataclass
 class Exchange:
-    """One answer an OpenAI SDK client received during a watched call: its path and status,
-    the JSON sent and answered (read as :class:`Watch` asks), and whether another
-    instrumentation's span was current around it (the call is then traced elsewhere)."""
+    """One answer an OpenAI SDK client received during a watched call, and the JSON sent."""
 
     path: str
     status: int
@@ -268,9 +264,9 @@ class Exchange:
 
 @dataclass
 class Watch:
-    """What one judge or embeddings call exchanged (see :func:`watching`). Embeddings answers
-    are always read (their ``usage``); with ``bodies`` the others and what was sent too.
-    ``elsewhere`` (given by a traced call) tells whether a span not its own is current."""
+    """What one judge or embeddings call exchanged (see :func:`watching`): embeddings answers
+    always, the others and what was sent with ``bodies``; ``elsewhere`` tells whether a span not
+    the call's own is current."""
 
     bodies: bool = False
     elsewhere: Callable[[], bool] | None = None
@@ -323,8 +319,7 @@ def _json(body: bytes) -> Any:
 
 
 def openai_clients(obj: Any, depth: int = 0) -> list[Any]:
-    """The OpenAI SDK clients a judge or embeddings object (or a wrapper of one) sends
-    through; nothing is imported (none when the SDK is not loaded)."""
+    """The OpenAI SDK clients a judge or embeddings object (or a wrapper) sends through."""
     openai = sys.modules.get("openai")
     if openai is None or depth > 3 or obj is None or isinstance(obj, (str, bool)):
         return []
@@ -339,9 +334,7 @@ def openai_clients(obj: Any, depth: int = 0) -> list[Any]:
 
 
 def hook_clients(obj: Any) -> list[Any]:
-    """Give the OpenAI SDK clients of ``obj`` (the user's own too) the answer hooks, once, so
-    usage, replies and rate-limit headers are read from the provider's answers whatever client
-    was built."""
+    """Give the OpenAI SDK clients of ``obj`` (the user's own too) the answer hooks, once."""
     clients = openai_clients(obj)
     for client in clients:
         http: Any = getattr(client, "_client", None)
@@ -367,10 +360,8 @@ _LISTENER: ContextVar[Listener | None] = ContextVar("ragas_relevancy_listener", 
 
 
 def listening(listener: Listener | None) -> contextlib.AbstractContextManager[Listener | None]:
-    """Inside the block, each HTTP answer of a client the package built goes to
-    ``listener.observe(status, headers)`` (limits, pauses), and a 429 is left to the caller,
-    which asks again after the key's pause (``x-should-retry: false``, the openai SDK's switch):
-    the SDK asking again on its own, around the pause, would meet 429s again."""
+    """Inside the block, each HTTP answer goes to ``listener.observe(status, headers)``, and a
+    429 is left to the caller (``x-should-retry: false``), which asks again after the pause."""
     return context_value(_LISTENER, listener)
 
 
