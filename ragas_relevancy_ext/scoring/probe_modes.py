@@ -7,7 +7,6 @@ neither RAGAS nor numpy, so ``--help`` reads :data:`MODE_NAMES` at once.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import importlib
 import string
 from collections.abc import Awaitable, Callable
@@ -329,7 +328,7 @@ async def collect_probes(
     prompt: Prompt,
     response: str,
     strictness: int,
-    limiter: contextlib.AbstractAsyncContextManager[Any] | None = None,
+    limiter: aio.Limiter = None,
     callbacks: Any = None,
     trace_name: str | None = None,
 ) -> ProbeSet:

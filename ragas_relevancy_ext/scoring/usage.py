@@ -20,7 +20,7 @@ T = TypeVar("T")
 
 
 @contextlib.contextmanager
-def context_value(variable: ContextVar[T], value: T) -> Iterator[T]:
+def context_value(variable: ContextVar[T | None], value: T) -> Iterator[T]:
     """``variable`` set to ``value`` inside the block, as it was after."""
     token = variable.set(value)
     try:
@@ -359,7 +359,7 @@ class Listener(Protocol):
 _LISTENER: ContextVar[Listener | None] = ContextVar("ragas_relevancy_listener", default=None)
 
 
-def listening(listener: Listener | None) -> contextlib.AbstractContextManager[Listener | None]:
+def listening(listener: Listener) -> contextlib.AbstractContextManager[Listener]:
     """Inside the block, each HTTP answer goes to ``listener.observe(status, headers)``, and a
     429 is left to the caller (``x-should-retry: false``), which asks again after the pause."""
     return context_value(_LISTENER, listener)
