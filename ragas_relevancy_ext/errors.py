@@ -216,16 +216,11 @@ def _named(error: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(error).__mro__)
 
 
-# SDK error classes by cause, in the order they are tried (APITimeoutError is an
-# APIConnectionError); each module is read only when the user's code loaded it.
+# SDK errors that carry no HTTP status, by cause, in the order they are tried (APITimeoutError
+# is an APIConnectionError); each module is read only when the user's code loaded it.
 _SDK_CAUSES = (
-    ("openai", "AuthenticationError", Cause.AUTH),
-    ("openai", "PermissionDeniedError", Cause.AUTH),
-    ("openai", "RateLimitError", Cause.RATE_LIMITED),
     ("openai", "APITimeoutError", Cause.TIMEOUT),
     ("openai", "APIConnectionError", Cause.UNREACHABLE),
-    ("openai", "NotFoundError", Cause.UNKNOWN_MODEL),
-    ("openai", "InternalServerError", Cause.SERVER_ERROR),
     ("httpx", "TimeoutException", Cause.TIMEOUT),
     ("httpx", "NetworkError", Cause.UNREACHABLE),
 )

@@ -395,13 +395,9 @@ class LoopbackServer:
         rpm, tpm = (self.rpm, self.tpm) if chat else (self.embedding_rpm, self.embedding_tpm)
         if rpm is None and tpm is None:
             return None
-        now = self.clock()
+        now, wanted = self.clock(), (rpm, tpm, self.per_second)
         limits = self._limits.get(endpoint)
-        if limits is None or (limits.rpm, limits.tpm, limits.per_second) != (
-            rpm,
-            tpm,
-            self.per_second,
-        ):
+        if limits is None or (limits.rpm, limits.tpm, limits.per_second) != wanted:
             limits = self._limits[endpoint] = RateLimits(rpm, tpm, now, self.per_second)
         return limits.admit(_request_tokens(endpoint, path, body), now)
 
