@@ -1,8 +1,5 @@
-"""Probe modes: how the judge is asked for probe questions, one registry entry per mode.
-
-A new mode is a prompt class in :mod:`.prompts` and one :func:`register` call here. Loads
-neither RAGAS nor numpy, so ``--help`` reads :data:`MODE_NAMES` at once.
-"""
+"""Probe modes: how the judge is asked for probe questions, one registry entry per mode (a prompt
+class in :mod:`.prompts` and one :func:`register` call); RAGAS is loaded only when asked."""
 
 from __future__ import annotations
 
