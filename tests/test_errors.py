@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from types import SimpleNamespace
 
 import httpx
 import openai
@@ -21,7 +22,9 @@ from ragas_relevancy_ext.errors import (
     JudgeReplyError,
     answer_headers,
     cause_of,
+    deciding_error,
     failure_text,
+    from_embeddings,
     is_reply_error,
 )
 
@@ -195,3 +198,82 @@ def test_a_plain_error_raised_while_handling_a_transport_error_keeps_its_cause()
     assert cause_of(gave_up) is Cause.SERVER_ERROR
     gave_up.__suppress_context__ = True
     assert cause_of(gave_up) is Cause.SERVER_ERROR
+
+
+# --- a reply to ask again, the error that decided, a failure of the embeddings -----------------
+
+
+def retry_error(completion: object = None, attempts: list[object] | None = None) -> Exception:
+    """instructor's retry error with ``completion`` as its last and ``attempts`` as its record."""
+    error = InstructorRetryException(
+        "bad", last_completion=completion, messages=[], n_attempts=1, total_usage=0
+    )
+    error.failed_attempts = attempts or []
+    return error
+
+
+def test_a_retry_error_is_a_reply_to_ask_again_when_any_attempt_got_a_completion() -> None:
+    reply = object()
+    later = [SimpleNamespace(completion=None), SimpleNamespace(completion=reply)]
+    assert is_reply_error(raised(validation_error(), retry_error(attempts=later)))
+    unrecorded = [object(), SimpleNamespace(completion=reply)]  # an attempt keeping none
+    assert is_reply_error(raised(validation_error(), retry_error(attempts=unrecorded)))
+    nothing = [SimpleNamespace(completion=None)]
+    assert not is_reply_error(raised(validation_error(), retry_error(attempts=nothing)))
+
+
+def test_a_retry_error_with_a_completion_and_a_transport_error_behind_it_is_no_reply() -> None:
+    refused = status_error(openai.AuthenticationError, 401)
+    assert not is_reply_error(raised(refused, retry_error(completion=object())))
+    assert is_reply_error(raised(validation_error(), retry_error(completion=object())))
+
+
+def test_an_instructor_error_of_another_shape_is_read_without_failing() -> None:
+    class InstructorRetryException(Exception):  # another release's, holding no attempts
+        pass
+
+    class IncompleteOutputException(Exception):
+        pass
+
+    assert not is_reply_error(InstructorRetryException("bad"))
+    assert is_reply_error(IncompleteOutputException("cut off"))
+    assert not is_reply_error(RuntimeError("other"))
+
+
+def test_the_deciding_error_is_the_sdk_s_inside_every_wrapper() -> None:
+    error = status_error(openai.AuthenticationError, 401)
+    for wrapped in (instructor_wrapped(error), tenacity_wrapped(error), raised(error, KeyError())):
+        assert deciding_error(wrapped) is error
+    plain = RuntimeError("no transport behind it")
+    assert deciding_error(plain) is plain
+
+
+def sdk_error_at(url: str) -> openai.InternalServerError:
+    request = httpx.Request("POST", url)
+    response = httpx.Response(500, request=request, json={"error": {"message": "nope"}})
+    return openai.InternalServerError("Error code: 500", response=response, body=None)
+
+
+@pytest.mark.parametrize(
+    ("url", "embeddings"),
+    [
+        ("http://127.0.0.1/v1/embeddings", True),
+        ("http://127.0.0.1/v1/embeddings/", True),
+        ("https://g.example/v1beta/models/m:batchEmbedContents", True),
+        ("https://g.example/v1beta/models/m:embedContent", True),
+        ("http://127.0.0.1/v1/chat/completions", False),
+        ("https://g.example/v1beta/models/m:generateContent", False),
+    ],
+)
+def test_a_failure_is_of_the_embeddings_when_its_request_went_there(url, embeddings) -> None:
+    error = sdk_error_at(url)
+    assert from_embeddings(error) is embeddings
+    assert from_embeddings(raised(error, JudgeHTTPError("wrapped"))) is embeddings
+
+
+def test_a_failure_is_of_the_embeddings_when_an_embeddings_error_is_in_its_chain() -> None:
+    assert from_embeddings(EmbeddingShapeError("3 vectors for 4 texts"))
+    assert from_embeddings(raised(KeyError("data"), EmbeddingCallError("text 0 failed", 0)))
+    assert from_embeddings(raised(EmbeddingCallError("text 0 failed", 0), RuntimeError("up")))
+    assert not from_embeddings(RuntimeError("no request"))
+    assert not from_embeddings(raised(ValueError("x"), TypeError("y")))
