@@ -277,3 +277,17 @@ def test_a_failure_is_of_the_embeddings_when_an_embeddings_error_is_in_its_chain
     assert from_embeddings(raised(EmbeddingCallError("text 0 failed", 0), RuntimeError("up")))
     assert not from_embeddings(RuntimeError("no request"))
     assert not from_embeddings(raised(ValueError("x"), TypeError("y")))
+
+
+def test_a_reply_that_instructor_or_a_parser_gave_up_on_is_a_bad_reply() -> None:
+    from langchain_core.exceptions import OutputParserException
+    from ragas.exceptions import RagasOutputParserException
+
+    class IncompleteOutputException(Exception):  # instructor's, for a reply cut off
+        pass
+
+    assert cause_of(retry_error(completion=object())) is Cause.BAD_REPLY
+    assert cause_of(IncompleteOutputException("max tokens")) is Cause.BAD_REPLY
+    assert cause_of(OutputParserException("not JSON")) is Cause.BAD_REPLY
+    assert cause_of(RagasOutputParserException()) is Cause.BAD_REPLY
+    assert cause_of(RuntimeError("not a reply")) is Cause.OTHER
