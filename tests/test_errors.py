@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from types import SimpleNamespace
 
 import httpx
@@ -22,6 +23,7 @@ from ragas_relevancy_ext.errors import (
     JudgeReplyError,
     answer_headers,
     cause_of,
+    cause_phrase,
     deciding_error,
     failure_text,
     from_embeddings,
@@ -291,3 +293,67 @@ def test_a_reply_that_instructor_or_a_parser_gave_up_on_is_a_bad_reply() -> None
     assert cause_of(OutputParserException("not JSON")) is Cause.BAD_REPLY
     assert cause_of(RagasOutputParserException()) is Cause.BAD_REPLY
     assert cause_of(RuntimeError("not a reply")) is Cause.OTHER
+
+
+# --- where in a chain the cause is read ----------------------------------------------------------
+
+
+def test_a_transport_error_recorded_only_as_a_failed_attempt_gives_the_cause() -> None:
+    refused = SimpleNamespace(exception=status_error(openai.AuthenticationError, 401))
+    assert cause_of(retry_error(attempts=[SimpleNamespace(completion=None), refused])) is Cause.AUTH
+
+
+def test_a_retry_error_whose_last_attempt_was_cancelled_is_read_without_failing() -> None:
+    attempt = tenacity.Future(1)
+    attempt.cancel()
+    assert cause_of(tenacity.RetryError(attempt)) is Cause.OTHER
+
+
+def test_the_errors_of_a_group_are_read_for_the_cause() -> None:
+    class Group(Exception):  # as ExceptionGroup holds them
+        def __init__(self, *errors: BaseException) -> None:
+            super().__init__("several")
+            self.exceptions = errors
+
+    limited = Group(RuntimeError("other"), status_error(openai.RateLimitError, 429))
+    assert cause_of(limited) is Cause.RATE_LIMITED
+
+
+def test_a_chain_that_loops_back_on_itself_is_read_to_its_end() -> None:
+    first, second = RuntimeError("first"), KeyError("second")
+    first.__cause__, second.__cause__ = second, first
+    assert cause_of(first) is Cause.OTHER
+    assert not from_embeddings(first)
+
+
+def test_a_name_that_does_not_resolve_is_unreachable() -> None:
+    assert cause_of(socket.gaierror(-2, "Name or service not known")) is Cause.UNREACHABLE
+
+
+class StatusError(Exception):
+    """An SDK error that carries its HTTP status only as ``status_code``."""
+
+    def __init__(self, status: int, **said: object) -> None:
+        super().__init__(f"status {status}")
+        self.status_code = status
+        for name, value in said.items():
+            setattr(self, name, value)
+
+
+@pytest.mark.parametrize(
+    ("status", "cause"),
+    [(401, Cause.AUTH), (599, Cause.SERVER_ERROR), (600, Cause.OTHER), (99, Cause.OTHER)],
+)
+def test_a_status_is_read_from_status_code_and_only_when_it_is_an_http_one(status, cause) -> None:
+    assert cause_of(StatusError(status)) is cause
+
+
+@pytest.mark.parametrize("field", ["code", "type", "body", "details", "message"])
+def test_a_429_says_its_quota_is_spent_in_any_field_the_providers_use(field: str) -> None:
+    assert cause_of(StatusError(429, **{field: "insufficient_quota"})) is Cause.QUOTA
+    assert cause_of(StatusError(429, **{field: "slow down"})) is Cause.RATE_LIMITED
+
+
+def test_a_cause_is_said_of_the_judge_unless_the_embeddings_are_named() -> None:
+    assert cause_phrase(Cause.AUTH) == "the judge refused the API key"
+    assert cause_phrase("auth", embeddings=True) == "the embeddings refused the API key"
