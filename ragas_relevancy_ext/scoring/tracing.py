@@ -88,9 +88,13 @@ def tracer() -> Any:
 
 @functools.lru_cache(maxsize=4)
 def _tracer_of(provider: Any) -> Any:
-    from .. import __version__
+    from importlib.metadata import PackageNotFoundError, version
 
-    return provider.get_tracer(SCOPE, __version__)
+    try:
+        release: str | None = version("ragas-relevancy-ext")
+    except PackageNotFoundError:
+        release = None
+    return provider.get_tracer(SCOPE, release)
 
 
 def capture_content() -> tuple[bool, bool]:
