@@ -1,9 +1,5 @@
-"""Embeddings that send one text per call, and ready-made Gemini and local embeddings.
-
-Some providers answer a list of texts with one vector (google-genai sends a list for
-``gemini-embedding-2`` as one multi-part content), so metrics that embed several probes in one
-call fail in numpy; :class:`OneTextPerCall` asks for each text alone and checks the vectors.
-"""
+"""Embeddings that send one text per call (some providers, gemini-embedding-2 among them, answer
+a list of texts with one vector), and ready-made Gemini and local embeddings."""
 
 from __future__ import annotations
 
@@ -38,11 +34,8 @@ LOCAL_EXTRA_HINT = 'pip install "ragas-relevancy-ext[local]"'
 
 
 class OneTextPerCall(BaseRagasEmbedding):
-    """Embed each text with its own call to ``inner`` (modern, legacy or LangChain embeddings),
-    at most ``max_concurrency`` at once across every call of this object in one event loop;
-    vectors come back in the texts' order, checked. Offers the modern and the legacy/LangChain
-    methods, sync and async, so one object serves both metric flavours and ``ragas.evaluate``.
-    """
+    """Embed each text with its own call to ``inner`` (any embeddings kind), at most
+    ``max_concurrency`` at once in one event loop, the vectors checked; serves both flavours."""
 
     # Each text is a request of its own: never coalesced with others, and each takes a slot of
     # the run's scheduler (handed to aembed_each) besides one of this object's own.
@@ -148,13 +141,9 @@ def gemini_embeddings(
 
 
 class LocalEmbeddings(HuggingFaceEmbeddings):
-    """RAGAS's ``HuggingFaceEmbeddings`` (local model) with its async encodes run one at a time.
-
-    RAGAS runs each async call in a thread pool of its own, so concurrent encodes each take
-    torch's whole thread count and, on a small machine, wait on one another (3-4 times the time
-    per text on 2 busy cores). Here they go in order to one worker thread of this object's own.
-    Vectors and sync calls are RAGAS's own.
-    """
+    """RAGAS's ``HuggingFaceEmbeddings`` with its async encodes run in order in one thread of
+    its own: concurrent encodes would each take torch's whole thread count and wait on one
+    another (3-4 times the time per text on 2 busy cores)."""
 
     @cached_property
     def _encoder(self) -> ThreadPoolExecutor:

@@ -187,9 +187,10 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 def _inner(error: BaseException) -> list[object]:
     inner = [getattr(a, "exception", None) for a in getattr(error, "failed_attempts", None) or ()]
     last = getattr(error, "last_attempt", None)  # tenacity's RetryError: a Future
-    if callable(getattr(last, "exception", None)):
+    exception = getattr(last, "exception", None)
+    if callable(exception):
         with contextlib.suppress(BaseException):  # a cancelled or unfinished attempt holds none
-            inner.append(last.exception())
+            inner.append(exception())
     return [*inner, *getattr(error, "exceptions", ()), error.__cause__, _context(error)]
 
 
@@ -215,16 +216,11 @@ def _named(error: BaseException, *names: str) -> bool:
     return any(cls.__name__ in names for cls in type(error).__mro__)
 
 
-# SDK error classes by cause, in the order they are tried (APITimeoutError is an
-# APIConnectionError); each module is read only when the user's code loaded it.
+# SDK errors that carry no HTTP status, by cause, in the order they are tried (APITimeoutError
+# is an APIConnectionError); each module is read only when the user's code loaded it.
 _SDK_CAUSES = (
-    ("openai", "AuthenticationError", Cause.AUTH),
-    ("openai", "PermissionDeniedError", Cause.AUTH),
-    ("openai", "RateLimitError", Cause.RATE_LIMITED),
     ("openai", "APITimeoutError", Cause.TIMEOUT),
     ("openai", "APIConnectionError", Cause.UNREACHABLE),
-    ("openai", "NotFoundError", Cause.UNKNOWN_MODEL),
-    ("openai", "InternalServerError", Cause.SERVER_ERROR),
     ("httpx", "TimeoutException", Cause.TIMEOUT),
     ("httpx", "NetworkError", Cause.UNREACHABLE),
 )

@@ -58,12 +58,8 @@ PROMPT_NAME = "response_relevance_prompt"
 
 
 class _CurrentRun:
-    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows.
-
-    ``init`` (called by ``evaluate`` at the start of each run) puts an empty one in place with
-    the run's ``max_workers``; a row scored in another event loop, or with other settings or
-    embeddings, starts a new run. A copy or a pickle of the metric carries none.
-    """
+    """The scheduler and embedder of the ``evaluate`` run under way, shared by its rows; a row
+    in another event loop, or with other settings or embeddings, starts a new run."""
 
     def __init__(self, max_workers: int | None = None) -> None:
         self.max_workers = max_workers
@@ -94,17 +90,10 @@ class _CurrentRun:
 class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
     """Answer relevancy for ``ragas.evaluate``: ``strictness`` probes per row, reports kept.
 
-    An ``isinstance`` of ``ragas.metrics.AnswerRelevancy`` and ``ResponseRelevancy``; takes
-    ``llm``/``embeddings`` of any kind (or those ``evaluate`` injects). ``probe_prompt``,
-    ``language``, ``batch_embeddings`` and ``rate_limits`` are as in
-    :class:`~ragas_relevancy_ext.AnswerRelevancy`, over a whole ``evaluate`` run; ``"stock"``
-    sends legacy's ``ResponseRelevancePrompt`` byte for byte, and ``question_generation``
-    (stock's attribute) holds the prompt object sent. ``max_concurrency`` caps the calls in
-    flight across every row of a run, on top of ``RunConfig.max_workers``.
-
-    RAGAS's prompt tools act on the prompt sent: ``get_prompts()`` returns it as
-    ``response_relevance_prompt`` (stock's name, also its trace step's), and ``set_prompts``,
-    ``adapt_prompts``, ``save_prompts`` and ``load_prompts`` work on it.
+    Options as in :class:`~ragas_relevancy_ext.AnswerRelevancy`, over a whole run;
+    ``max_concurrency`` caps the calls in flight across its rows, on top of
+    ``RunConfig.max_workers``. ``question_generation`` (stock's attribute) holds the prompt sent,
+    which RAGAS's prompt tools see as ``response_relevance_prompt``.
     """
 
     question_generation: t.Any = None
@@ -140,10 +129,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
         self._run = _CurrentRun(run_config.max_workers)  # a scheduler for each evaluate run
 
     def _use_prompt(self, value: PromptSpec | None) -> None:
-        """Make ``value`` (a mode's name or a prompt object; None: nothing given) the prompt
-        sent and what ``probe_prompt`` reads back. At construction ``question_generation`` and
-        ``probe_prompt`` may both be given only when they agree (as ``dataclasses.replace``
-        passes them)."""
+        """Make ``value`` (None: nothing given) the prompt sent; at construction both prompt
+        arguments may be given only when they agree (as ``dataclasses.replace`` passes them)."""
         if value is None:
             return
         held = self.__dict__.get("question_generation")
@@ -250,9 +237,8 @@ class ResponseRelevancy(CheckedOptions, StockAnswerRelevancy):
 async def _trace_report(
     callbacks: Callbacks, report: RelevancyReport, cancelled: bool = False
 ) -> None:
-    """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run.
-    Its languages' model is awaited (loading in its own thread, not on the event loop), unless
-    the sample was cancelled."""
+    """Record ``report`` as a step of the metric's trace, which ``evaluate`` keeps per run,
+    once its languages' model has loaded off the loop (not for a cancelled sample)."""
     if callbacks is None:
         return
     if not cancelled:

@@ -56,30 +56,22 @@ class RelevancyResult(MetricResult):
         return self.report.reason
 
 
-class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
-    """Answer relevancy as RAGAS computes it, with concurrent judge calls and per-probe reports.
-
-    Same constructor and calls as ``ragas.metrics.collections.AnswerRelevancy``, plus:
+# stock's two bases declare allowed_values differently: ragas's own disagreement
+class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):  # type: ignore[misc]
+    """Answer relevancy as RAGAS computes it, with concurrent judge calls and per-probe reports:
+    stock collections ``AnswerRelevancy``'s constructor and calls, plus:
 
     probe_prompt: ``"stock"`` (RAGAS's prompt, one call per probe), ``"sequential"``,
         ``"diverse"``, ``"angles"`` or a prompt object with the same input/output models.
-    max_concurrency: requests in flight at once (judge and embeddings, each text a
-        ``OneTextPerCall`` sends counted alone) per scoring call, earlier samples' calls first.
-    language: ``"auto"`` (ours ask for probes in the response's language; stock's prompt is
-        sent as is) or a language's name such as ``"japanese"``: the prompt's examples are
-        translated by the judge once per metric and language, as ``prompt.adapt`` does.
-    rate_limits: ``RateLimits(rpm=, tpm=, embedding_rpm=, embedding_tpm=)`` a call keeps to
-        (tokens estimated before sending); fields left None are learned from the provider's
-        ``x-ratelimit-*`` headers and 429s; a 429 pauses the key (``retry-after``) and the
-        request is asked again, for up to ``patience`` seconds without a success.
-    batch_embeddings: concurrent samples share embedding requests (up to 64 texts each);
-        False sends two per sample, as stock; never with ``OneTextPerCall``. A question met
-        again in one call is embedded once either way.
+    max_concurrency: requests in flight at once per scoring call, earlier samples' first.
+    language: ``"auto"`` (probes in the response's language) or a language's name: the prompt
+        is translated by the judge once per metric and language, as ``prompt.adapt`` does.
+    rate_limits: ``RateLimits`` a call keeps to; fields left None are learned from the
+        provider's headers and 429s, and a 429 pauses the key, then the request is asked again.
+    batch_embeddings: concurrent samples share embedding requests; False sends two per sample.
 
-    ``prompt`` (stock's attribute) holds the prompt object sent; setting ``prompt`` or
-    ``probe_prompt`` replaces it and the probe mode follows the object, so ``metric.prompt =
-    MyAnswerRelevancePrompt()`` scores in stock mode. ``probe_prompt`` reads back as last set.
-    Every option is checked where it is set (ValueError naming it).
+    ``prompt`` (stock's attribute) holds the prompt sent; setting it or ``probe_prompt`` makes
+    the mode follow the object. Every option is checked where it is set (ValueError naming it).
     """
 
     def __init__(
@@ -101,7 +93,14 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         self.language = language
         self.batch_embeddings = batch_embeddings
         self.adapted = AdaptedPrompts()
-        super().__init__(llm=llm, embeddings=embeddings, name=name, strictness=strictness, **kwargs)
+        # stock declares only its modern kinds; every kind of Judge and Embeddings is scored here
+        super().__init__(
+            llm=llm,  # type: ignore[arg-type]
+            embeddings=embeddings,  # type: ignore[arg-type]
+            name=name,
+            strictness=strictness,
+            **kwargs,
+        )
         self.probe_prompt = probe_prompt
 
     @property
@@ -169,17 +168,12 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
         stop: asyncio.Event | None = None,
         early_stop: EarlyStop | None = None,
     ) -> AsyncIterator[tuple[int, RelevancyResult]]:
-        """Score many samples, yielding ``(index, result)`` as each finishes.
+        """Score many samples (dicts, any iterable, sync or async, read lazily a bounded window
+        at a time), yielding ``(index, result)`` as each finishes; a sample that fails gets NaN.
 
-        ``inputs`` (dicts with ``user_input`` and ``response``; any iterable, sync or async) is
-        read lazily for a bounded window of samples (:meth:`RunEmbedder.rows_in_flight`), earlier
-        samples' calls first, so results come roughly in input order and memory stays flat. A
-        sample that fails (or is not a mapping) gets NaN and its error as reason. Once ``stop``
-        is set, samples that have sent nothing are dropped and the others finish and are
-        yielded; closing the stream cancels everything it started before ``aclose`` returns.
-        ``early_stop`` stops the run the same way (and sets ``stop``) once it judges the run
-        hopeless, and until a request succeeds they go one at a time, so a judge that refuses
-        everything costs one call per sample, not ``max_concurrency`` at once.
+        Once ``stop`` is set, samples that have sent nothing are dropped and the others finish;
+        closing the stream cancels what it started. ``early_stop`` sets ``stop`` once the run is
+        hopeless, and until a request succeeds requests go one at a time.
         """
         options = self.probe_options()
         run = self._scheduler(cautious=early_stop is not None)
@@ -246,9 +240,8 @@ class AnswerRelevancy(CheckedOptions, StockAnswerRelevancy):
 
 
 def _run(name: str, start: Callable[[], Awaitable[Any]]) -> Any:
-    """``asyncio.run(start())`` as RAGAS's sync methods do, the result handed out beside the task:
-    ``asyncio.run`` writes its task's repr when it puts Ctrl-C's handler back, and a result's
-    repr writes its reason, whose languages need a model that takes seconds to load."""
+    """``asyncio.run(start())``, the result kept beside the task: ``asyncio.run`` may write its
+    task's repr, and a result's repr reads its reason, whose languages load a model."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:

@@ -3,7 +3,7 @@ as a ``relevancy_report`` step, and ``evaluate`` keeps the traces (``result.trac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from .scoring.report import RelevancyReport
 from .scoring.usage import Usage
@@ -81,7 +81,7 @@ def _metric_name(rows: list[dict[str, Any]], metric: str | None) -> str:
     return names[0]
 
 
-def _holds(steps: Any) -> bool:
+def _holds(steps: object) -> TypeGuard[dict[str, Any]]:
     return isinstance(steps, dict) and REPORT_TRACE in steps
 
 

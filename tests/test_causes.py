@@ -1,9 +1,8 @@
 """Why a sample is NaN: the cause read from the whole error chain, on every path it leaves by.
 
-The SDK paths run against ``LoopbackServer`` through the real openai SDK and the instructor of
-the venv running the tests (1.3.2 retries every error itself; 1.4 and later wrap the SDK's
-error in ``InstructorRetryException``): the cause, the requests counted and the early stop must
-come out the same on both.
+The SDK paths run against ``LoopbackServer`` through the real openai SDK and instructor, which
+wraps the SDK's error in ``InstructorRetryException``: the cause, the requests counted and the
+early stop must come out of the whole chain.
 """
 
 from __future__ import annotations
@@ -19,29 +18,18 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import httpx
 import openai
 import pytest
-import tenacity
-from google.genai import errors as genai_errors
 from openai import AsyncOpenAI
-from pydantic import BaseModel, ValidationError
 from ragas.embeddings import OpenAIEmbeddings
 from ragas.llms import llm_factory
+from test_errors import instructor_wrapped, status_error
 from typer.testing import CliRunner
 
 from ragas_relevancy_ext import AnswerRelevancy
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.errors import (
     Cause,
-    EmbeddingCallError,
-    EmbeddingShapeError,
-    JudgeHTTPError,
-    JudgeReplyError,
-    answer_headers,
-    cause_of,
-    failure_text,
-    is_reply_error,
 )
 from ragas_relevancy_ext.run.streaming import EarlyStop
 from ragas_relevancy_ext.scoring.report import RelevancyReport
@@ -54,181 +42,6 @@ EXAMPLE = Path(__file__).parent.parent / "examples" / "support_qa.jsonl"
 QUESTION = "Where is order A17?"
 RESPONSE = "Order A17 left the Leeds warehouse on 3 March and arrives on Friday."
 KEY = "sk-cause-test-0123456789"
-
-try:  # where the instructor running the tests keeps it
-    from instructor.core import InstructorRetryException
-except ImportError:  # instructor before 1.4
-    from instructor.retry import InstructorRetryException
-
-
-# --- the cause of one error, read from its whole chain ----------------------------------------
-
-
-def status_error(cls: type[openai.APIStatusError], status: int) -> openai.APIStatusError:
-    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-    response = httpx.Response(status, request=request, json={"error": {"message": "nope"}})
-    return cls(f"Error code: {status} - nope", response=response, body=None)
-
-
-def raised(error: BaseException, wrapper: BaseException) -> BaseException:
-    """``wrapper`` raised ``from error``, as instructor and our own wrappers raise."""
-    try:
-        try:
-            raise error
-        except BaseException as inner:
-            raise wrapper from inner
-    except BaseException as outer:
-        return outer
-
-
-def instructor_wrapped(error: BaseException) -> BaseException:
-    """``error`` as instructor >= 1.4 gives it up: no completion, the SDK error as cause."""
-    wrapper = InstructorRetryException(
-        str(error), last_completion=None, messages=[], n_attempts=1, total_usage=0
-    )
-    return raised(error, wrapper)
-
-
-def tenacity_wrapped(error: BaseException) -> BaseException:
-    attempt = tenacity.Future(1)
-    attempt.set_exception(error)
-    return tenacity.RetryError(attempt)
-
-
-def validation_error() -> ValidationError:
-    class Reply(BaseModel):
-        question: str
-
-    try:
-        Reply.model_validate({})
-    except ValidationError as exc:
-        return exc
-    raise AssertionError("unreachable")
-
-
-SDK_ERRORS = [
-    (status_error(openai.AuthenticationError, 401), Cause.AUTH),
-    (status_error(openai.PermissionDeniedError, 403), Cause.AUTH),
-    (status_error(openai.RateLimitError, 429), Cause.RATE_LIMITED),
-    (status_error(openai.InternalServerError, 500), Cause.SERVER_ERROR),
-    (status_error(openai.APIStatusError, 503), Cause.SERVER_ERROR),
-    (status_error(openai.NotFoundError, 404), Cause.UNKNOWN_MODEL),
-    (openai.APITimeoutError(httpx.Request("POST", "http://127.0.0.1")), Cause.TIMEOUT),
-    (openai.APIConnectionError(request=httpx.Request("POST", "http://x")), Cause.UNREACHABLE),
-    (httpx.ConnectError("refused"), Cause.UNREACHABLE),
-    (httpx.ReadTimeout("slow"), Cause.TIMEOUT),
-    (ConnectionRefusedError(111, "refused"), Cause.UNREACHABLE),
-    (asyncio.TimeoutError(), Cause.TIMEOUT),
-    (genai_errors.ClientError(401, {"error": {"message": "API key not valid"}}), Cause.AUTH),
-    (genai_errors.ClientError(429, {"error": {"message": "quota"}}), Cause.RATE_LIMITED),
-    (genai_errors.ServerError(500, {"error": {"message": "oops"}}), Cause.SERVER_ERROR),
-]
-
-
-@pytest.mark.parametrize(("error", "cause"), SDK_ERRORS, ids=lambda v: getattr(v, "value", ""))
-def test_an_sdk_error_has_its_cause_bare_and_inside_every_wrapper(error, cause) -> None:
-    assert cause_of(error) is cause
-    assert cause_of(instructor_wrapped(error)) is cause
-    assert cause_of(tenacity_wrapped(error)) is cause
-    assert cause_of(raised(error, JudgeHTTPError("the judge call failed"))) is cause
-    assert cause_of(raised(error, EmbeddingCallError("text 2 failed", 2))) is cause
-    assert cause_of(raised(error, ValueError("wrapped"))) is cause
-
-
-def test_a_429s_headers_are_found_inside_every_wrapper() -> None:
-    """The run's pause reads ``retry-after`` wherever instructor or tenacity left the 429."""
-    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-    response = httpx.Response(429, headers={"retry-after-ms": "250"}, request=request)
-    error = openai.RateLimitError("Error code: 429", response=response, body=None)
-    wrapped = [
-        instructor_wrapped(error),
-        tenacity_wrapped(error),
-        tenacity_wrapped(instructor_wrapped(error)),
-        raised(error, JudgeHTTPError("the judge call failed")),
-    ]
-    for each in [error, *wrapped]:
-        assert answer_headers(each)["retry-after-ms"] == "250"
-    assert answer_headers(ValueError("no answer")) == {}
-
-
-def test_an_sdk_error_inside_instructors_retry_error_is_not_a_reply_to_ask_again() -> None:
-    wrapped = instructor_wrapped(status_error(openai.AuthenticationError, 401))
-    assert not is_reply_error(wrapped)
-    parsed = InstructorRetryException(
-        "bad", last_completion=object(), messages=[], n_attempts=3, total_usage=0
-    )
-    assert is_reply_error(raised(validation_error(), parsed))
-
-
-def test_failures_that_are_not_the_transports_have_their_own_cause() -> None:
-    assert cause_of(JudgeReplyError("no JSON")) is Cause.BAD_REPLY
-    assert cause_of(validation_error()) is Cause.BAD_REPLY
-    not_json = raised(json.JSONDecodeError("x", "doc", 0), JudgeHTTPError("not valid JSON"))
-    assert cause_of(not_json) is Cause.BAD_REPLY
-    assert cause_of(EmbeddingShapeError("3 vectors for 4 texts")) is Cause.EMBEDDINGS_ERROR
-    shape = raised(KeyError("data"), EmbeddingCallError("text 0 failed", 0))
-    assert cause_of(shape) is Cause.EMBEDDINGS_ERROR
-    assert cause_of(ValueError("user_input cannot be empty")) is Cause.BAD_INPUT
-    assert cause_of(TypeError("response must be a string, got int")) is Cause.BAD_INPUT
-    assert cause_of(asyncio.CancelledError()) is Cause.CANCELLED
-    assert cause_of(RuntimeError("surprise")) is Cause.OTHER
-
-
-def test_an_account_out_of_quota_is_a_cause_of_its_own_and_a_rate_limit_is_not() -> None:
-    from ragas_relevancy_ext.testing.limits import Admission
-    from ragas_relevancy_ext.testing.loopback import _QUOTA
-
-    request = httpx.Request("POST", "http://127.0.0.1/v1/chat/completions")
-    body = _QUOTA["openai"]
-    response = httpx.Response(429, request=request, json=body)
-    out_of_credit = openai.RateLimitError("Error code: 429", response=response, body=body["error"])
-    assert cause_of(out_of_credit) is Cause.QUOTA
-    assert cause_of(instructor_wrapped(out_of_credit)) is Cause.QUOTA
-    assert cause_of(genai_errors.ClientError(429, _QUOTA["gemini"])) is Cause.QUOTA
-    per_minute = Admission(False, exceeded="requests", limit=15, wait=0.6)
-    assert cause_of(genai_errors.ClientError(429, per_minute.gemini_error("m"))) is (
-        Cause.RATE_LIMITED
-    )
-    assert cause_of(status_error(openai.RateLimitError, 429)) is Cause.RATE_LIMITED
-
-
-def raised_while_handling(handled: BaseException, error: BaseException) -> BaseException:
-    """``error`` raised inside the ``except`` that caught ``handled`` (no ``from``)."""
-    try:
-        try:
-            raise handled
-        except BaseException:
-            raise error  # noqa: B904 - the implicit context is the point
-    except BaseException as outer:
-        return outer
-
-
-def http_500() -> httpx.HTTPStatusError:
-    request = httpx.Request("POST", "http://127.0.0.1/v1/embeddings")
-    response = httpx.Response(500, request=request)
-    return httpx.HTTPStatusError("Server error '500'", request=request, response=response)
-
-
-def test_a_broken_answer_to_a_retry_made_while_handling_a_500_is_the_broken_answer() -> None:
-    # older openai SDKs retry a 500 inside their except block: the retry's broken JSON carries
-    # the handled 500 as its context, and the row failed for the JSON, not the 500
-    not_json = raised_while_handling(http_500(), json.JSONDecodeError("Unterminated", "{", 1))
-    assert cause_of(not_json) is Cause.BAD_REPLY
-    assert failure_text(not_json).startswith("JSONDecodeError")
-    invalid = raised_while_handling(http_500(), validation_error())
-    assert cause_of(invalid) is Cause.BAD_REPLY
-    shape = raised_while_handling(http_500(), EmbeddingShapeError("2 vectors for 1 text"))
-    assert cause_of(shape) is Cause.EMBEDDINGS_ERROR
-
-
-def test_a_plain_error_raised_while_handling_a_transport_error_keeps_its_cause() -> None:
-    # a wrapper raised without ``from`` (or ``from None``, which hides the context only from
-    # the printed traceback) still has the transport's cause
-    gave_up = raised_while_handling(http_500(), RuntimeError("gave up"))
-    assert cause_of(gave_up) is Cause.SERVER_ERROR
-    gave_up.__suppress_context__ = True
-    assert cause_of(gave_up) is Cause.SERVER_ERROR
-
 
 # --- the cause in the report, its sentence and its saved form ---------------------------------
 
@@ -349,7 +162,7 @@ def test_a_judge_reply_that_is_no_json_is_bad_reply_and_not_asked_again() -> Non
         seen = server.count("chat")
     assert report.cause is Cause.BAD_REPLY
     assert report.usage is not None and report.usage.judge_requests == seen
-    assert seen <= 4  # instructor's own attempts (3 before 1.4, 1 + 3 retries after), once
+    assert seen <= 4  # instructor's own attempts (1 + 3 retries), once
 
 
 # --- the command line ----------------------------------------------------------------------

@@ -9,7 +9,7 @@ and each can be saved at once. :class:`EarlyStop` says when a run is hopeless.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterable, AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncGenerator, AsyncIterable, Callable, Coroutine, Iterable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import PERMANENT, Cause, cause_phrase
@@ -77,7 +77,7 @@ async def bounded_map(
     work: Callable[[int, T], Coroutine[Any, Any, R]],
     window: int,
     scheduler: Scheduler,
-) -> AsyncIterator[tuple[int, R]]:
+) -> AsyncGenerator[tuple[int, R], None]:
     """``(index, await work(index, item))`` as each finishes, at most ``window`` at once, each
     a task of ``scheduler``.
 

@@ -8,17 +8,39 @@ import contextvars
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 from .usage import estimate_tokens
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_MAX_CONCURRENCY", "PerLoop", "request", "run_method", "run_sync", "send"]
+__all__ = [
+    "DEFAULT_MAX_CONCURRENCY",
+    "Limiter",
+    "PerLoop",
+    "RunRow",
+    "request",
+    "run_method",
+    "run_sync",
+    "send",
+]
 
 # Judge and embedding calls in flight at once: the metric's ``max_concurrency`` and the command
 # line's ``--concurrency`` default. Kept here, where nothing heavy loads, so ``--help`` shows it.
 DEFAULT_MAX_CONCURRENCY = 16
+
+
+@runtime_checkable
+class RunRow(Protocol):
+    """A run's row (``run.scheduler.Row``): each request takes its key's limit, then a slot."""
+
+    def call(self, kind: str, tokens: int) -> contextlib.AbstractAsyncContextManager[None]: ...
+
+    def rate_limited(self, kind: str, exc: BaseException) -> bool: ...
+
+
+# What a request holds while it is sent: a run's row, any async context manager, or nothing.
+Limiter: TypeAlias = "RunRow | contextlib.AbstractAsyncContextManager[Any] | None"
 
 
 async def run_method(obj: Any, async_name: str, sync_name: str, *args: Any, **kwargs: Any) -> Any:
@@ -29,28 +51,28 @@ async def run_method(obj: Any, async_name: str, sync_name: str, *args: Any, **kw
     return await getattr(obj, async_name)(*args, **kwargs)
 
 
-def request(limiter: Any, kind: str, texts: str | Sequence[str], budget: int = 0) -> Any:
-    """What one request holds while it is sent: its key's rate limit, then a run's slot (a run's
-    row, whose ``call`` takes the request's kind and estimated tokens: its texts', plus
-    ``budget`` reply tokens asked for), any other async context manager as it is, or nothing."""
-    if callable(getattr(limiter, "call", None)):
+def request(
+    limiter: Limiter, kind: str, texts: str | Sequence[str], budget: int = 0
+) -> contextlib.AbstractAsyncContextManager[Any]:
+    """What one request holds while it is sent: a run's row's ``call`` (of the request's kind
+    and estimated tokens: its texts', plus ``budget`` reply tokens), else ``limiter`` itself."""
+    if isinstance(limiter, RunRow):
         return limiter.call(kind, estimate_tokens(texts) + budget)
     return limiter if limiter is not None else contextlib.nullcontext()
 
 
-def asks_again(limiter: Any, kind: str, exc: BaseException) -> bool:
-    """Whether ``exc`` is the provider's 429 and ``limiter`` (a run's row) keeps to rate limits:
-    then the key's limit is told (it pauses the key) and True, so the call is asked again; the
-    limit raises :class:`.errors.PatienceExhausted` once no request has succeeded for the run's
-    patience. False otherwise."""
+def asks_again(limiter: Limiter, kind: str, exc: BaseException) -> bool:
+    """Whether ``exc`` is the provider's 429 and ``limiter`` is a run's row: then its key pauses
+    and the call is asked again (:class:`.errors.PatienceExhausted` once patience runs out)."""
     from ..errors import Cause, cause_of
 
-    note = getattr(limiter, "rate_limited", None)
-    return callable(note) and cause_of(exc) == Cause.RATE_LIMITED and note(kind, exc)
+    if not isinstance(limiter, RunRow) or cause_of(exc) != Cause.RATE_LIMITED:
+        return False
+    return limiter.rate_limited(kind, exc)
 
 
 async def send(
-    limiter: Any,
+    limiter: Limiter,
     kind: str,
     texts: str | Sequence[str],
     make: Callable[[], Awaitable[T]],

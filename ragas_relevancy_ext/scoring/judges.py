@@ -66,13 +66,9 @@ async def ask_judge(
     callbacks: Callbacks = None,
     repairs: Callable[[int], None] | None = None,
 ) -> Reply:
-    """Send ``prompt`` to ``llm`` and return its reply as ``output_model``, each request's
-    usage recorded; a reply that does not parse raises :class:`JudgeReplyError`.
-
-    With ``repairs``, a RAGAS judge's reply is read as stock legacy reads it (with RAGAS's
-    repair requests), and ``repairs`` is told how many were sent. With a tracer configured
-    each call to a judge (not to a wrapper such as the cache) is a ``chat MODEL`` span.
-    """
+    """Send ``prompt`` to ``llm`` and return its reply as ``output_model``, usage recorded
+    (:class:`JudgeReplyError` when it does not parse); with ``repairs``, a RAGAS judge's reply is
+    read as stock legacy reads it, and ``repairs`` told how many repair requests were sent."""
     if isinstance(llm, JudgeWrapper):
         return await aio.run_method(llm, "agenerate", "generate", prompt, output_model)
     if tracing.tracer() is None:
@@ -137,7 +133,7 @@ def instructor_model(output_model: type[Reply]) -> type[Reply]:
         return output_model
     if issubclass(output_model, OpenAISchema):
         return output_model
-    return openai_schema(output_model)  # type: ignore[return-value]
+    return openai_schema(output_model)
 
 
 _FAILED = Usage(judge_requests=1)

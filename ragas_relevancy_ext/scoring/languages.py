@@ -61,7 +61,7 @@ def load_in_background() -> Future[Classify | None]:
 
 def _load(detector: Future[Classify | None]) -> None:
     try:
-        import py3langid  # type: ignore[import-untyped]
+        import py3langid
     except ImportError:
         detector.set_result(None)
         return

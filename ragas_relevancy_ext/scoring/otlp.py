@@ -1,7 +1,5 @@
-"""Sending spans over OTLP/HTTP (the ``[otel]`` extra), for the command line (``--otel``, or the
-standard ``OTEL_EXPORTER_OTLP_*`` variables), the pytest plugin (``--relevancy-otel``) and Ray
-actors: an SDK tracer provider of the package's own (the global one is left to the user), its
-spans batched and sent by a background thread, and flushed at the end."""
+"""Sending spans over OTLP/HTTP (the ``[otel]`` extra) for the command line, the pytest plugin and
+Ray actors, from an SDK tracer provider of the package's own (the global one is the user's)."""
 
 from __future__ import annotations
 

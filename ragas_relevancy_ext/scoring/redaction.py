@@ -70,8 +70,8 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-# Where instructor creates its records: before 1.4 and from 1.4 on. A filter acts on the logger
-# that makes a record, not on its parents, so each is named.
+# Where instructor's releases create their records. A filter acts on the logger that makes a
+# record, not on its parents, so each is named.
 _LOGGERS = ("instructor", "instructor.retry", "instructor.v2.retry", "instructor.v2.core.retry")
 
 

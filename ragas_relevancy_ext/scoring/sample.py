@@ -112,12 +112,9 @@ async def score_sample(
 ) -> RelevancyReport:
     """Probe, embed, score and report one sample; the report carries what it cost.
 
-    ``callbacks`` (LangChain callbacks, as ``ragas.evaluate`` passes them) reach the judge, so
-    token and cost tracking see every judge call, in a prompt step named ``trace_name``. With
-    ``embedder`` embedding requests are shared with the run's other samples; usage is added to
-    ``meter``, which the caller keeps to say what a sample that failed had spent. With a
-    tracer configured the sample is a span (:mod:`.tracing`), its judge and embedding calls
-    spans under it.
+    ``callbacks`` (as ``ragas.evaluate`` passes them) reach the judge in a prompt step named
+    ``trace_name``; ``embedder`` shares embedding requests with the run's other samples; usage
+    is added to ``meter``, which the caller keeps for a sample that fails.
     """
     sample: AbstractContextManager[Any] = nullcontext()
     if tracing.tracer() is not None:

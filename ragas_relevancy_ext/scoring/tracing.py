@@ -1,12 +1,7 @@
-"""OpenTelemetry spans (the ``[otel]`` extra): a span per scored sample with one event per probe,
-and a child span per judge call and embeddings request, named and attributed as the official
-GenAI instrumentation (``opentelemetry-instrumentation-openai-v2``) names them. When another
-instrumentation already traces a call's requests, the package adds no span for that call.
-Texts are recorded as that instrumentation's switches say (:func:`capture_content`); keys never.
-
-OpenTelemetry is never imported here: :func:`tracer` is None unless the API is loaded and a
-tracer provider is set (the user's own, or one :func:`exporting` set up for the command line,
-the pytest plugin or a Ray actor through :mod:`.otlp`), and callers then skip every span.
+"""OpenTelemetry spans: one per scored sample with an event per probe, and a child per judge call
+and embeddings request as the official GenAI instrumentation names them (none for a call another
+instrumentation traces). Texts are recorded as its switches say (:func:`capture_content`), keys
+never. :func:`tracer` is None, and callers skip every span, unless a tracer provider is set.
 """
 
 from __future__ import annotations
@@ -28,6 +23,7 @@ from .redaction import redact
 from .usage import (
     UsageMeter,
     Watch,
+    context_value,
     current_meter,
     hook_clients,
     metering,
@@ -69,8 +65,6 @@ _PROVIDERS.update({"anthropic": "anthropic", "groq": "groq", "mistral": "mistral
 
 class _State:
     own: Any = None  # a provider of the package's own (see .otlp), used instead of the global one
-    seen: Any = None  # the provider last asked, and its tracer
-    seen_tracer: Any = None
 
 
 def use_provider(provider: Any) -> Any:
@@ -89,26 +83,24 @@ def tracer() -> Any:
         provider = api.get_tracer_provider()
         if isinstance(provider, (api.ProxyTracerProvider, api.NoOpTracerProvider)):
             return None
-    if provider is not _State.seen:
-        _State.seen, _State.seen_tracer = provider, provider.get_tracer(SCOPE, _version())
-    return _State.seen_tracer
+    return _tracer_of(provider)
 
 
-@functools.cache
-def _version() -> str | None:
+@functools.lru_cache(maxsize=4)
+def _tracer_of(provider: Any) -> Any:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("ragas-relevancy-ext")
+        release: str | None = version("ragas-relevancy-ext")
     except PackageNotFoundError:
-        return None
+        release = None
+    return provider.get_tracer(SCOPE, release)
 
 
 def capture_content() -> tuple[bool, bool]:
     """Where texts go, (on span attributes, in span events), as the official GenAI
-    instrumentation reads its switches: with ``OTEL_SEMCONV_STABILITY_OPT_IN`` naming
-    ``gen_ai_latest_experimental``, the capture variable's ``SPAN_ONLY``, ``EVENT_ONLY`` or
-    ``SPAN_AND_EVENT``; without it, the older ``true`` (both). Anything else: nowhere."""
+    instrumentation reads its switches (``SPAN_ONLY``, ``EVENT_ONLY``, ``SPAN_AND_EVENT`` when
+    opted in to the latest conventions; else ``true``: both)."""
     value = os.environ.get(CAPTURE_CONTENT, "").strip()
     opted = os.environ.get(OPT_IN, "").split(",")
     if "gen_ai_latest_experimental" in (o.strip() for o in opted):
@@ -216,14 +208,10 @@ def note_report(current: Any, report: Any) -> None:
 
 @contextlib.contextmanager
 def client_call(operation: str, client: Any, prompt: str | None = None) -> Iterator[Watch]:
-    """Watch one judge call (``chat``) or embeddings request of ``client`` (the answers of its
-    OpenAI SDK clients noted in the yielded :class:`.usage.Watch`; set ``watch.result``).
-
-    With a tracer configured, the call becomes a span when it ends (``chat MODEL``,
-    ``embeddings MODEL``), under the span current when it began and with the official
-    instrumentation's attributes, unless another instrumentation's span was current around
-    its requests: that one is then the call's span, and usage is not counted twice.
-    """
+    """Watch one judge call (``chat``) or embeddings request of ``client`` (its OpenAI SDK
+    answers noted in the yielded :class:`.usage.Watch`; set ``watch.result``). With a tracer,
+    the call becomes a span when it ends (``chat MODEL``), unless another instrumentation's
+    span was current around its requests."""
     if operation == "chat":
         hook_clients(client)  # rate-limit headers, and bodies for spans; embeddings hook their own
     found = tracer()
@@ -274,8 +262,7 @@ _REQUEST = ("temperature", "top_p", "max_tokens", "presence_penalty", "frequency
 
 
 def _client_span(operation: str, client: Any, watch: Watch, usage: Any) -> dict[str, Any]:
-    """The name, kind, attributes and links of a call's span, from what it sent and was
-    answered (the last request and answer), as the official instrumentation records them."""
+    """The name, kind, attributes and links of a call's span, from its last request and answer."""
     from opentelemetry.trace import Link, SpanKind
 
     provider, model, server = _describe(client)
@@ -329,8 +316,7 @@ def _last(watch: Watch, part: str) -> dict[str, Any]:
 
 
 def _messages(watch: Watch, prompt: Any) -> dict[str, str]:
-    """The messages sent and answered, in the GenAI conventions' JSON: as the request's body
-    and answer held them (a system message of instructor's too), else the prompt and reply."""
+    """The messages sent and answered, in the GenAI conventions' JSON."""
     asked = _last(watch, "sent").get("messages") or [{"role": "user", "content": prompt}]
     choices = [c for c in _last(watch, "answer").get("choices") or () if isinstance(c, dict)]
     answered = [c.get("message") or {} for c in choices]
@@ -385,8 +371,7 @@ def _describe(client: Any) -> tuple[str | None, str, tuple[str, int | None] | No
 
 
 def _failed(current: Any, exc: BaseException, cause: bool = False) -> None:
-    """``error.type`` (of the provider's error, not a retry wrapper's), an error status and an
-    exception event, the message's keys masked."""
+    """``error.type`` of the provider's error, an error status and an exception event."""
     error = deciding_error(exc)
     name, message = type(error), redact(str(error))[:1000]
     kind = name.__qualname__
@@ -430,12 +415,9 @@ def shared_request(contexts: Sequence[Any]) -> Iterator[None]:
         return
     from opentelemetry import trace
 
-    token = _LINKS.set([trace.get_current_span(c).get_span_context() for c in known[1:]])
-    try:
-        with attached_context(known[0]):
-            yield
-    finally:
-        _LINKS.reset(token)
+    links = [trace.get_current_span(c).get_span_context() for c in known[1:]]
+    with context_value(_LINKS, links), attached_context(known[0]):
+        yield
 
 
 @contextlib.contextmanager
@@ -450,14 +432,9 @@ def attached_context(parent: Any) -> Iterator[None]:
         context.detach(token)
 
 
-@contextlib.contextmanager
-def row_parents(contexts: Sequence[Any]) -> Iterator[None]:
+def row_parents(contexts: Sequence[Any]) -> contextlib.AbstractContextManager[Any]:
     """Inside the block, row ``i`` of a batch (see :func:`row`) is traced under ``contexts[i]``."""
-    token = _ROW_PARENTS.set(contexts)
-    try:
-        yield
-    finally:
-        _ROW_PARENTS.reset(token)
+    return context_value(_ROW_PARENTS, contexts)
 
 
 def row(index: int) -> contextlib.AbstractContextManager[Any]:

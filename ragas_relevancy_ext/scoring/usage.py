@@ -13,9 +13,20 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 NOT_REPORTED = "not reported"
+T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def context_value(variable: ContextVar[T | None], value: T) -> Iterator[T]:
+    """``variable`` set to ``value`` inside the block, as it was after."""
+    token = variable.set(value)
+    try:
+        yield value
+    finally:
+        variable.reset(token)
 
 
 def _values(data: Any) -> tuple[Any, ...]:
@@ -25,6 +36,12 @@ def _values(data: Any) -> tuple[Any, ...]:
 
 def _add(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else a + b
+
+
+def _sum(values: Iterable[int | None]) -> int | None:
+    """The sum of ``values``; None (not reported) when any is None."""
+    start: int | None = 0
+    return functools.reduce(_add, values, start)
 
 
 @dataclass(frozen=True)
@@ -55,8 +72,12 @@ class Usage:
     @classmethod
     def total(cls, items: Iterable[Usage | None]) -> Usage | None:
         """The sum of ``items``; None when any is None (a report that carries no usage)."""
-        items = list(items)
-        return None if None in items else functools.reduce(cls.add, items, cls())
+        total = cls()
+        for item in items:
+            if item is None:
+                return None
+            total = total.add(item)
+        return total
 
     @property
     def judge_tokens(self) -> int | None:
@@ -84,9 +105,12 @@ class Usage:
         parts = [(self.judge_prompt_tokens, price_in), (self.judge_completion_tokens, price_out)]
         if self.embedding_requests:
             parts.append((self.embedding_tokens, price_embeddings))
-        if any(tokens is None or price is None for tokens, price in parts):
+        known = [
+            (tokens, price) for tokens, price in parts if tokens is not None and price is not None
+        ]
+        if len(known) < len(parts):
             return None
-        return sum(tokens * price / 1_000_000 for tokens, price in parts)
+        return sum(tokens * price / 1_000_000 for tokens, price in known)
 
 
 @dataclass(frozen=True)
@@ -118,15 +142,9 @@ class UsageMeter:
 _METER: ContextVar[UsageMeter | None] = ContextVar("ragas_relevancy_usage", default=None)
 
 
-@contextlib.contextmanager
-def metering(meter: UsageMeter | None = None) -> Iterator[UsageMeter]:
+def metering(meter: UsageMeter | None = None) -> contextlib.AbstractContextManager[UsageMeter]:
     """Make ``meter`` (a new one when None) the current meter inside the block."""
-    meter = UsageMeter() if meter is None else meter
-    token = _METER.set(meter)
-    try:
-        yield meter
-    finally:
-        _METER.reset(token)
+    return context_value(_METER, UsageMeter() if meter is None else meter)
 
 
 def current_meter() -> UsageMeter | None:
@@ -167,8 +185,7 @@ def judge_usage_of_reply(reply: Any) -> Usage:
 
 
 def judge_usage_from_result(result: Any) -> Usage:
-    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``: its
-    ``llm_output["token_usage"]``, else the reply messages' ``usage_metadata``."""
+    """One LangChain or RAGAS-wrapper request, from its ``LLMResult``'s token usage."""
     output = getattr(result, "llm_output", None)
     token_usage = output.get("token_usage") if isinstance(output, Mapping) else None
     if isinstance(token_usage, Mapping) and tokens_from(token_usage, "prompt_tokens") is not None:
@@ -179,10 +196,10 @@ def judge_usage_from_result(result: Any) -> Usage:
         for g in gs
     ]
     if metas and all(isinstance(m, Mapping) for m in metas):
-        names = ("input_tokens", "output_tokens")
-        return Usage(
-            1, *(functools.reduce(_add, (tokens_from(m, n) for m in metas), 0) for n in names)
+        prompt, completion = (
+            _sum(tokens_from(m, name) for m in metas) for name in ("input_tokens", "output_tokens")
         )
+        return Usage(1, prompt, completion)
     return judge_request_usage(None)
 
 
@@ -209,8 +226,7 @@ def split_usage(usage: Usage, weights: Sequence[int]) -> list[Usage]:
 
 
 def format_usage(usage: Usage | None, per: int = 1) -> str:
-    """One line: requests and tokens of judge and embeddings, "not reported" where unknown;
-    with ``per`` > 1, each figure divided by it (a mean per row)."""
+    """One line of requests and tokens; with ``per`` > 1, each figure divided by it."""
     if usage is None:
         return f"usage {NOT_REPORTED}"
 
@@ -218,9 +234,10 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
         return f"{value:,}" if per == 1 else f"{value / per:,.2f}"
 
     def tokens(*parts: tuple[int | None, str]) -> str:
-        if any(value is None for value, _ in parts):
+        known = [(value, name) for value, name in parts if value is not None]
+        if len(known) < len(parts):
             return f"tokens {NOT_REPORTED}"
-        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in parts) + " tokens"
+        return " + ".join(f"{amount(v)} {name}".rstrip() for v, name in known) + " tokens"
 
     judge = tokens(
         (usage.judge_prompt_tokens, "prompt"), (usage.judge_completion_tokens, "completion")
@@ -237,9 +254,7 @@ def format_usage(usage: Usage | None, per: int = 1) -> str:
 
 @dataclass
 class Exchange:
-    """One answer an OpenAI SDK client received during a watched call: its path and status,
-    the JSON sent and answered (read as :class:`Watch` asks), and whether another
-    instrumentation's span was current around it (the call is then traced elsewhere)."""
+    """One answer an OpenAI SDK client received during a watched call, and the JSON sent."""
 
     path: str
     status: int
@@ -249,9 +264,9 @@ class Exchange:
 
 @dataclass
 class Watch:
-    """What one judge or embeddings call exchanged (see :func:`watching`). Embeddings answers
-    are always read (their ``usage``); with ``bodies`` the others and what was sent too.
-    ``elsewhere`` (given by a traced call) tells whether a span not its own is current."""
+    """What one judge or embeddings call exchanged (see :func:`watching`): embeddings answers
+    always, the others and what was sent with ``bodies``; ``elsewhere`` tells whether a span not
+    the call's own is current."""
 
     bodies: bool = False
     elsewhere: Callable[[], bool] | None = None
@@ -263,14 +278,9 @@ class Watch:
 _WATCH: ContextVar[Watch | None] = ContextVar("ragas_relevancy_watch", default=None)
 
 
-@contextlib.contextmanager
-def watching(watch: Watch) -> Iterator[Watch]:
+def watching(watch: Watch) -> contextlib.AbstractContextManager[Watch]:
     """Inside the block, the hooks of :func:`hook_clients` note each answer in ``watch``."""
-    token = _WATCH.set(watch)
-    try:
-        yield watch
-    finally:
-        _WATCH.reset(token)
+    return context_value(_WATCH, watch)
 
 
 def _reads(watch: Watch | None, response: Any) -> bool:
@@ -309,8 +319,7 @@ def _json(body: bytes) -> Any:
 
 
 def openai_clients(obj: Any, depth: int = 0) -> list[Any]:
-    """The OpenAI SDK clients a judge or embeddings object (or a wrapper of one) sends
-    through; nothing is imported (none when the SDK is not loaded)."""
+    """The OpenAI SDK clients a judge or embeddings object (or a wrapper) sends through."""
     openai = sys.modules.get("openai")
     if openai is None or depth > 3 or obj is None or isinstance(obj, (str, bool)):
         return []
@@ -325,9 +334,7 @@ def openai_clients(obj: Any, depth: int = 0) -> list[Any]:
 
 
 def hook_clients(obj: Any) -> list[Any]:
-    """Give the OpenAI SDK clients of ``obj`` (the user's own too) the answer hooks, once, so
-    usage, replies and rate-limit headers are read from the provider's answers whatever client
-    was built."""
+    """Give the OpenAI SDK clients of ``obj`` (the user's own too) the answer hooks, once."""
     clients = openai_clients(obj)
     for client in clients:
         http: Any = getattr(client, "_client", None)
@@ -343,21 +350,19 @@ def hook_clients(obj: Any) -> list[Any]:
     return clients
 
 
-# What hears the provider's answers to the request under way (a key's limit), if anything.
-_LISTENER: ContextVar[Any] = ContextVar("ragas_relevancy_listener", default=None)
+class Listener(Protocol):
+    """What hears the provider's answers to the request under way (a key's limit)."""
+
+    def observe(self, status: int, headers: Mapping[str, str]) -> Any: ...
 
 
-@contextlib.contextmanager
-def listening(listener: Any) -> Iterator[None]:
-    """Inside the block, each HTTP answer of a client the package built goes to
-    ``listener.observe(status, headers)`` (limits, pauses), and a 429 is left to the caller,
-    which asks again after the key's pause (``x-should-retry: false``, the openai SDK's switch):
-    the SDK asking again on its own, around the pause, would meet 429s again."""
-    token = _LISTENER.set(listener)
-    try:
-        yield
-    finally:
-        _LISTENER.reset(token)
+_LISTENER: ContextVar[Listener | None] = ContextVar("ragas_relevancy_listener", default=None)
+
+
+def listening(listener: Listener) -> contextlib.AbstractContextManager[Listener]:
+    """Inside the block, each HTTP answer goes to ``listener.observe(status, headers)``, and a
+    429 is left to the caller (``x-should-retry: false``), which asks again after the pause."""
+    return context_value(_LISTENER, listener)
 
 
 def note_limits(response: Any) -> None:

@@ -1,7 +1,6 @@
-"""A judge that keeps its replies on disk (JSON text in SQLite, no pickle), so a re-run asks the
-real judge nothing: the cache across runs (``--cache``) and the reply journal beside a report. A
-store that cannot be used costs the store, never a score; it is read in a thread and written
-by one thread of its own, never on the event loop, and a reply is stored before it is used."""
+"""A judge that keeps its replies on disk (JSON text in SQLite), so a re-run asks the real judge
+nothing. A store that cannot be used costs the store, never a score; it is used off the event
+loop, and a reply is stored before it is used."""
 
 from __future__ import annotations
 
@@ -59,12 +58,8 @@ def _writer(pid: int) -> ThreadPoolExecutor:
 
 
 class CachedJudge(JudgeWrapper):
-    """Answers from ``store`` when it can, else asks ``inner`` and stores the reply.
-
-    ``model`` names the judge in the key, so two judges never share replies; ``hits`` and
-    ``misses`` count this run's lookups; ``off`` says why the store was switched off, else None;
-    ``kind`` names the store in that warning.
-    """
+    """Answers from ``store`` when it can, else asks ``inner`` and stores the reply; ``model``
+    names the judge in the key, ``off`` says why the store was switched off (``kind`` names it)."""
 
     def __init__(self, inner: Judge, store: ReplyStore, model: str, kind: str = "judge cache"):
         super().__init__(inner)

@@ -1,10 +1,7 @@
 """The judge-reply store: JSON text in SQLite (write-ahead log, so processes share it), each write
-synced to disk before it returns. A damaged file is moved aside and a new one started; a link,
-or a database with another program's tables, is refused untouched. Standard library only.
-
-Every SQLite call here holds one process-wide lock that ``fork()`` takes too, so a child never
-inherits a lock held mid-call; each process opens its own connection (SQLite's must not cross a
-fork), and a lock another process holds is waited for outside that lock.
+synced before it returns. A damaged file is moved aside; a link, or another program's database,
+is refused untouched. Every call holds a process-wide lock that ``fork()`` takes too, and each
+process opens its own connection.
 """
 
 from __future__ import annotations

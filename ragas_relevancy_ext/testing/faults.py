@@ -61,6 +61,8 @@ def request_row(request: LoggedRequest, rows: Sequence[dict[str, str]]) -> int |
             response = prompt_input(users[0]["content"]).get("response")
         except (IndexError, KeyError, ValueError):
             return None
+        if not isinstance(response, str):
+            return None
         return {row["response"]: i for i, row in enumerate(rows)}.get(response)
     by_question = {row["user_input"]: i for i, row in enumerate(rows)}
     given = body.get("input")

@@ -1,12 +1,9 @@
 """A provider's per-minute rate limits for the loopback server: token buckets for requests and
 tokens, OpenAI's ``x-ratelimit-*`` headers, and the 429 bodies OpenAI and Gemini send.
 
-Each bucket holds up to its limit (``per_second``: a second's worth, as a provider that enforces
-a per-minute limit in one-second slices) and refills continuously at limit / 60 per second from
-a clock it is handed, so a test moves time by hand. A request is admitted when every bucket holds
-what it asks for (1 request, its counted tokens; more than a second's worth from a full bucket);
-it then takes that, whatever happens to it next. A refused request takes nothing and learns how
-long until it would be admitted.
+Each bucket holds up to its limit (``per_second``: a second's worth) and refills at limit / 60
+per second from a clock it is handed, so a test moves time by hand. A request is admitted when
+every bucket holds what it asks for and takes it; a refused one takes nothing.
 """
 
 from __future__ import annotations
@@ -91,16 +88,10 @@ class TokenBucket:
 
 @dataclass(frozen=True)
 class Admission:
-    """What the limits said to one request.
-
-    admitted: whether it was let through (and took from the buckets).
-    headers: OpenAI's ``x-ratelimit-*`` headers as of this decision, plus ``retry-after``
-        (whole seconds, rounded up) and ``retry-after-ms`` when refused but admissible later.
-    exceeded: the limit that refused it, ``"requests"`` or ``"tokens"`` (the longer wait).
-    limit, used, requested: that limit, how much of it the last minute used, what was asked.
-    wait: seconds until it would be admitted; inf when it asks more than the limit holds.
-    tokens: the tokens the request was counted as (what an admitted one took).
-    """
+    """What the limits said to one request: its ``x-ratelimit-*`` ``headers`` (``retry-after``
+    when refused but admissible later), the limit ``exceeded`` (its ``limit``, what the last
+    minute ``used``, what was ``requested``), the ``wait`` until admitted (inf: never) and the
+    ``tokens`` it was counted as."""
 
     admitted: bool
     headers: dict[str, str] = field(default_factory=dict)

@@ -4,13 +4,11 @@
         client = genai.Client(api_key="test", http_options=HttpOptions(base_url=server.url))
         openai = AsyncOpenAI(base_url=server.openai_base_url, api_key="test")
 
-Serves Gemini's ``embedContent`` and ``batchEmbedContents`` (by default a list of texts gets ONE
-vector back, as gemini-embedding-2 does) and OpenAI's ``/v1/embeddings`` (float or base64) and
-``/v1/chat/completions`` (as instructor reads it). Every text has one known vector,
-``server.vector(text)``, so tests can compute exact scores. Latency, faults and per-minute rate
-limits (see :mod:`.limits`) can be switched on; the request log and ``server.usage()`` say what
-was asked and billed. Each response closes its connection (HTTP/1.0), so an SDK client reused
-across event loops never retries on a stale pooled connection and request counts stay exact.
+Serves Gemini's ``embedContent`` and ``batchEmbedContents`` and OpenAI's ``/v1/embeddings``
+(float or base64) and ``/v1/chat/completions``. Every text has one known vector,
+``server.vector(text)``, so tests compute exact scores; latency, faults and rate limits (see
+:mod:`.limits`) can be switched on; the log and ``server.usage()`` say what was asked and billed.
+Each answer closes its connection (HTTP/1.0), so request counts stay exact.
 """
 
 from __future__ import annotations
@@ -67,18 +65,13 @@ _ERRORS = {  # status: (default message, Gemini's status name, OpenAI's error ty
 
 @dataclass(frozen=True)
 class Fault:
-    """One injected fault: on the listed request numbers, and/or on a fraction of requests.
+    """One injected fault, on the listed request numbers (``at``, 1-based, counted on
+    ``endpoint`` when given) and/or a seeded ``fraction`` of requests; ``endpoint`` None: all.
 
-    kind: ``rate_limit`` (429 with Retry-After), ``quota`` (429 as for an account out of credit:
-        OpenAI's ``insufficient_quota``, Gemini's quota per day; no Retry-After, no wait mends
-        it), ``server_error`` (500), ``hang`` (no answer until
-        ``hang_seconds`` pass or the server stops), ``malformed`` (200 with a broken JSON body),
-        ``unauthorized`` (401 as for a bad API key; the key is never echoed), and for embeddings
-        only ``wrong_count`` (one vector too many), ``wrong_size`` (every vector half as long),
-        ``mixed_size`` (the answer's last vector half as long) and ``nan`` (a NaN in the first).
-    at: 1-based request numbers, counted on ``endpoint`` when given, else over all requests.
-    fraction: chance (0..1) that any other matching request gets the fault; seeded.
-    endpoint: ``"gemini"``, ``"embeddings"`` or ``"chat"``; None for every endpoint.
+    kind: ``rate_limit`` (429, Retry-After), ``quota`` (429 of an account out of credit),
+        ``server_error`` (500), ``hang`` (no answer for ``hang_seconds``), ``malformed`` (broken
+        JSON), ``unauthorized`` (401); embeddings only: ``wrong_count`` (a vector too many),
+        ``wrong_size`` (every vector half as long), ``mixed_size`` (the last) and ``nan``.
     """
 
     kind: FaultKind
@@ -136,38 +129,26 @@ STOP_SECONDS = 10.0
 
 @dataclass(eq=False, kw_only=True)
 class LoopbackServer:
-    """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers.
+    """Gemini- and OpenAI-shaped HTTP endpoints on 127.0.0.1 with deterministic answers; every
+    knob but ``width`` (each vector's length) can be changed while it runs.
 
-    width: length of every embedding vector (fixed once built).
-    gemini_one_vector: a ``batchEmbedContents`` of several texts gets ONE vector (of them all),
-        as gemini-embedding-2 answers; False: one per text.
+    gemini_one_vector: a ``batchEmbedContents`` of several texts gets ONE vector, as
+        gemini-embedding-2 answers; False: one per text.
     reply: ``reply(messages) -> str`` writes the chat completion (:func:`pretend_reply`).
-    latency, endpoint_latency: seconds before every answer, overall and per endpoint
-        (``{"chat": 0.2}``: a slow judge beside fast embeddings).
-    token_latency, endpoint_token_latency: seconds per completion token on top, as a real model
-        writes (0.01 is about gpt-4o-mini); the ``n`` choices of a request are written side by
-        side, so the longest counts.
-    faults: :class:`Fault` items, the first that matches a request decides; ``seed`` seeds the
-        fractional ones.
-    retry_after: the Retry-After header (seconds) of a 429 fault.
-    hang_seconds: how long a ``hang`` fault holds a request before closing it unanswered.
-    port: the port to bind on 127.0.0.1 (0 takes a free one); the bound one once started.
-    echo_header: a request header (say ``Authorization``) whose value every chat answer adds to
-        each probe question, so tests see what of a request could reach a report.
-    rpm, tpm, embedding_rpm, embedding_tpm: requests and tokens per minute the chat endpoint and
-        each embeddings endpoint admit (None: no limit; see :mod:`.limits`). A request's tokens
-        are its usage's plus a chat request's ``max_completion_tokens`` (or ``max_tokens``)
-        times ``n``. Limited answers carry ``x-ratelimit-*`` headers (``limit_headers`` False:
-        only a 429's ``retry-after``, as providers that do not say their limits); a refused
-        request gets a 429 and its logged ``admission`` says why. ``per_second``: each limit is
-        enforced in one-second slices, as OpenAI documents (a bucket of a second's worth).
-    headers: headers every answer carries, over the server's own (a provider's hostile
-        ``retry-after: 86400`` or ``x-ratelimit-limit-requests: 0.001``).
-    clock: the seconds the buckets refill by (``time.monotonic``); tests pass their own.
-
-    Every knob but ``width`` is a plain attribute and can be changed while the server runs;
-    ``in_flight`` and ``peak_in_flight`` count requests being answered now and at most at once
-    since start (or :meth:`reset`).
+    latency, endpoint_latency: seconds before every answer, overall and per endpoint name.
+    token_latency, endpoint_token_latency: seconds per completion token on top (the longest of
+        a request's ``n`` choices counts).
+    faults: the first :class:`Fault` that matches a request decides; ``seed`` seeds fractions.
+    retry_after, hang_seconds: a 429 fault's Retry-After; how long a ``hang`` holds a request.
+    port: 0 takes a free one; the bound one once started.
+    echo_header: a request header whose value each chat answer adds to every probe question.
+    rpm, tpm, embedding_rpm, embedding_tpm: per-minute limits of chat and of embeddings (None:
+        none; :mod:`.limits`), a chat request's tokens counting its ``max_completion_tokens``
+        (or ``max_tokens``) times ``n``; ``limit_headers`` False sends no ``x-ratelimit-*``;
+        ``per_second`` enforces each limit in one-second slices.
+    headers: sent with every answer, over the server's own (a hostile ``retry-after``).
+    clock: what the buckets refill by; tests pass their own.
+    ``in_flight`` and ``peak_in_flight`` count requests being answered now and at most at once.
     """
 
     width: int = 64
@@ -414,13 +395,9 @@ class LoopbackServer:
         rpm, tpm = (self.rpm, self.tpm) if chat else (self.embedding_rpm, self.embedding_tpm)
         if rpm is None and tpm is None:
             return None
-        now = self.clock()
+        now, wanted = self.clock(), (rpm, tpm, self.per_second)
         limits = self._limits.get(endpoint)
-        if limits is None or (limits.rpm, limits.tpm, limits.per_second) != (
-            rpm,
-            tpm,
-            self.per_second,
-        ):
+        if limits is None or (limits.rpm, limits.tpm, limits.per_second) != wanted:
             limits = self._limits[endpoint] = RateLimits(rpm, tpm, now, self.per_second)
         return limits.admit(_request_tokens(endpoint, path, body), now)
 

@@ -316,7 +316,7 @@ def pretend_reply_text(prompt: str) -> str:
         data = prompt_input(prompt)
     except ValueError:
         data = {}
-    model = DiverseProbeOutput if "n" in data else AnswerRelevanceOutput
+    model: type[BaseModel] = DiverseProbeOutput if "n" in data else AnswerRelevanceOutput
     if "Statements to translate:\n" in prompt or "statements" in data:
         model = Translated
     return PretendJudge()._reply(prompt, model).model_dump_json()

@@ -14,12 +14,13 @@ from typing import Any
 
 import py3langid  # a declared dependency: without it these tests fail, never skip
 import pytest
-from common import FIXTURES, ROOT
+from common import FIXTURES, ROOT, TranslationCounter
 from pydantic import BaseModel
+from ragas import EvaluationDataset, evaluate
 from ragas.dataset_schema import SingleTurnSample
 from ragas.llms.base import InstructorBaseRagasLLM
 
-from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
+from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy, report_for
 from ragas_relevancy_ext.scoring.languages import check_language, detect_language
 from ragas_relevancy_ext.scoring.probe_modes import render
 from ragas_relevancy_ext.scoring.prompts import (
@@ -39,7 +40,12 @@ from ragas_relevancy_ext.scoring.report import (
     language_clause,
 )
 from ragas_relevancy_ext.store.cache import CachedJudge
-from ragas_relevancy_ext.testing.offline import NgramEmbeddings, ScriptedJudge, prompt_input
+from ragas_relevancy_ext.testing.offline import (
+    HashEmbeddings,
+    NgramEmbeddings,
+    ScriptedJudge,
+    prompt_input,
+)
 
 FIXTURE = FIXTURES / "multilingual.json"
 ROWS: list[dict[str, Any]] = json.loads(FIXTURE.read_text(encoding="utf-8"))["rows"]
@@ -378,3 +384,50 @@ def test_evaluate_with_a_langchain_judge_adapts_the_legacy_prompt_once() -> None
     translations = [p for p in chat.prompts if "statements" in p.lower()]
     assert len(translations) == 1 and len(chat.prompts) == 1 + len(rows)
     assert all(report_for(result, i).probe_prompt == "diverse (french)" for i in range(len(rows)))
+
+
+# --- one translation per metric and language, across calls ----------------------------------
+
+ORDERS = [
+    {"user_input": f"Where is order A{i}?", "response": f"Order A{i} shipped on Monday."}
+    for i in range(6)
+]
+
+
+def _legacy_evaluate(rows: list[dict[str, str]], judge: Any) -> Any:
+    metric = ResponseRelevancy(language="spanish")
+    dataset = EvaluationDataset.from_list(rows)
+    embeddings = HashEmbeddings()
+    return evaluate(dataset, [metric], llm=judge, embeddings=embeddings, show_progress=False)
+
+
+def test_a_named_language_is_translated_once_per_legacy_metric_in_evaluate() -> None:
+    once, many = TranslationCounter(), TranslationCounter()
+    _legacy_evaluate(ORDERS[:1], once)
+    result = _legacy_evaluate(ORDERS[:3], many)
+    assert once.translations > 0
+    assert many.translations == once.translations
+    assert report_for(result, 0).probe_prompt == "diverse (spanish)"
+
+
+def test_a_named_language_is_translated_once_per_metric_across_scores() -> None:
+    once = TranslationCounter()
+    AnswerRelevancy(llm=once, embeddings=HashEmbeddings(), language="spanish").score(**ORDERS[0])
+    assert once.translations > 0
+    judge = TranslationCounter()
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), language="spanish")
+    first = metric.score(**ORDERS[0])
+    metric.score(**ORDERS[1])
+    assert judge.translations == once.translations
+    assert first.report.probe_prompt == "diverse (spanish)"
+
+
+def test_a_named_language_is_translated_once_per_metric_across_batches() -> None:
+    once = TranslationCounter()
+    metric = AnswerRelevancy(llm=once, embeddings=HashEmbeddings(), language="spanish")
+    metric.batch_score(ORDERS[:1])
+    judge = TranslationCounter()
+    metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), language="spanish")
+    metric.batch_score(ORDERS[:3])
+    metric.batch_score(ORDERS[3:])
+    assert judge.translations == once.translations > 0

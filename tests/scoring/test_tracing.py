@@ -17,6 +17,7 @@ from opentelemetry.trace import StatusCode
 
 from ragas_relevancy_ext import AnswerRelevancy, ResponseRelevancy
 from ragas_relevancy_ext.scoring import tracing
+from ragas_relevancy_ext.scoring.sample import ProbeOptions, score_sample
 from ragas_relevancy_ext.scoring.tracing import CAPTURE_CONTENT, PROBE_EVENT, SAMPLE_SPAN
 from ragas_relevancy_ext.testing.offline import (
     HashEmbeddings,
@@ -254,3 +255,26 @@ def test_rows_of_a_batch_go_under_the_spans_their_caller_gave_them(spans):
         parent.end()
     by_parent = {s.parent.span_id: s for s in by_name(spans, SAMPLE_SPAN)}
     assert set(by_parent) == {p.get_span_context().span_id for p in parents}
+
+
+def test_a_sample_span_names_the_sample_its_settings_and_its_score(
+    spans: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter = spans
+    monkeypatch.setenv(CAPTURE_CONTENT, "true")
+    options = ProbeOptions.resolve(2, "diverse")
+    question, answer = "How long do refunds take?", "Refunds take five days."
+    report = asyncio.run(
+        score_sample(
+            question, answer, llm=PretendJudge(), embeddings=HashEmbeddings(), options=options
+        )
+    )
+    (span,) = [s for s in exporter.get_finished_spans() if s.name == SAMPLE_SPAN]
+    attributes = span.attributes
+    assert attributes["ragas_relevancy.strictness"] == 2
+    assert attributes["ragas_relevancy.probe_mode"] == "diverse"
+    assert attributes["ragas_relevancy.probe_prompt"] == options.prompt_name
+    assert attributes["ragas_relevancy.user_input"] == question
+    assert attributes["ragas_relevancy.response"] == answer
+    assert attributes["ragas_relevancy.score"] == pytest.approx(report.score)
+    assert attributes["ragas_relevancy.probes"] == 2

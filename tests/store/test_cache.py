@@ -208,21 +208,20 @@ def test_a_forked_child_loads_the_language_model_a_parent_thread_was_loading():
 
 # -- processes sharing one cache ----------------------------------------------------------------
 
-# Another process holding the cache's write lock until its standard input says "release" (or
-# for a number of seconds given as its second argument)
+# Another process holding the cache's write lock until its standard input says "release"
 HOLD_WRITE_LOCK = """
-import sqlite3, sys, time
+import sqlite3, sys
 db = sqlite3.connect(sys.argv[1], isolation_level=None)
 db.execute("BEGIN IMMEDIATE")
 print("locked", flush=True)
-time.sleep(float(sys.argv[2])) if len(sys.argv) > 2 else sys.stdin.readline()
+sys.stdin.readline()
 db.execute("COMMIT")
 """
 
 
-def hold_write_lock(path, *seconds: str) -> subprocess.Popen:
+def hold_write_lock(path) -> subprocess.Popen:
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path), *seconds],
+        [sys.executable, "-c", HOLD_WRITE_LOCK, str(path)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -286,13 +285,20 @@ def test_forked_workers_score_with_a_cache_a_parent_thread_is_writing(tmp_path):
 
 
 class NotedStore(SqliteStore):
-    """A store that notes when a write begins."""
+    """A store that notes when a write begins, and a read made after that."""
 
     writing = threading.Event()
+    read_while_writing = threading.Event()
 
     def set(self, key: str, value: Any) -> None:
         self.writing.set()
         super().set(key, value)
+
+    def get(self, key: str) -> str | None:
+        value = super().get(key)
+        if self.writing.is_set():
+            self.read_while_writing.set()
+        return value
 
 
 @pytest.mark.slow
@@ -301,7 +307,7 @@ def test_a_write_lock_another_process_holds_never_stalls_the_event_loop(tmp_path
     judge = CachedJudge(PretendJudge(), store, "m")
     rows = hundred_rows(0)[:40]
     run(judge, rows[:4], probe_prompt="diverse")  # imports and first uses before the watch
-    store.writing = threading.Event()
+    store.writing, store.read_while_writing = threading.Event(), threading.Event()
     caplog.set_level(logging.WARNING, logger="asyncio")
 
     metric = AnswerRelevancy(llm=judge, embeddings=HashEmbeddings(), max_concurrency=8)
@@ -310,13 +316,15 @@ def test_a_write_lock_another_process_holds_never_stalls_the_event_loop(tmp_path
         asyncio.get_running_loop().slow_callback_duration = 0.1  # asyncio debug mode reports
         first = asyncio.ensure_future(metric.ascore(**hundred_rows(1)[99]))
         await asyncio.to_thread(store.writing.wait, 60)  # its reply's write waits for the lock
-        results = await metric.abatch_score(rows)  # read while that write waits
+        batch = asyncio.ensure_future(metric.abatch_score(rows))  # read while that write waits
+        await asyncio.to_thread(store.read_while_writing.wait, 60)
+        await asyncio.to_thread(holder.communicate, "release\n", 60)
         await first
-        return results
+        return await batch
 
     gc.collect()  # the run's steps are measured, not a collection of the test process's heap
     gc.freeze()  # (the command line freezes its heap too)
-    holder = hold_write_lock(store.path, "3")
+    holder = hold_write_lock(store.path)
     try:
         assert holder.poll() is None  # the lock is held as the run starts
         results = asyncio.run(watched(), debug=True)
