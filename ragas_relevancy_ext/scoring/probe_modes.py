@@ -4,8 +4,11 @@ class in :mod:`.prompts` and one :func:`register` call); RAGAS is loaded only wh
 from __future__ import annotations
 
 import asyncio
+import copy
+import functools
 import importlib
 import string
+import weakref
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -272,9 +275,51 @@ def prompt_label(mode: ProbeMode, prompt: Any) -> str:
 
 
 def render(prompt: Prompt, data: Any) -> str:
-    """The text ``prompt`` sends for ``data``, byte for byte as RAGAS renders it."""
+    """The text ``prompt`` sends for ``data``, byte for byte as RAGAS renders it; the part
+    before the input is rendered once per prompt object and reused while it is unedited."""
     process = getattr(prompt, "process_input", None)
-    return prompt.to_string(data if process is None else process(data))
+    if process is not None:
+        data = process(data)
+    tail = data.model_dump_json(indent=4, exclude_none=True) + _INPUT_TAIL
+    head, state = _RENDERED.get(id(prompt), ("", None))
+    if state is not None and state == _state(prompt):
+        return head + tail
+    text = prompt.to_string(data)
+    if _renders_as_ragas(type(prompt)) and text.endswith(tail):
+        key = id(prompt)
+        try:  # the head goes when the prompt does
+            if key not in _RENDERED:
+                weakref.finalize(prompt, _RENDERED.pop, key, None)
+        except TypeError:  # not weakly referable: rendered every time
+            return text
+        _RENDERED[key] = (text[: len(text) - len(tail)], copy.deepcopy(_state(prompt)))
+    return text
+
+
+# RAGAS's prompts end their text with the input's JSON and this line.
+_INPUT_TAIL = "\nOutput: "
+# The rendering methods whose output depends only on what _state holds.
+_RENDERING = ("to_string", "_generate_examples", "_generate_output_signature")
+# id(prompt) -> its text up to the input, and the state it was rendered from
+_RENDERED: dict[int, tuple[str, Any]] = {}
+
+
+def _state(prompt: Any) -> tuple[Any, ...]:
+    """What a prompt's text before its input is rendered from (examples compared last)."""
+    language = getattr(prompt, "language", None)
+    return (prompt.instruction, language, prompt.input_model, prompt.output_model, prompt.examples)
+
+
+@functools.cache
+def _renders_as_ragas(cls: type) -> bool:
+    """Whether ``cls`` renders with RAGAS's ``PydanticPrompt`` or collections ``BasePrompt``
+    methods unchanged (a subclass overriding one of them is rendered every time)."""
+    for family in _prompt_families():
+        if issubclass(cls, family):
+            return all(
+                getattr(cls, name, None) is getattr(family, name, None) for name in _RENDERING
+            )
+    return False
 
 
 class _PromptStep:

@@ -265,8 +265,17 @@ def test_diverse_prompt_asks_for_whole_question_guesses_and_shows_examples():
 
 
 @pytest.mark.parametrize("mode", ["diverse", "sequential", "stock"])
-def test_a_prompt_renders_as_ragas_does_and_edits_show_in_the_next_text(mode, monkeypatch):
+def test_a_prompt_is_rendered_by_ragas_once_and_edits_show_in_the_next_text(mode, monkeypatch):
     prompt = probe_modes.MODES[mode].prompt_class()()
+    family = type(prompt).__mro__[1]
+    rendered = []
+    original = family.to_string
+
+    def counting(self, data=None):
+        rendered.append(1)
+        return original(self, data)
+
+    monkeypatch.setattr(family, "to_string", counting)
     inputs = {
         "diverse": lambda r: prompt.input_model(response=r, n=2, avoid=[P1]),
         "sequential": lambda r: prompt.input_model(response=r, previous_questions=[P1]),
@@ -276,10 +285,11 @@ def test_a_prompt_renders_as_ragas_does_and_edits_show_in_the_next_text(mode, mo
     def fresh(data):  # what RAGAS renders for a new object of the same state
         twin = copy.deepcopy(prompt)
         process = getattr(twin, "process_input", None)
-        return twin.to_string(process(data) if process else data)
+        return original(twin, process(data) if process else data)
 
     for response in (A, "Another answer", A):
         assert render(prompt, inputs(response)) == fresh(inputs(response))
+    assert len(rendered) == 1
 
     prompt.instruction = "Edited instruction."
     assert render(prompt, inputs(A)).startswith("Edited instruction.\n")
@@ -292,6 +302,7 @@ def test_a_prompt_renders_as_ragas_does_and_edits_show_in_the_next_text(mode, mo
     assert "EXAMPLES" not in render(prompt, inputs(A))
     prompt.language = "spanish"
     assert render(prompt, inputs(A)) == fresh(inputs(A))
+    assert len(rendered) == 5
 
 
 def test_a_prompt_rendering_its_own_way_is_rendered_every_time():
@@ -498,13 +509,13 @@ class Shouting(DiverseProbePrompt):
 def test_render_sends_the_input_as_the_prompt_processes_it():
     prompt = Shouting()
     data = prompt.input_model(response=A, n=2)
-    for _ in range(2):
+    for _ in range(2):  # rendered, then from the kept head
         text = render(prompt, data)
         assert text == prompt.to_string(prompt.process_input(data))
         assert A.upper() in text and A not in text
 
 
-def test_render_leaves_out_empty_fields():
+def test_render_leaves_out_empty_fields_after_a_kept_head():
     prompt = DiverseProbePrompt()
     with_avoid = prompt.input_model(response=A, n=2, avoid=[P1])
     without = prompt.input_model(response=A, n=2)
