@@ -144,7 +144,7 @@ def test_python_snippet(
         given: dict[str, Any] = {"__name__": "readme"}
         exec(GIVEN, given)
         if 'provider="google"' in code and not hasattr(instructor, "from_genai"):
-            # as the README says of this judge: "1.3 lacks `from_genai`: upgrade"
+            # as the README says of this judge: "1.4 lacks `from_genai`: upgrade"
             with pytest.raises(ValueError, match="from_genai"):
                 exec(compile(code, str(README), "exec"), given)
             return
