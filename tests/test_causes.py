@@ -11,6 +11,7 @@ import asyncio
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -208,7 +209,9 @@ def test_the_command_as_its_own_process_against_a_refused_key_prints_each_failur
         seen = server.count("chat")
     assert done.returncode == 4, done.stderr
     assert seen <= 10 and "NaN: 3 (auth 3)" in done.stdout
-    assert done.stderr.count("Error code: 401") == 2  # the cause's line and the stop's line
+    rows = [line for line in done.stderr.splitlines() if re.match(r"row \d+ not scored", line)]
+    assert len(rows) == len(set(rows)) == 3  # each failed row once...
+    assert done.stderr.count("Error code: 401") == 3 + 2  # ...then the cause's and the stop's line
     assert "API call failed" not in done.stderr  # instructor >= 1.4 logs every failed attempt
 
 

@@ -309,8 +309,11 @@ def test_legacy_traces_keep_stocks_prompt_step_and_add_the_report() -> None:
     ours = run_evaluate(ResponseRelevancy(probe_prompt="stock"), chat_for("stock")).traces[0]
     assert set(stock["answer_relevancy"]) == {STEP}
     assert set(ours["answer_relevancy"]) == {STEP, "relevancy_report"}
-    assert ours["answer_relevancy"][STEP] == stock["answer_relevancy"][STEP]
-    assert ours["answer_relevancy"][STEP]["input"] == ResponseRelevanceInput(response=RESPONSE)
+    # the step's output is the reply of one of the strictness calls, whichever the loop ran last
+    for step in (ours["answer_relevancy"][STEP], stock["answer_relevancy"][STEP]):
+        assert step.keys() == stock["answer_relevancy"][STEP].keys()
+        assert step["input"] == ResponseRelevanceInput(response=RESPONSE)
+        assert (step["output"].question, step["output"].noncommittal) in PROBES
 
 
 @pytest.mark.parametrize("mode", ["sequential", "diverse"])

@@ -66,12 +66,13 @@ def test_stock_mode_keeps_n_independent_replies_for_one_prompt(tmp_path):
     replies = [("When did A17 ship?", 0), ("Has A17 shipped?", 0), ("Where is A17?", 1)]
     row = ROWS[:1]
     first = run(CachedJudge(ScriptedJudge(replies), disk_store(tmp_path), "judge-x"), row)
-    assert probes_of(first) == [replies]
+    # the n calls run at once: which call gets which scripted reply is the loop's order
+    assert [sorted(probes) for probes in probes_of(first)] == [sorted(replies)]
 
     empty = ScriptedJudge([])  # would raise if asked
     again = run(CachedJudge(empty, disk_store(tmp_path), "judge-x"), row)
     assert empty.calls == 0
-    assert probes_of(again) == [replies]
+    assert [sorted(probes) for probes in probes_of(again)] == [sorted(replies)]
     assert again[0].value == first[0].value
 
 
