@@ -74,13 +74,6 @@ def slow_or_not(server: LoopbackServer) -> tuple[list[LoggedRequest], list[Logge
     return slow, [r for r in chats if r not in slow]
 
 
-def scoring_seconds(server: LoopbackServer) -> float:
-    """From the first request the server saw to its last answer: the scoring itself, without
-    Ray's start (seconds on the server's clock)."""
-    log = server.log
-    return max(r.finished or r.started for r in log) - min(r.started for r in log)
-
-
 @pytest.fixture
 def local_ray():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
@@ -93,12 +86,8 @@ def local_ray():
 def test_one_actor_scores_past_its_slow_rows_as_the_local_engine_does(local_ray):
     """32 rows, one in eight judged 3 s slower, in batches of 4 on one actor: no slow row holds
     back the others, so every other row's judge answer comes before the first slow one's, as
-    on the local engine, and the scoring takes at most 1.5x the local engine's time.
-
-    The times are the server's, from its first request to its last answer, for each engine in
-    this test; a slow row costs 3 s on both, and the margin leaves room for Ray's dispatch of
-    batches and a loaded machine. Holding batches back would cost a slow row's 3 s per batch
-    that holds one (4 batches here)."""
+    on the local engine (an actor holding a batch back would answer its fast rows after the
+    slow one's 3 s). The time each takes is ``benchmarks/ray_bench.py --slow-rows``'s table."""
     items = rows(32, slow_every=8)
     with LoopbackServer(
         width=32, reply=slow_reply, endpoint_token_latency={"chat": TOKEN_SECONDS}
@@ -106,22 +95,21 @@ def test_one_actor_scores_past_its_slow_rows_as_the_local_engine_does(local_ray)
         settings = settings_for(server, concurrency=8)
         results = asyncio.run(prepare(settings).metric().abatch_score(items))
         assert not any(math.isnan(r.value) for r in results)
-        local = scoring_seconds(server), slow_or_not(server)
+        local = slow_or_not(server)
 
         server.reset()
         one_block = ray.data.from_items(items, override_num_blocks=1)
         scored = score_dataset(
             one_block, SettingsMetric(settings), concurrency=1, batch_size=4, max_concurrency=8
         ).take_all()
-        on_ray = scoring_seconds(server), slow_or_not(server)
+        on_ray = slow_or_not(server)
 
     assert sorted(r["user_input"] for r in scored) == sorted(r["user_input"] for r in items)
     assert not any(math.isnan(r["score"]) for r in scored)
-    for _, (slow, fast) in (local, on_ray):
+    for slow, fast in (local, on_ray):
         assert (len(slow), len(fast)) == (4, 28)
         first_slow_answer = min(r.finished or math.inf for r in slow)
         assert sum((r.finished or math.inf) < first_slow_answer for r in fast) == 28
-    assert on_ray[0] <= 1.5 * local[0], (on_ray[0], local[0])
 
 
 CHAT = "https://api.example/v1/chat/completions key 1234"  # a limit's name: endpoint and key
