@@ -13,7 +13,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["Admission", "RateLimits", "TokenBucket", "duration"]
+__all__ = ["Admission", "EndpointBuckets", "TokenBucket", "duration"]
 
 LimitName = Literal["requests", "tokens"]
 WINDOW = 60.0  # seconds: every limit here is per minute
@@ -171,7 +171,7 @@ class Admission:
         }
 
 
-class RateLimits:
+class EndpointBuckets:
     """The requests-per-minute and tokens-per-minute buckets of one endpoint (either may be
     None: not limited), each holding a minute's worth or (``per_second``) a second's."""
 

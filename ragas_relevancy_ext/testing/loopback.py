@@ -31,7 +31,7 @@ from typing import Any, Literal, get_args
 
 import numpy as np
 
-from .limits import Admission, RateLimits
+from .limits import Admission, EndpointBuckets
 from .offline import HashEmbeddings, count_tokens, pretend_reply_text
 
 Endpoint = Literal["gemini", "embeddings", "chat"]
@@ -176,7 +176,7 @@ class LoopbackServer:
     def __post_init__(self) -> None:
         self.faults = list(self.faults)  # any iterable will do
         self._hasher = HashEmbeddings(width=self.width)
-        self._limits: dict[str, RateLimits] = {}
+        self._limits: dict[str, EndpointBuckets] = {}
         self._random = random.Random(self.seed)
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)  # told when a request ends
@@ -398,7 +398,7 @@ class LoopbackServer:
         now, wanted = self.clock(), (rpm, tpm, self.per_second)
         limits = self._limits.get(endpoint)
         if limits is None or (limits.rpm, limits.tpm, limits.per_second) != wanted:
-            limits = self._limits[endpoint] = RateLimits(rpm, tpm, now, self.per_second)
+            limits = self._limits[endpoint] = EndpointBuckets(rpm, tpm, now, self.per_second)
         return limits.admit(_request_tokens(endpoint, path, body), now)
 
     def _draw_fault(self, entry: LoggedRequest) -> str | None:

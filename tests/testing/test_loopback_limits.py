@@ -17,7 +17,7 @@ import openai
 import pytest
 from google.genai import errors as genai_errors
 
-from ragas_relevancy_ext.testing.limits import Admission, RateLimits, TokenBucket, duration
+from ragas_relevancy_ext.testing.limits import Admission, EndpointBuckets, TokenBucket, duration
 from ragas_relevancy_ext.testing.loopback import Fault, LoopbackServer, main
 from ragas_relevancy_ext.testing.offline import count_tokens
 
@@ -93,7 +93,7 @@ def test_a_bucket_refills_continuously_up_to_its_limit() -> None:
 
 def test_limits_admit_exactly_the_limit_then_refuse_until_refilled() -> None:
     clock = HandClock()
-    limits = RateLimits(rpm=3, tpm=None, now=clock())
+    limits = EndpointBuckets(rpm=3, tpm=None, now=clock())
     admitted = [limits.admit(tokens=10, now=clock()) for _ in range(3)]
     assert all(a.admitted for a in admitted)
     assert [a.headers["x-ratelimit-remaining-requests"] for a in admitted] == ["2", "1", "0"]
@@ -118,7 +118,7 @@ def test_limits_admit_exactly_the_limit_then_refuse_until_refilled() -> None:
 
 
 def test_a_refusal_names_the_limit_with_the_longer_wait() -> None:
-    limits = RateLimits(rpm=60, tpm=600, now=0.0)  # 1 request and 10 tokens a second
+    limits = EndpointBuckets(rpm=60, tpm=600, now=0.0)  # 1 request and 10 tokens a second
     assert limits.admit(tokens=590, now=0.0).admitted
     refused = limits.admit(tokens=50, now=0.0)  # 10 tokens left: 4 s to 50
     assert (refused.exceeded, refused.used, refused.requested) == ("tokens", 590, 50)
