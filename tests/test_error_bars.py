@@ -18,8 +18,10 @@ from statsmodels.stats.power import TTestPower
 import ragas_relevancy_ext
 from ragas_relevancy_ext.error_bars import (
     FAILURE_ALPHA,
+    FEW_CLUSTERS,
     PlanModel,
     best_threshold,
+    bootstrap_interval,
     detectable_drop,
     interval_text,
     mean_interval,
@@ -27,6 +29,7 @@ from ragas_relevancy_ext.error_bars import (
     pair_by_question,
     paired_difference,
     question_key,
+    rough_text,
     rows_needed,
     run_error_bars,
 )
@@ -393,3 +396,106 @@ def test_threshold_of_a_known_split():
     assert (cut.good_above, cut.bad_above) == (1.0, 0.25)
     assert (cut.n_good, cut.n_bad, cut.dropped) == (3, 4, 1)
     assert cut.ci_low <= cut.threshold <= cut.ci_high
+
+
+def test_a_runs_summary_reads_its_mean_interval_method_and_variance_split():
+    errs = [0.01, 0.02, 0.03, 0.01, 0.02]
+    bars = mean_interval(SCORES, stderrs=errs)
+    ci = stats.ttest_1samp(SCORES, 0.0).confidence_interval(0.95)
+    stderr = statistics.stdev(SCORES) / math.sqrt(5)
+    assert bars.interval_text() == (
+        f"0.5000 ± {stderr:.4f} (95% CI [{ci.low:.4f}, {ci.high:.4f}], t, 4 df, n=5)"
+    )
+    within = sum(e * e for e in errs) / 5
+    total = statistics.variance(SCORES)
+    assert bars.variance_text() == (
+        f"variance: between questions {total - within:.5f}, within (probes) {within:.5f} "
+        f"({within / total:.0%} of the total)"
+    )
+    # no probes' spread known: no share; no spread at all: no share of nothing
+    assert mean_interval(SCORES).variance_text() == (
+        f"variance: between questions {total:.5f}, within (probes) NaN"
+    )
+    flat = mean_interval([0.5, 0.5, 0.5], stderrs=[0.0, 0.0, 0.0])
+    assert flat.variance_text() == "variance: between questions 0.00000, within (probes) 0.00000"
+    assert mean_interval([math.nan, math.nan]).interval_text() == "NaN"
+
+
+def test_p_values_and_the_rough_warning_turn_where_they_say():
+    assert p_text(1e-16) == "p = 1e-16" and p_text(1e-3) == "p = 0.0010"
+    assert rough_text(FEW_CLUSTERS) == "" and rough_text(None) == ""
+    assert rough_text(FEW_CLUSTERS - 1) == f"; under {FEW_CLUSTERS} clusters: a rough interval"
+
+
+def test_run_error_bars_passes_every_choice_on():
+    reports = [report([0.2 + 0.05 * i, 0.3 + 0.05 * i]) for i in range(12)]
+    scores = [r.score for r in reports]
+    asked = dict(clusters=UNEQUAL, method="bootstrap", level=0.8, resamples=300, seed=5)
+    got = run_error_bars(reports, **asked)
+    assert repr(got) == repr(
+        mean_interval(scores, stderrs=[r.score_stderr for r in reports], **asked)
+    )
+    assert (got.clusters, got.level, got.method) == (5, 0.8, "bootstrap")
+    assert got != run_error_bars(reports, **{**asked, "seed": 6})
+
+
+def test_the_bootstrap_interval_is_scipys_percentile_bootstrap():
+    x = [0.2, 0.9, 0.4, 0.7, 0.5, 0.1, 0.8, 0.6, 0.3, 0.55]
+    bars = mean_interval(x, method="bootstrap", level=0.9, resamples=400, seed=11)
+    reference = stats.bootstrap(
+        (np.asarray(x),),
+        np.mean,
+        n_resamples=400,
+        confidence_level=0.9,
+        method="percentile",
+        random_state=np.random.default_rng(11),
+    )
+    assert (bars.ci_low, bars.ci_high) == pytest.approx(tuple(reference.confidence_interval))
+    assert bars.stderr == pytest.approx(reference.standard_error)
+    two = mean_interval([0.2, 0.8], method="bootstrap", resamples=200)  # two rows: resampled
+    assert 0.2 <= two.ci_low < two.ci_high <= 0.8
+    assert math.isnan(mean_interval([math.nan, math.nan], method="bootstrap").ci_low)
+
+
+def test_a_pairs_bootstrap_interval_is_seeded_and_takes_every_row():
+    x = np.zeros(12)
+    x[0] = 1.0
+    ones = np.ones(12)
+
+    def mean_of_x(a, b):
+        return float(a.mean())
+
+    low, high = bootstrap_interval(x, ones, mean_of_x, resamples=500, seed=2)
+    assert low == 0.0 and high > 0.0  # row 0 is drawn into some resamples
+    assert (low, high) == bootstrap_interval(x, ones, mean_of_x, resamples=500, seed=2)
+    assert math.isfinite(bootstrap_interval(x[:3], ones[:3], mean_of_x)[1])  # 3 pairs will do
+    assert math.isnan(bootstrap_interval(x[:2], ones[:2], mean_of_x)[0])
+    rng = np.random.default_rng(0)
+    normal = rng.normal(0.0, 1.0, 400)
+    low, high = bootstrap_interval(normal, normal, mean_of_x, resamples=2000, level=0.95)
+    half = 1.96 * normal.std(ddof=1) / math.sqrt(400)  # the 2.5% and 97.5% percentiles
+    assert (high - low) / 2 == pytest.approx(half, rel=0.1)
+
+
+def test_a_plan_model_from_one_run_in_clusters_takes_their_design_effect():
+    errs = [0.02] * 12 + [0.5]
+    model = PlanModel.from_run(VALUES + [math.nan], errs, 3, 0.5, UNEQUAL + ["z"])
+    bars = mean_interval(VALUES, clusters=UNEQUAL)
+    effect = bars.stderr**2 * 12 / statistics.variance(VALUES)
+    assert model.cluster_sizes == (5, 2, 1, 3, 1)
+    assert model.alike == pytest.approx((effect - 1) / (40 / 12 - 1))
+    assert model.alike > 0 and model.clusters_df == pytest.approx(bars.df)
+
+
+def test_a_plan_model_from_two_runs_takes_each_runs_probe_noise():
+    a = VALUES + [math.nan]
+    b = [v + 0.1 * ((i * 7) % 5 - 2) for i, v in enumerate(VALUES)] + [0.5]
+    errs_a, errs_b = [0.02] * 12 + [0.9], [0.03] * 12 + [0.9]  # the unpaired row's left out
+    model = PlanModel.from_pairs(a, b, (errs_a, errs_b), (3, 5))
+    d = [y - x for x, y in zip(a[:12], b[:12], strict=True)]
+    assert model.probes == pytest.approx(0.02**2 * 3 + 0.03**2 * 5)
+    assert model.questions == pytest.approx(statistics.variance(d) - 0.02**2 - 0.03**2)
+    two = PlanModel.from_pairs([0.2, 0.6], [0.5, 0.6], ([0.0, 0.0], [0.0, 0.0]), (3, 3))
+    assert two.questions == pytest.approx(statistics.variance([0.3, 0.0]))
+    none = PlanModel.from_pairs([math.nan, 0.5], [0.5, math.nan], ([0.0] * 2,) * 2, (3, 3), "ab")
+    assert math.isnan(none.questions) and none.cluster_sizes == ()

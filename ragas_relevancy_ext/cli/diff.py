@@ -184,7 +184,7 @@ def diff(
 
     Exit codes: 0 no significant drop, 1 B significantly lower than A by more than --margin
     (the interval wholly below -M: one-sided at 2.5%) or failing significantly more often
-    (one-sided at 0.5%), 2 bad input (or, with --strict, runs scored with other settings).
+    (one-sided at 0.25%), 2 bad input (or, with --strict, runs scored with other settings).
     """
     if html is not None:
         html = check_outputs({"html": html}, input_path=a)["html"]

@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, rows_needed
+from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, p_text, rows_needed
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 
@@ -461,3 +461,91 @@ def test_a_damaged_report_is_one_line_naming_file_and_row(tmp_path, field, value
         assert result.exit_code == 2, result.output
         assert said in result.stderr and str(b) in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_verdict_lines_say_what_paired_each_test_its_side_and_what_exits_1(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    lower = [
+        (q, [x - 0.05 - 0.01 * (i % 3) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
+    ]
+    b = write(tmp_path / "b.jsonl", lower)
+    _, out = diff_json(a, b)
+    text = invoke("diff", a, b, "--top", "0").stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert (
+        "paired by question text: 40 pair(s), 40 scored in both; only in A 0, only in B 0" in lines
+    )
+    assert "failed (NaN) in the pairs: only in A 0, only in B 0, in both 0" in lines
+    assert (
+        f"mean A {out['mean_a']:.4f} | mean B {out['mean_b']:.4f} | B - A {out['diff']:.4f} ± "
+        f"{out['stderr']:.4f} (95% CI [{out['ci_low']:.4f}, {out['ci_high']:.4f}], t, 39 df) | "
+        f"p < 1e-16 (two-sided) | correlation of paired scores {out['correlation']:.2f}"
+    ) in lines
+    assert (
+        "scores: B is significantly lower than A (one-sided p < 1e-16; exit 1 under 0.025): exit 1"
+        in lines
+    )
+    assert (
+        "failures: no significant rise (exact McNemar, one-sided p = 1.0000; exit 1 under "
+        f"{FAILURE_ALPHA})"
+    ) in lines
+    _, past = diff_json(a, b, "--margin", "0.07")
+    text = invoke("diff", a, b, "--margin", "0.07", "--top", "0").stdout
+    assert past["drop_p_value"] > 0.025 and not past["significant_drop"]
+    assert (
+        f"scores: no significant drop by more than 0.07 (one-sided p = {past['drop_p_value']:.4f}; "
+        "exit 1 under 0.025)"
+    ) in [line.strip() for line in text.splitlines()]
+
+
+def tiles(page: str) -> dict[str, str]:
+    """An HTML page's figures: what each is, and the figure (with its class, when marked)."""
+    found = re.findall(r"<li><b( class=\"\w+\")?>([^<]*)</b><span>([^<]*)</span></li>", page)
+    return {label: value + marked for marked, value, label in found}
+
+
+def test_the_html_page_gives_each_figure_the_verdicts_and_the_rows_that_moved(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = hardest_failed([(q, [x - 0.05 for x in c], e) for q, c, e in rows], 0.1)
+    moved[20] = (rows[20][0], [0.1, 0.1, 0.1], {})
+    b = write(tmp_path / "b.jsonl", moved)
+    page = tmp_path / "diff.html"
+    result = invoke("diff", a, b, "--html", page, "--top", "2")
+    _, out = diff_json(a, b)
+    html = page.read_text(encoding="utf-8")
+    assert tiles(html) == {
+        "pairs": "36",
+        "mean A": f"{out['mean_a']:.4f}",
+        "mean B": f"{out['mean_b']:.4f}",
+        "B - A ± standard error": f"{out['diff']:.4f} ± {out['stderr']:.4f}" + ' class="down"',
+        "95% CI (t)": f"[{out['ci_low']:.4f}, {out['ci_high']:.4f}]",
+        "two-sided": p_text(out["p_value"]).replace("<", "&lt;"),
+        "failed only in A / only in B": "0 / 4",
+        "only in A": "0",
+        "only in B": "0",
+    }
+    assert f"wrote {page}" in result.stdout
+    for line in invoke("diff", a, b, "--top", "0").stdout.splitlines()[2:]:
+        assert f"<p>{line.strip().replace('&', '&amp;').replace('<', '&lt;')}</p>" in html
+    first = (  # the row that moved most: row 21, from its base to 0.1
+        f'<h3>rows 21/21 <span class="score down">{statistics.fmean(rows[20][1]):.4f} → 0.1000 '
+    )
+    assert first in html and html.count('<article class="card">') == 2
+    assert "0.10</td>" in html and f"{rows[20][1][0]:.2f}</td>" in html  # both runs' probes
+
+
+def test_the_verdicts_that_exit_1_print_red_and_warnings_yellow(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    others = [(f"Other {i}?", [0.5, 0.5, 0.5], {}) for i in range(50)]
+    b = write(tmp_path / "b.jsonl", hardest_failed(rows, 0.3) + others)
+    text = CliRunner().invoke(app, ["diff", str(a), str(b)], env={"FORCE_COLOR": "1"}).stdout
+    red, yellow = "\x1b[31m", "\x1b[33m"
+    said = {re.sub(r"\x1b\[[\d;]*m", "", line): line for line in text.splitlines()}
+    failures = next(k for k in said if k.startswith("failures:"))
+    assert failures.endswith(": exit 1") and said[failures].startswith(red)
+    warning = next(k for k in said if k.startswith("warning: only 40 of A's 40 rows"))
+    assert said[warning].startswith(yellow)
+    scores = next(k for k in said if k.startswith("scores:"))
+    assert not said[scores].startswith((red, yellow))
