@@ -25,6 +25,7 @@ from ragas_relevancy_ext.error_bars import (
     detectable_drop,
     interval_text,
     mean_interval,
+    method_text,
     p_text,
     pair_by_question,
     paired_difference,
@@ -499,3 +500,93 @@ def test_a_plan_model_from_two_runs_takes_each_runs_probe_noise():
     assert two.questions == pytest.approx(statistics.variance([0.3, 0.0]))
     none = PlanModel.from_pairs([math.nan, 0.5], [0.5, math.nan], ([0.0] * 2,) * 2, (3, 3), "ab")
     assert math.isnan(none.questions) and none.cluster_sizes == ()
+
+
+def test_texts_of_intervals_methods_and_keys():
+    assert interval_text(0.123456, 0.654321, 2) == "[0.12, 0.65]"
+    assert method_text("bootstrap", None, math.nan) == "bootstrap"
+    assert method_text("t", None, 4.0) == "t, 4 df"
+    assert method_text("cr2", 12, 5.26) == "CR2 over 12 clusters, 5.3 df"
+    assert question_key(" How  do I\tpay? ") == ("", "How do I pay?")
+    assert question_key("q", 0) == ("0", "q")
+    assert pair_by_question(["q", "q"], ["q", "q"]).repeated == 1  # twice is repeated
+
+
+def test_the_probes_share_of_the_variance():
+    errs = [0.15] * 5  # probes' noise, 0.0225, about half of the scores' variance
+    bars = mean_interval(SCORES, stderrs=errs)
+    total = statistics.variance(SCORES)
+    assert bars.variance_text().endswith(f"({0.0225 / total:.0%} of the total)")
+
+
+def test_a_paired_difference_at_another_level_with_failures_on_either_side():
+    lower = [b - 0.06 for b in B9]
+    result = paired_difference(A9, lower, level=0.9)
+    ci = stats.ttest_rel(lower[:9], A9[:9]).confidence_interval(0.9)
+    assert (result.ci_low, result.ci_high, result.level) == pytest.approx((ci.low, ci.high, 0.9))
+    assert result.worse_by_more_than() == result.worse_by_more_than(0.0) is True
+    a, b = [0.6, math.nan, 0.65, 0.8, math.nan], [0.6, 0.7, math.nan, 0.7, math.nan]
+    counted = paired_difference(a, b, failed_as_zero=True)
+    assert (counted.n_pairs, counted.mean_a, counted.mean_b) == (  # failed in both: 0 and 0
+        5,
+        pytest.approx((0.6 + 0.65 + 0.8) / 5),
+        pytest.approx((0.6 + 0.7 + 0.7) / 5),
+    )
+    plain = paired_difference(a, b)
+    assert (plain.failed_only_a, plain.failed_only_b, plain.failed_both) == (1, 1, 1)
+    with pytest.raises(ValueError):
+        paired_difference(a, b, clusters="abcdefg")  # a label for each pair, no more
+
+
+def test_two_pairs_have_a_p_value_and_three_a_correlation():
+    two = paired_difference([0.5, 0.7], [0.4, 0.5])
+    assert two.df == 1 and math.isfinite(two.p_value) and math.isnan(two.correlation)
+    a, b = [0.0, 1.0, 0.5], [0.2, 0.3, 0.9]  # A spans exactly 1
+    assert paired_difference(a, b).correlation == pytest.approx(stats.pearsonr(a, b).statistic)
+    assert paired_difference(b, a).correlation == pytest.approx(stats.pearsonr(b, a).statistic)
+
+
+def test_clusters_no_more_alike_than_rows_give_no_design_effect():
+    exact = [0.5, 0.25, 0.75, 1.0, 0.0]  # binary fractions: every difference exactly -0.25
+    lower = [s - 0.25 for s in exact]
+    flat = PlanModel.from_pairs(exact, lower, ([0.0] * 5,) * 2, (3, 3), "aabbc")
+    assert flat.alike == 0.0  # every difference the same: nothing to be alike in
+    alone = PlanModel.from_run(SCORES, [0.01] * 5, 3, 0.5, "abcde")
+    assert alone.alike == 0.0 and alone.cluster_sizes == (1, 1, 1, 1, 1)
+
+
+def test_a_pairs_bootstrap_interval_is_scipys_paired_percentile_bootstrap():
+    x = np.asarray(VALUES)
+    y = np.asarray([v * 0.5 + 0.1 * (i % 3) for i, v in enumerate(VALUES)])
+
+    def corr(a, b):
+        return float(np.corrcoef(a, b)[0, 1])
+
+    got = bootstrap_interval(x, y, corr, resamples=300, level=0.8, seed=4)
+    reference = stats.bootstrap(
+        (x, y),
+        corr,
+        paired=True,
+        vectorized=False,
+        n_resamples=300,
+        confidence_level=0.8,
+        method="percentile",
+        random_state=np.random.default_rng(4),
+    )
+    assert got == pytest.approx(tuple(reference.confidence_interval))
+
+
+def test_thresholds_where_the_split_is_not_in_the_middle():
+    lone = best_threshold([0.1, 0.2, 0.3, 0.4, 0.9], [False, False, False, False, True])
+    assert lone.threshold == pytest.approx(0.65)
+    upside_down = best_threshold([0.1, 0.2, 0.9], [True, True, False])  # no cut helps: all in
+    assert upside_down.threshold == pytest.approx(0.1)
+    scores = [0.9, 0.8, 0.7, 0.3, 0.2, 0.1, 0.75, 0.35, 0.6, 0.65]
+    good = [True, True, True, False, False, False, False, True, False, True]
+    wide = best_threshold(scores, good, resamples=200, seed=1)
+    narrow = best_threshold(scores, good, resamples=200, seed=1, level=0.5)
+    assert (wide.resamples, wide.seed) == (200, 1)
+    assert wide.ci_low <= narrow.ci_low <= narrow.ci_high <= wide.ci_high
+    assert narrow.ci_high - narrow.ci_low < wide.ci_high - wide.ci_low
+    only_good = best_threshold([0.5, 0.7], [True, True])
+    assert math.isnan(only_good.threshold) and math.isnan(only_good.bad_above)

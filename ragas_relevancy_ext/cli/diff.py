@@ -69,9 +69,9 @@ class Comparison:
         return self.result.worse_by_more_than(margin) or self.result.failures_rose()
 
     def other_settings(self) -> str:
-        """``A and B were scored with other settings (strictness 3 vs 1)``, or ``""``."""
+        """``A and B were scored with other settings (strictness 3 vs 1)``."""
         which = "; ".join(f"{k} {a} vs {b}" for k, (a, b) in self.settings_differ.items())
-        return f"A and B were scored with other settings ({clip(which, 300)})" if which else ""
+        return f"A and B were scored with other settings ({clip(which, 300)})"
 
     def warnings(self) -> list[str]:
         """One line per reason the difference may not mean what it seems."""

@@ -549,3 +549,59 @@ def test_the_verdicts_that_exit_1_print_red_and_warnings_yellow(tmp_path):
     assert said[warning].startswith(yellow)
     scores = next(k for k in said if k.startswith("scores:"))
     assert not said[scores].startswith((red, yellow))
+
+
+def test_the_table_heads_each_run_and_shows_a_rows_response_and_probes_on_lines_of_their_own(
+    tmp_path,
+):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = list(rows)
+    for i in (4, 9):  # two rows that drop alike: the one earlier in A comes first
+        moved[i] = (rows[i][0], [x - 0.3 for x in rows[i][1]], {})
+    b = write(tmp_path / "b.jsonl", list(reversed(moved)))
+    text = invoke("diff", a, b, "--top", "1").stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[:2] == [f"A: {a} (40 rows)", f"B: {b} (40 rows)"]
+    assert any(line.startswith("5/36 ") for line in lines)  # A's row 5 is B's row 36
+    assert not any(line.startswith("10/31 ") for line in lines)
+    probes = [f"{x:.2f} Question 4? probe {k}" for k, x in enumerate(rows[4][1])]
+    assert any(line.startswith("> A") for line in lines)  # the response, above its probes
+    assert all(any(line.startswith(p) for line in lines) for p in probes)  # one line each
+
+
+def test_a_clustered_comparison_and_repeated_questions_say_so(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    b = write(tmp_path / "b.jsonl", run_rows(shift=-0.01))
+    _, out = diff_json(a, b, "--cluster", "doc")
+    text = invoke("diff", a, b, "--cluster", "doc", "--top", "0").stdout
+    df = f"{out['df']:.1f}".removesuffix(".0")
+    assert f"CR2 over 8 clusters, {df} df; under 30 clusters: a rough interval) |" in text
+    rows = [("Same?", [0.2, 0.2], {}), ("Same?", [0.8, 0.8], {}), ("Other?", [0.5, 0.5], {})]
+    twice = write(tmp_path / "twice.jsonl", rows)
+    lines = [line.strip() for line in invoke("diff", twice, twice).stdout.splitlines()]
+    assert (
+        "1 question(s) appear more than once in a file: their rows pair in row order; "
+        "--id COLUMN pairs them by an id"
+    ) in lines
+
+
+def test_the_page_and_the_table_keep_their_parts_apart_and_name_what_paired(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = [(q, [x - 0.01 * (i % 4) for x in c], e) for i, (q, c, e) in enumerate(rows)]
+    b = write(tmp_path / "b.jsonl", moved)
+    page = tmp_path / "diff.html"
+    text = invoke("diff", a, b, "--id", "doc", "--top", "2", "--html", page).stdout
+    html = page.read_text(encoding="utf-8")
+    said = "paired by question text and input column 'doc': 40 pair(s)"
+    assert said in text and f"<p>{said.replace(chr(39), '&#x27;')}" in html
+    assert "<title>Answer relevancy: B against A</title>" in html
+    assert "</p><p>" in html and "</article><article" in html and "</tr><tr>" in html
+    assert (
+        '<div class="q" dir="auto">Question ' in html and '<div class="probe" dir="auto">' in html
+    )
+    head = next(line for line in text.splitlines() if "rows A/B" in line)
+    assert "A's probes" in head and "B's probes" in head
+    shown = CliRunner().invoke(app, ["diff", str(a), str(b)], env={"FORCE_COLOR": "1"}).stdout
+    assert "\x1b[2mmoved most (5):" in shown  # dim
