@@ -605,3 +605,28 @@ def test_the_page_and_the_table_keep_their_parts_apart_and_name_what_paired(tmp_
     assert "A's probes" in head and "B's probes" in head
     shown = CliRunner().invoke(app, ["diff", str(a), str(b)], env={"FORCE_COLOR": "1"}).stdout
     assert "\x1b[2mmoved most (5):" in shown  # dim
+
+
+def test_the_moved_table_colours_each_change_and_json_names_the_margin(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = list(rows)
+    moved[3] = (rows[3][0], [0.1, 0.1, 0.1], {})  # a drop
+    moved[7] = (rows[7][0], [0.95, 0.95, 0.95], {})  # a rise
+    b = write(tmp_path / "b.jsonl", moved)
+    shown = (
+        CliRunner()
+        .invoke(app, ["diff", str(a), str(b), "--top", "2"], env={"FORCE_COLOR": "1"})
+        .stdout
+    )
+    head = next(line for line in shown.splitlines() if "rows A/B" in line)
+    plain = re.sub(r"\x1b\[[\d;]*m", "", head).split()
+    assert plain[:6] == ["rows", "A/B", "A", "B", "B", "-"] and plain[6] == "A"
+    drop = statistics.fmean(rows[3][1])
+    assert f"\x1b[31m{0.1 - drop:+.4f}" in shown  # red
+    assert f"\x1b[32m{0.95 - statistics.fmean(rows[7][1]):+.4f}" in shown  # green
+    assert "\x1b[1mQuestion 3?" in shown  # the question in bold
+    _, out = diff_json(a, b, "--margin", "0.01")
+    assert out["margin"] == 0.01 and out["paired_by"] == "question text"
+    result = invoke("diff", a, b, "--id", "ticket")
+    assert f"--id ticket: no row of {a} has that input column" in result.output
