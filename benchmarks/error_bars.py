@@ -16,15 +16,15 @@ For n in {5, 10, 20, 50, 200, 1000} and no documents, 10 or 40, over --reps repl
 * A/A exit 1: how often ``diff``'s rule (scores' interval below 0, or failures' exact McNemar
   test) fires on the same system scored twice;
 * power: how often it fires at the drop ``plan --from A B`` says n pairs find with 80% power
-  (the median is shown), each replication planned from its own earlier pair of runs of 10 n (at
-  least 5,000) questions on the same documents; with every score of B that much lower (as plan
-  assumes), and with B's truth that much lower ("lowered": its scores are lower and less
-  spread, so the power is higher);
+  (the median is shown), from 200 plans each made from its own earlier pair of runs of 10 n (at
+  least 5,000) questions on the same documents, each plan used for reps / 200 replications;
+  with every score of B that much lower (as plan assumes), and with B's truth that much lower
+  ("lowered": its scores are lower and less spread, so the power is higher);
 * 30% failed: how often it fires when B fails on A's 30% lowest-scored questions.
 
 It calls what the commands call: ``mean_interval``, ``paired_difference`` (and its verdicts),
-``PlanModel.from_pairs`` and ``detectable_drop``. About 5 minutes of CPU at 2,000
-replications; ``--reps 200`` for a quick look. Usage::
+``PlanModel.from_pairs`` and ``detectable_drop``. About 12 minutes on a loaded 2-core machine at
+2,000 replications; ``--reps 200`` for a quick look. The same seed prints the same table. Usage::
 
     python benchmarks/error_bars.py [--reps 2000] [--seed 7]
 """
@@ -61,6 +61,7 @@ DOCUMENT_SPREAD = 0.8  # sd of log document weights
 CORRELATION = 0.3  # of two systems' latent ease per question
 CHANGE_SD = 0.05  # how much a change varies from document to document
 SIZES = (5, 10, 20, 50, 200, 1000)
+PLANS = 200  # plans a cell's power is measured at: planning is most of the benchmark's time
 DOCUMENTS = (0, 10, 40)
 
 
@@ -124,8 +125,8 @@ ZEROS, TRUTH = zero_share()
 
 
 def planned_drops(rng: np.random.Generator, reps: int, n: int, count: int) -> np.ndarray:
-    """For each replication, the drop ``plan --from A B`` says n pairs find with 80% power,
-    from its own earlier pair of runs of 10 n (at least 5,000) questions on the same documents."""
+    """``reps`` drops ``plan --from A B`` says n pairs find with 80% power, each from its own
+    earlier pair of runs of 10 n (at least 5,000) questions on the same documents."""
     size = max(5000, 10 * n)
     stderr = np.full(size, PROBE_SD / math.sqrt(PROBES))  # every row's probes' noise
     drops = np.empty(reps)
@@ -162,7 +163,7 @@ def cell(rng: np.random.Generator, reps: int, n: int, count: int) -> dict[str, f
         return fired / reps
 
     same = pair(rng, reps, n, count, same=True)
-    drop = planned_drops(rng, reps, n, count)
+    drop = np.resize(planned_drops(rng, min(reps, PLANS), n, count), reps)
     lower = pair(rng, reps, n, count, drop=drop[:, None])
     a, b, other_docs = pair(rng, reps, n, count)
     shifted = (a, b - drop[:, None], other_docs)  # every score of B that much lower, as plan has

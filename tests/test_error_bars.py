@@ -18,15 +18,19 @@ from statsmodels.stats.power import TTestPower
 import ragas_relevancy_ext
 from ragas_relevancy_ext.error_bars import (
     FAILURE_ALPHA,
+    FEW_CLUSTERS,
     PlanModel,
     best_threshold,
+    bootstrap_interval,
     detectable_drop,
     interval_text,
     mean_interval,
+    method_text,
     p_text,
     pair_by_question,
     paired_difference,
     question_key,
+    rough_text,
     rows_needed,
     run_error_bars,
 )
@@ -393,3 +397,196 @@ def test_threshold_of_a_known_split():
     assert (cut.good_above, cut.bad_above) == (1.0, 0.25)
     assert (cut.n_good, cut.n_bad, cut.dropped) == (3, 4, 1)
     assert cut.ci_low <= cut.threshold <= cut.ci_high
+
+
+def test_a_runs_summary_reads_its_mean_interval_method_and_variance_split():
+    errs = [0.01, 0.02, 0.03, 0.01, 0.02]
+    bars = mean_interval(SCORES, stderrs=errs)
+    ci = stats.ttest_1samp(SCORES, 0.0).confidence_interval(0.95)
+    stderr = statistics.stdev(SCORES) / math.sqrt(5)
+    assert bars.interval_text() == (
+        f"0.5000 ± {stderr:.4f} (95% CI [{ci.low:.4f}, {ci.high:.4f}], t, 4 df, n=5)"
+    )
+    within = sum(e * e for e in errs) / 5
+    total = statistics.variance(SCORES)
+    assert bars.variance_text() == (
+        f"variance: between questions {total - within:.5f}, within (probes) {within:.5f} "
+        f"({within / total:.0%} of the total)"
+    )
+    # no probes' spread known: no share; no spread at all: no share of nothing
+    assert mean_interval(SCORES).variance_text() == (
+        f"variance: between questions {total:.5f}, within (probes) NaN"
+    )
+    flat = mean_interval([0.5, 0.5, 0.5], stderrs=[0.0, 0.0, 0.0])
+    assert flat.variance_text() == "variance: between questions 0.00000, within (probes) 0.00000"
+    assert mean_interval([math.nan, math.nan]).interval_text() == "NaN"
+
+
+def test_p_values_and_the_rough_warning_turn_where_they_say():
+    assert p_text(1e-16) == "p = 1e-16" and p_text(1e-3) == "p = 0.0010"
+    assert rough_text(FEW_CLUSTERS) == "" and rough_text(None) == ""
+    assert rough_text(FEW_CLUSTERS - 1) == f"; under {FEW_CLUSTERS} clusters: a rough interval"
+
+
+def test_run_error_bars_passes_every_choice_on():
+    reports = [report([0.2 + 0.05 * i, 0.3 + 0.05 * i]) for i in range(12)]
+    scores = [r.score for r in reports]
+    asked = dict(clusters=UNEQUAL, method="bootstrap", level=0.8, resamples=300, seed=5)
+    got = run_error_bars(reports, **asked)
+    assert repr(got) == repr(
+        mean_interval(scores, stderrs=[r.score_stderr for r in reports], **asked)
+    )
+    assert (got.clusters, got.level, got.method) == (5, 0.8, "bootstrap")
+    assert got != run_error_bars(reports, **{**asked, "seed": 6})
+
+
+def test_the_bootstrap_interval_is_scipys_percentile_bootstrap():
+    x = [0.2, 0.9, 0.4, 0.7, 0.5, 0.1, 0.8, 0.6, 0.3, 0.55]
+    bars = mean_interval(x, method="bootstrap", level=0.9, resamples=400, seed=11)
+    reference = stats.bootstrap(
+        (np.asarray(x),),
+        np.mean,
+        n_resamples=400,
+        confidence_level=0.9,
+        method="percentile",
+        random_state=np.random.default_rng(11),
+    )
+    assert (bars.ci_low, bars.ci_high) == pytest.approx(tuple(reference.confidence_interval))
+    assert bars.stderr == pytest.approx(reference.standard_error)
+    two = mean_interval([0.2, 0.8], method="bootstrap", resamples=200)  # two rows: resampled
+    assert 0.2 <= two.ci_low < two.ci_high <= 0.8
+    assert math.isnan(mean_interval([math.nan, math.nan], method="bootstrap").ci_low)
+
+
+def test_a_pairs_bootstrap_interval_is_seeded_and_takes_every_row():
+    x = np.zeros(12)
+    x[0] = 1.0
+    ones = np.ones(12)
+
+    def mean_of_x(a, b):
+        return float(a.mean())
+
+    low, high = bootstrap_interval(x, ones, mean_of_x, resamples=500, seed=2)
+    assert low == 0.0 and high > 0.0  # row 0 is drawn into some resamples
+    assert (low, high) == bootstrap_interval(x, ones, mean_of_x, resamples=500, seed=2)
+    assert math.isfinite(bootstrap_interval(x[:3], ones[:3], mean_of_x)[1])  # 3 pairs will do
+    assert math.isnan(bootstrap_interval(x[:2], ones[:2], mean_of_x)[0])
+    rng = np.random.default_rng(0)
+    normal = rng.normal(0.0, 1.0, 400)
+    low, high = bootstrap_interval(normal, normal, mean_of_x, resamples=2000, level=0.95)
+    half = 1.96 * normal.std(ddof=1) / math.sqrt(400)  # the 2.5% and 97.5% percentiles
+    assert (high - low) / 2 == pytest.approx(half, rel=0.1)
+
+
+def test_a_plan_model_from_one_run_in_clusters_takes_their_design_effect():
+    errs = [0.02] * 12 + [0.5]
+    model = PlanModel.from_run(VALUES + [math.nan], errs, 3, 0.5, UNEQUAL + ["z"])
+    bars = mean_interval(VALUES, clusters=UNEQUAL)
+    effect = bars.stderr**2 * 12 / statistics.variance(VALUES)
+    assert model.cluster_sizes == (5, 2, 1, 3, 1)
+    assert model.alike == pytest.approx((effect - 1) / (40 / 12 - 1))
+    assert model.alike > 0 and model.clusters_df == pytest.approx(bars.df)
+
+
+def test_a_plan_model_from_two_runs_takes_each_runs_probe_noise():
+    a = VALUES + [math.nan]
+    b = [v + 0.1 * ((i * 7) % 5 - 2) for i, v in enumerate(VALUES)] + [0.5]
+    errs_a, errs_b = [0.02] * 12 + [0.9], [0.03] * 12 + [0.9]  # the unpaired row's left out
+    model = PlanModel.from_pairs(a, b, (errs_a, errs_b), (3, 5))
+    d = [y - x for x, y in zip(a[:12], b[:12], strict=True)]
+    assert model.probes == pytest.approx(0.02**2 * 3 + 0.03**2 * 5)
+    assert model.questions == pytest.approx(statistics.variance(d) - 0.02**2 - 0.03**2)
+    two = PlanModel.from_pairs([0.2, 0.6], [0.5, 0.6], ([0.0, 0.0], [0.0, 0.0]), (3, 3))
+    assert two.questions == pytest.approx(statistics.variance([0.3, 0.0]))
+    none = PlanModel.from_pairs([math.nan, 0.5], [0.5, math.nan], ([0.0] * 2,) * 2, (3, 3), "ab")
+    assert math.isnan(none.questions) and none.cluster_sizes == ()
+
+
+def test_texts_of_intervals_methods_and_keys():
+    assert interval_text(0.123456, 0.654321, 2) == "[0.12, 0.65]"
+    assert method_text("bootstrap", None, math.nan) == "bootstrap"
+    assert method_text("t", None, 4.0) == "t, 4 df"
+    assert method_text("cr2", 12, 5.26) == "CR2 over 12 clusters, 5.3 df"
+    assert question_key(" How  do I\tpay? ") == ("", "How do I pay?")
+    assert question_key("q", 0) == ("0", "q")
+    assert pair_by_question(["q", "q"], ["q", "q"]).repeated == 1  # twice is repeated
+
+
+def test_the_probes_share_of_the_variance():
+    errs = [0.15] * 5  # probes' noise, 0.0225, about half of the scores' variance
+    bars = mean_interval(SCORES, stderrs=errs)
+    total = statistics.variance(SCORES)
+    assert bars.variance_text().endswith(f"({0.0225 / total:.0%} of the total)")
+
+
+def test_a_paired_difference_at_another_level_with_failures_on_either_side():
+    lower = [b - 0.06 for b in B9]
+    result = paired_difference(A9, lower, level=0.9)
+    ci = stats.ttest_rel(lower[:9], A9[:9]).confidence_interval(0.9)
+    assert (result.ci_low, result.ci_high, result.level) == pytest.approx((ci.low, ci.high, 0.9))
+    assert result.worse_by_more_than() == result.worse_by_more_than(0.0) is True
+    a, b = [0.6, math.nan, 0.65, 0.8, math.nan], [0.6, 0.7, math.nan, 0.7, math.nan]
+    counted = paired_difference(a, b, failed_as_zero=True)
+    assert (counted.n_pairs, counted.mean_a, counted.mean_b) == (  # failed in both: 0 and 0
+        5,
+        pytest.approx((0.6 + 0.65 + 0.8) / 5),
+        pytest.approx((0.6 + 0.7 + 0.7) / 5),
+    )
+    plain = paired_difference(a, b)
+    assert (plain.failed_only_a, plain.failed_only_b, plain.failed_both) == (1, 1, 1)
+    with pytest.raises(ValueError):
+        paired_difference(a, b, clusters="abcdefg")  # a label for each pair, no more
+
+
+def test_two_pairs_have_a_p_value_and_three_a_correlation():
+    two = paired_difference([0.5, 0.7], [0.4, 0.5])
+    assert two.df == 1 and math.isfinite(two.p_value) and math.isnan(two.correlation)
+    a, b = [0.0, 1.0, 0.5], [0.2, 0.3, 0.9]  # A spans exactly 1
+    assert paired_difference(a, b).correlation == pytest.approx(stats.pearsonr(a, b).statistic)
+    assert paired_difference(b, a).correlation == pytest.approx(stats.pearsonr(b, a).statistic)
+
+
+def test_clusters_no_more_alike_than_rows_give_no_design_effect():
+    exact = [0.5, 0.25, 0.75, 1.0, 0.0]  # binary fractions: every difference exactly -0.25
+    lower = [s - 0.25 for s in exact]
+    flat = PlanModel.from_pairs(exact, lower, ([0.0] * 5,) * 2, (3, 3), "aabbc")
+    assert flat.alike == 0.0  # every difference the same: nothing to be alike in
+    alone = PlanModel.from_run(SCORES, [0.01] * 5, 3, 0.5, "abcde")
+    assert alone.alike == 0.0 and alone.cluster_sizes == (1, 1, 1, 1, 1)
+
+
+def test_a_pairs_bootstrap_interval_is_scipys_paired_percentile_bootstrap():
+    x = np.asarray(VALUES)
+    y = np.asarray([v * 0.5 + 0.1 * (i % 3) for i, v in enumerate(VALUES)])
+
+    def corr(a, b):
+        return float(np.corrcoef(a, b)[0, 1])
+
+    got = bootstrap_interval(x, y, corr, resamples=300, level=0.8, seed=4)
+    reference = stats.bootstrap(
+        (x, y),
+        corr,
+        paired=True,
+        vectorized=False,
+        n_resamples=300,
+        confidence_level=0.8,
+        method="percentile",
+        random_state=np.random.default_rng(4),
+    )
+    assert got == pytest.approx(tuple(reference.confidence_interval))
+
+
+def test_thresholds_where_the_split_is_not_in_the_middle():
+    lone = best_threshold([0.1, 0.2, 0.3, 0.4, 0.9], [False, False, False, False, True])
+    assert lone.threshold == pytest.approx(0.65)
+    upside_down = best_threshold([0.1, 0.2, 0.9], [True, True, False])  # no cut helps: all in
+    assert upside_down.threshold == pytest.approx(0.1)
+    scores = [0.9, 0.8, 0.7, 0.3, 0.2, 0.1, 0.75, 0.35, 0.6, 0.65]
+    good = [True, True, True, False, False, False, False, True, False, True]
+    wide = best_threshold(scores, good, resamples=200, seed=1)
+    narrow = best_threshold(scores, good, resamples=200, seed=1, level=0.5)
+    assert (wide.resamples, wide.seed) == (200, 1)
+    assert wide.ci_low <= narrow.ci_low <= narrow.ci_high <= wide.ci_high
+    assert narrow.ci_high - narrow.ci_low < wide.ci_high - wide.ci_low
+    only_good = best_threshold([0.5, 0.7], [True, True])
+    assert math.isnan(only_good.threshold) and math.isnan(only_good.bad_above)

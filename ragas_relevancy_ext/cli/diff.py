@@ -69,9 +69,9 @@ class Comparison:
         return self.result.worse_by_more_than(margin) or self.result.failures_rose()
 
     def other_settings(self) -> str:
-        """``A and B were scored with other settings (strictness 3 vs 1)``, or ``""``."""
+        """``A and B were scored with other settings (strictness 3 vs 1)``."""
         which = "; ".join(f"{k} {a} vs {b}" for k, (a, b) in self.settings_differ.items())
-        return f"A and B were scored with other settings ({clip(which, 300)})" if which else ""
+        return f"A and B were scored with other settings ({clip(which, 300)})"
 
     def warnings(self) -> list[str]:
         """One line per reason the difference may not mean what it seems."""
@@ -184,7 +184,7 @@ def diff(
 
     Exit codes: 0 no significant drop, 1 B significantly lower than A by more than --margin
     (the interval wholly below -M: one-sided at 2.5%) or failing significantly more often
-    (one-sided at 0.5%), 2 bad input (or, with --strict, runs scored with other settings).
+    (one-sided at 0.25%), 2 bad input (or, with --strict, runs scored with other settings).
     """
     if html is not None:
         html = check_outputs({"html": html}, input_path=a)["html"]

@@ -14,14 +14,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import ArrayLike
 
-from ..error_bars import bootstrap_interval
+from ..error_bars import RESAMPLES, SEED, bootstrap_interval
 from ..scoring.usage import NOT_REPORTED, Prices, Usage, format_usage
 
 if TYPE_CHECKING:
     from ..error_bars import ErrorBars
-
-DEFAULT_RESAMPLES = 2000
-DEFAULT_SEED = 20240611
 
 
 def pearson(x: ArrayLike, y: ArrayLike) -> float:
@@ -57,8 +54,8 @@ class Agreement:
 def agreement(
     scores: Sequence[float],
     ratings: Sequence[float],
-    resamples: int = DEFAULT_RESAMPLES,
-    seed: int = DEFAULT_SEED,
+    resamples: int = RESAMPLES,
+    seed: int = SEED,
 ) -> Agreement:
     """Pearson and Spearman with 95% intervals; pairs with a NaN score are dropped and counted."""
     if len(scores) != len(ratings):

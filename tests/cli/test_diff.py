@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 from ragas_relevancy_ext.cli import app
 from ragas_relevancy_ext.cli.calibrate import default_good_from, print_threshold
 from ragas_relevancy_ext.cli.output.jsonl import report_line
-from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, rows_needed
+from ragas_relevancy_ext.error_bars import FAILURE_ALPHA, PlanModel, p_text, rows_needed
 from ragas_relevancy_ext.scoring.report import Probe, RelevancyReport, row_key
 
 
@@ -461,3 +461,172 @@ def test_a_damaged_report_is_one_line_naming_file_and_row(tmp_path, field, value
         assert result.exit_code == 2, result.output
         assert said in result.stderr and str(b) in result.stderr
         assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.output
+
+
+def test_the_verdict_lines_say_what_paired_each_test_its_side_and_what_exits_1(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    lower = [
+        (q, [x - 0.05 - 0.01 * (i % 3) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
+    ]
+    b = write(tmp_path / "b.jsonl", lower)
+    _, out = diff_json(a, b)
+    text = invoke("diff", a, b, "--top", "0").stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert (
+        "paired by question text: 40 pair(s), 40 scored in both; only in A 0, only in B 0" in lines
+    )
+    assert "failed (NaN) in the pairs: only in A 0, only in B 0, in both 0" in lines
+    assert (
+        f"mean A {out['mean_a']:.4f} | mean B {out['mean_b']:.4f} | B - A {out['diff']:.4f} ± "
+        f"{out['stderr']:.4f} (95% CI [{out['ci_low']:.4f}, {out['ci_high']:.4f}], t, 39 df) | "
+        f"p < 1e-16 (two-sided) | correlation of paired scores {out['correlation']:.2f}"
+    ) in lines
+    assert (
+        "scores: B is significantly lower than A (one-sided p < 1e-16; exit 1 under 0.025): exit 1"
+        in lines
+    )
+    assert (
+        "failures: no significant rise (exact McNemar, one-sided p = 1.0000; exit 1 under "
+        f"{FAILURE_ALPHA})"
+    ) in lines
+    _, past = diff_json(a, b, "--margin", "0.07")
+    text = invoke("diff", a, b, "--margin", "0.07", "--top", "0").stdout
+    assert past["drop_p_value"] > 0.025 and not past["significant_drop"]
+    assert (
+        f"scores: no significant drop by more than 0.07 (one-sided p = {past['drop_p_value']:.4f}; "
+        "exit 1 under 0.025)"
+    ) in [line.strip() for line in text.splitlines()]
+
+
+def tiles(page: str) -> dict[str, str]:
+    """An HTML page's figures: what each is, and the figure (with its class, when marked)."""
+    found = re.findall(r"<li><b( class=\"\w+\")?>([^<]*)</b><span>([^<]*)</span></li>", page)
+    return {label: value + marked for marked, value, label in found}
+
+
+def test_the_html_page_gives_each_figure_the_verdicts_and_the_rows_that_moved(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = hardest_failed([(q, [x - 0.05 for x in c], e) for q, c, e in rows], 0.1)
+    moved[20] = (rows[20][0], [0.1, 0.1, 0.1], {})
+    b = write(tmp_path / "b.jsonl", moved)
+    page = tmp_path / "diff.html"
+    result = invoke("diff", a, b, "--html", page, "--top", "2")
+    _, out = diff_json(a, b)
+    html = page.read_text(encoding="utf-8")
+    assert tiles(html) == {
+        "pairs": "36",
+        "mean A": f"{out['mean_a']:.4f}",
+        "mean B": f"{out['mean_b']:.4f}",
+        "B - A ± standard error": f"{out['diff']:.4f} ± {out['stderr']:.4f}" + ' class="down"',
+        "95% CI (t)": f"[{out['ci_low']:.4f}, {out['ci_high']:.4f}]",
+        "two-sided": p_text(out["p_value"]).replace("<", "&lt;"),
+        "failed only in A / only in B": "0 / 4",
+        "only in A": "0",
+        "only in B": "0",
+    }
+    assert f"wrote {page}" in result.stdout
+    for line in invoke("diff", a, b, "--top", "0").stdout.splitlines()[2:]:
+        assert f"<p>{line.strip().replace('&', '&amp;').replace('<', '&lt;')}</p>" in html
+    first = (  # the row that moved most: row 21, from its base to 0.1
+        f'<h3>rows 21/21 <span class="score down">{statistics.fmean(rows[20][1]):.4f} → 0.1000 '
+    )
+    assert first in html and html.count('<article class="card">') == 2
+    assert "0.10</td>" in html and f"{rows[20][1][0]:.2f}</td>" in html  # both runs' probes
+
+
+def test_the_verdicts_that_exit_1_print_red_and_warnings_yellow(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    others = [(f"Other {i}?", [0.5, 0.5, 0.5], {}) for i in range(50)]
+    b = write(tmp_path / "b.jsonl", hardest_failed(rows, 0.3) + others)
+    text = CliRunner().invoke(app, ["diff", str(a), str(b)], env={"FORCE_COLOR": "1"}).stdout
+    red, yellow = "\x1b[31m", "\x1b[33m"
+    said = {re.sub(r"\x1b\[[\d;]*m", "", line): line for line in text.splitlines()}
+    failures = next(k for k in said if k.startswith("failures:"))
+    assert failures.endswith(": exit 1") and said[failures].startswith(red)
+    warning = next(k for k in said if k.startswith("warning: only 40 of A's 40 rows"))
+    assert said[warning].startswith(yellow)
+    scores = next(k for k in said if k.startswith("scores:"))
+    assert not said[scores].startswith((red, yellow))
+
+
+def test_the_table_heads_each_run_and_shows_a_rows_response_and_probes_on_lines_of_their_own(
+    tmp_path,
+):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = list(rows)
+    for i in (4, 9):  # two rows that drop alike: the one earlier in A comes first
+        moved[i] = (rows[i][0], [x - 0.3 for x in rows[i][1]], {})
+    b = write(tmp_path / "b.jsonl", list(reversed(moved)))
+    text = invoke("diff", a, b, "--top", "1").stdout
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[:2] == [f"A: {a} (40 rows)", f"B: {b} (40 rows)"]
+    assert any(line.startswith("5/36 ") for line in lines)  # A's row 5 is B's row 36
+    assert not any(line.startswith("10/31 ") for line in lines)
+    probes = [f"{x:.2f} Question 4? probe {k}" for k, x in enumerate(rows[4][1])]
+    assert any(line.startswith("> A") for line in lines)  # the response, above its probes
+    assert all(any(line.startswith(p) for line in lines) for p in probes)  # one line each
+
+
+def test_a_clustered_comparison_and_repeated_questions_say_so(tmp_path):
+    a = write(tmp_path / "a.jsonl", run_rows())
+    b = write(tmp_path / "b.jsonl", run_rows(shift=-0.01))
+    _, out = diff_json(a, b, "--cluster", "doc")
+    text = invoke("diff", a, b, "--cluster", "doc", "--top", "0").stdout
+    df = f"{out['df']:.1f}".removesuffix(".0")
+    assert f"CR2 over 8 clusters, {df} df; under 30 clusters: a rough interval) |" in text
+    rows = [("Same?", [0.2, 0.2], {}), ("Same?", [0.8, 0.8], {}), ("Other?", [0.5, 0.5], {})]
+    twice = write(tmp_path / "twice.jsonl", rows)
+    lines = [line.strip() for line in invoke("diff", twice, twice).stdout.splitlines()]
+    assert (
+        "1 question(s) appear more than once in a file: their rows pair in row order; "
+        "--id COLUMN pairs them by an id"
+    ) in lines
+
+
+def test_the_page_and_the_table_keep_their_parts_apart_and_name_what_paired(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = [(q, [x - 0.01 * (i % 4) for x in c], e) for i, (q, c, e) in enumerate(rows)]
+    b = write(tmp_path / "b.jsonl", moved)
+    page = tmp_path / "diff.html"
+    text = invoke("diff", a, b, "--id", "doc", "--top", "2", "--html", page).stdout
+    html = page.read_text(encoding="utf-8")
+    said = "paired by question text and input column 'doc': 40 pair(s)"
+    assert said in text and f"<p>{said.replace(chr(39), '&#x27;')}" in html
+    assert "<title>Answer relevancy: B against A</title>" in html
+    assert "</p><p>" in html and "</article><article" in html and "</tr><tr>" in html
+    assert (
+        '<div class="q" dir="auto">Question ' in html and '<div class="probe" dir="auto">' in html
+    )
+    head = next(line for line in text.splitlines() if "rows A/B" in line)
+    assert "A's probes" in head and "B's probes" in head
+    shown = CliRunner().invoke(app, ["diff", str(a), str(b)], env={"FORCE_COLOR": "1"}).stdout
+    assert "\x1b[2mmoved most (5):" in shown  # dim
+
+
+def test_the_moved_table_colours_each_change_and_json_names_the_margin(tmp_path):
+    rows = run_rows()
+    a = write(tmp_path / "a.jsonl", rows)
+    moved = list(rows)
+    moved[3] = (rows[3][0], [0.1, 0.1, 0.1], {})  # a drop
+    moved[7] = (rows[7][0], [0.95, 0.95, 0.95], {})  # a rise
+    b = write(tmp_path / "b.jsonl", moved)
+    shown = (
+        CliRunner()
+        .invoke(app, ["diff", str(a), str(b), "--top", "2"], env={"FORCE_COLOR": "1"})
+        .stdout
+    )
+    head = next(line for line in shown.splitlines() if "rows A/B" in line)
+    plain = re.sub(r"\x1b\[[\d;]*m", "", head).split()
+    assert plain[:6] == ["rows", "A/B", "A", "B", "B", "-"] and plain[6] == "A"
+    drop = statistics.fmean(rows[3][1])
+    assert f"\x1b[31m{0.1 - drop:+.4f}" in shown  # red
+    assert f"\x1b[32m{0.95 - statistics.fmean(rows[7][1]):+.4f}" in shown  # green
+    assert "\x1b[1mQuestion 3?" in shown  # the question in bold
+    _, out = diff_json(a, b, "--margin", "0.01")
+    assert out["margin"] == 0.01 and out["paired_by"] == "question text"
+    result = invoke("diff", a, b, "--id", "ticket")
+    assert f"--id ticket: no row of {a} has that input column" in result.output
