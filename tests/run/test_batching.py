@@ -293,12 +293,13 @@ def test_what_a_run_sent_is_in_its_rows_usage_when_some_judge_calls_fail(
 
 
 class SlowProbes(HashEmbeddings):
-    """Questions fail at once; probes take 50 ms and succeed."""
+    """Questions fail at once; probes take a few turns of the event loop and succeed."""
 
     async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
         if any(text.startswith("Where is order") for text in texts):
             raise ValueError("the question's request failed")
-        await asyncio.sleep(0.05)
+        for _ in range(10):  # still under way when the question's request has failed
+            await asyncio.sleep(0)
         return [self.embed_text(text) for text in texts]
 
 

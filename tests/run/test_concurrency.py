@@ -26,8 +26,8 @@ ROWS = [
 
 
 class InFlight:
-    """Counts calls in flight; each call holds its place for a moment so that calls allowed to
-    overlap do overlap."""
+    """Counts calls in flight; each call holds its place for a few loop turns, so that calls
+    allowed to overlap do overlap."""
 
     def __init__(self) -> None:
         self.now = 0
@@ -40,7 +40,8 @@ class InFlight:
         self.calls += 1
         self.peak = max(self.peak, self.now)
         try:
-            await asyncio.sleep(0.02)
+            for _ in range(5):  # held over turns of the loop, so calls started together overlap
+                await asyncio.sleep(0)
             yield
         finally:
             self.now -= 1
