@@ -218,10 +218,11 @@ def test_a_cluster_of_one_cpu_nodes_that_loses_the_actors_node_mid_run_loses_no_
         for batch in scored.iter_batches(batch_format="pyarrow", batch_size=None):
             if not back:
                 cluster.remove_node(worker)
+                asked_before = server.count("chat")
             back += batch.to_pylist()
         asked = server.count("chat")
 
-    assert asked > len(items)  # rows under way on the node that went were asked again
+    assert asked_before < len(items) <= asked  # the node went mid-run; every row was asked
     keys = [r["key"] for r in back]
     assert len(keys) == len(set(keys))  # no duplicate
     assert sorted(r["user_input"] for r in back) == sorted(r["user_input"] for r in items)
