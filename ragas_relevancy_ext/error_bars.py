@@ -240,7 +240,7 @@ def _bootstrap(
     from scipy import stats
 
     groups = np.arange(x.size) if groups is None else groups
-    if x.size < 2 or groups.max() < 1:
+    if x.size < 2 or np.max(groups, axis=0) < 1:
         return math.nan, math.nan, math.nan
     sums, sizes = np.bincount(groups, weights=x), np.bincount(groups)
     result = stats.bootstrap(

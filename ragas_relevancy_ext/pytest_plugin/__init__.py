@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Generator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -289,9 +289,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
-def pytest_terminal_summary(
-    terminalreporter: pytest.TerminalReporter, config: pytest.Config
-) -> None:
+class Terminal(Protocol):
+    """What the summary uses of pytest's terminal reporter (public as ``pytest.TerminalReporter``
+    only from pytest 8.1)."""
+
+    def write_sep(self, sep: str, title: str | None = None, **markup: bool) -> None: ...
+
+    def write_line(self, line: str, **markup: bool) -> None: ...
+
+
+def pytest_terminal_summary(terminalreporter: Terminal, config: pytest.Config) -> None:
     """One line per check, worst first, the counts, and what judged and embedded."""
     state = config.stash.get(_STATE, None)
     if state is None or not state.checks:
