@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -12,12 +13,18 @@ from langchain_core.outputs import Generation, LLMResult
 from ragas.llms.base import BaseRagasLLM, InstructorBaseRagasLLM, LangchainLLMWrapper
 
 from ragas_relevancy_ext.errors import JudgeReplyError
-from ragas_relevancy_ext.scoring.judges import RAGAS_REPAIRS, ask_judge, parse_reply
+from ragas_relevancy_ext.scoring.judges import (
+    RAGAS_REPAIRS,
+    JudgeWrapper,
+    ask_judge,
+    parse_reply,
+)
 from ragas_relevancy_ext.scoring.prompts import AnswerRelevanceOutput
 from ragas_relevancy_ext.scoring.usage import Usage, metering
 
 REPLY = '{"question": "Where is A17?", "noncommittal": 0}'
 LONG_GARBAGE = "no object here, only words " * 10
+TOKENS = {"prompt_tokens": 11, "completion_tokens": 4}
 
 
 def test_a_reply_with_text_after_its_object_is_read():
@@ -126,14 +133,34 @@ class SyncInstructorJudge(InstructorBaseRagasLLM):
     def generate(self, prompt: str, response_model: Any) -> Any:
         if self.error is not None:
             raise self.error
-        return response_model.model_validate_json(REPLY)
+        reply = response_model.model_validate_json(REPLY)
+        # instructor keeps the completion, whose usage is summed over its retries
+        object.__setattr__(reply, "_raw_response", SimpleNamespace(usage=TOKENS))
+        return reply
 
     async def agenerate(self, prompt: str, response_model: Any) -> Any:
         raise AssertionError("a synchronous client is asked in a worker thread")
 
 
 def test_an_instructor_judge_on_a_synchronous_client_is_asked_through_generate():
-    reply = asyncio.run(ask_judge(SyncInstructorJudge(), "prompt", AnswerRelevanceOutput))
+    with metering() as meter:
+        reply = asyncio.run(ask_judge(SyncInstructorJudge(), "prompt", AnswerRelevanceOutput))
+    assert reply.question == "Where is A17?"
+    assert meter.usage == Usage(judge_requests=1, judge_prompt_tokens=11, judge_completion_tokens=4)
+
+
+def test_a_wrapper_on_a_synchronous_client_is_asked_through_generate():
+    class SyncWrapper(JudgeWrapper):
+        is_async = False
+
+        def generate(self, prompt: str, response_model: Any) -> Any:
+            return response_model.model_validate_json(REPLY)
+
+        async def agenerate(self, prompt: str, response_model: Any) -> Any:
+            raise AssertionError("a synchronous client is asked in a worker thread")
+
+    wrapper = SyncWrapper(SyncInstructorJudge())
+    reply = asyncio.run(ask_judge(wrapper, "prompt", AnswerRelevanceOutput))
     assert reply.question == "Where is A17?"
 
 
@@ -142,4 +169,13 @@ def test_a_failed_instructor_call_counts_the_attempts_its_error_carries():
     error.n_attempts = 3  # as instructor's InstructorRetryException says
     with metering() as meter, pytest.raises(RuntimeError):
         asyncio.run(ask_judge(SyncInstructorJudge(error), "prompt", AnswerRelevanceOutput))
-    assert meter.usage.judge_requests == 3
+    assert meter.usage == Usage(judge_requests=3)  # no tokens reported
+
+    error.total_usage = SimpleNamespace(**TOKENS)  # and the usage of all its attempts
+    with metering() as meter, pytest.raises(RuntimeError):
+        asyncio.run(ask_judge(SyncInstructorJudge(error), "prompt", AnswerRelevanceOutput))
+    assert meter.usage == Usage(judge_requests=3, judge_prompt_tokens=11, judge_completion_tokens=4)
+
+    with metering() as meter, pytest.raises(ConnectionError):  # a bare SDK error: one attempt
+        asyncio.run(ask_judge(SyncInstructorJudge(ConnectionError()), "p", AnswerRelevanceOutput))
+    assert meter.usage.judge_requests == 1
