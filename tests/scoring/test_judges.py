@@ -68,6 +68,20 @@ class NotedRagasJudge(LangchainLLMWrapper):
         return await super().generate(prompt, n=n, **kwargs)
 
 
+@pytest.fixture(params=["untraced", "traced"])
+def traced(request):
+    """Each test once without tracing and once with a tracer provider of its own."""
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ragas_relevancy_ext.scoring import tracing
+
+    provider = TracerProvider() if request.param == "traced" else None
+    previous = tracing.use_provider(provider)
+    yield
+    tracing.use_provider(previous)
+
+
+@pytest.mark.usefixtures("traced")
 def test_a_ragas_reply_that_never_parses_says_how_many_repairs_were_asked():
     judge = NotedRagasJudge([LONG_GARBAGE] * (1 + RAGAS_REPAIRS))
     told: list[int] = []
