@@ -83,7 +83,9 @@ def test_started_over_a_judge_answers_a_prompt_asked_again_with_its_first_reply(
     first = run(cached, row)
     cached.start_over()  # the same prompts again: the replies stored for the first askings
     again = run(cached, row)
-    assert probes_of(again) == probes_of(first) == [replies]
+    # the n calls run at once: which call gets which reply is the loop's order
+    assert [sorted(p) for p in probes_of(again)] == [sorted(p) for p in probes_of(first)]
+    assert [sorted(p) for p in probes_of(first)] == [sorted(replies)]
     assert (cached.hits, cached.misses) == (3, 3)
 
 
@@ -356,3 +358,115 @@ def test_a_planted_link_or_another_program_s_database_is_refused_untouched(tmp_p
     with pytest.raises(CacheError, match="holds tables this tool did not write"):
         SqliteStore(tmp_path, name=mine.name)
     assert mine.read_bytes() == before
+
+
+class DictStore:
+    """A store in memory that notes the thread of each read and write."""
+
+    def __init__(self, replies: dict[str, str] | None = None):
+        self.replies = dict(replies or {})
+        self.read_in: set[int] = set()
+        self.written_in: set[int] = set()
+
+    def get(self, key: str) -> str | None:
+        self.read_in.add(threading.get_ident())
+        return self.replies.get(key)
+
+    def set(self, key: str, value: str) -> None:
+        self.written_in.add(threading.get_ident())
+        self.replies[key] = value
+
+
+def reply_json(question: str) -> str:
+    return AnswerRelevanceOutput(question=question, noncommittal=0).model_dump_json()
+
+
+def test_each_asking_of_a_prompt_reads_the_reply_stored_under_its_occurrence():
+    store = DictStore(
+        {reply_key("m", "p", AnswerRelevanceOutput, k): reply_json(f"Q{k}?") for k in range(3)}
+    )
+    cached = CachedJudge(ScriptedJudge([]), store, "m")  # would raise if asked
+
+    async def ask_three_times() -> list[str]:
+        return [(await cached.agenerate("p", AnswerRelevanceOutput)).question for _ in range(3)]
+
+    assert asyncio.run(ask_three_times()) == ["Q0?", "Q1?", "Q2?"]
+    assert (cached.hits, cached.misses) == (3, 0)
+
+
+def test_a_prompt_s_occurrence_counts_the_askings_of_that_prompt_alone():
+    store = DictStore()
+    first = CachedJudge(
+        ScriptedJudge([("Where is A17?", 0), ("Can I pay by card?", 0)]), store, "m"
+    )
+
+    async def ask(judge: CachedJudge, *prompts: str) -> list[str]:
+        return [(await judge.agenerate(p, AnswerRelevanceOutput)).question for p in prompts]
+
+    asyncio.run(ask(first, "p", "q"))
+    alone = CachedJudge(ScriptedJudge([]), store, "m")  # a run that asks only the second prompt
+    assert asyncio.run(ask(alone, "q")) == ["Can I pay by card?"]
+    assert (alone.hits, alone.misses) == (1, 0)
+
+
+def test_writes_go_to_one_writer_thread_never_to_the_threads_reads_use():
+    # a write that waits for SQLite's lock must not hold a thread a read needs: with the loop's
+    # threads cut to one, a write in them would share it with the reads
+    from concurrent.futures import ThreadPoolExecutor
+
+    stores = [DictStore(), DictStore()]
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(max_workers=1))
+        for store in stores:
+            replies = [(f"Where is A{n}?", 0) for n in range(4)]
+            judge = CachedJudge(ScriptedJudge(replies), store, "m")
+            await asyncio.gather(*(run_one(judge, n) for n in range(4)))
+
+    async def run_one(judge: CachedJudge, n: int) -> None:
+        await judge.agenerate(f"prompt {n}", AnswerRelevanceOutput)
+
+    asyncio.run(main())
+    assert all(len(store.replies) == 4 for store in stores)
+    written = stores[0].written_in | stores[1].written_in
+    read = stores[0].read_in | stores[1].read_in
+    assert len(written) == 1  # one writer for every cache
+    assert not written & read
+    assert threading.get_ident() not in written | read  # never the event loop's thread
+
+
+# the fork with the writer thread running is what this test is about
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_child_stores_its_replies_after_the_parent_stored_some():
+    store = DictStore()
+
+    def ask(prompt: str) -> str:
+        judge = CachedJudge(ScriptedJudge([(f"{prompt}?", 0)]), store, "m")
+        return asyncio.run(judge.agenerate(prompt, AnswerRelevanceOutput)).question
+
+    assert ask("parent") == "parent?"  # the parent's writer thread now exists
+
+    def child_stores() -> bool:
+        return ask("child") == "child?" and len(store.replies) == 2
+
+    assert _in_a_forked_child(child_stores) == 0
+
+
+def test_a_store_that_fails_is_switched_off_with_its_words_and_one_warning(capsys):
+    class Broken(DictStore):
+        def get(self, key: str) -> str | None:
+            super().get(key)
+            raise CacheError("--cache /x: cannot read it (disk I/O error)")
+
+    store = Broken()
+    judge = PretendJudge()
+    cached = CachedJudge(judge, store, "m", kind="reply journal")
+    rows = run(cached, ROWS[:1])
+    assert math.isfinite(rows[0].value)
+    assert judge.calls == 3  # every probe asked of the judge
+    assert cached.off == "--cache /x: cannot read it (disk I/O error)"
+    assert store.replies == {}  # switched off: nothing written after the failure
+    assert capsys.readouterr().err.splitlines() == [
+        "ragas-relevancy: warning: --cache /x: cannot read it (disk I/O error); the reply journal"
+        " is off for the rest of this run (rows are scored as usual)"
+    ]
