@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ragas_relevancy_ext.testing.offline import PretendJudge
+from ragas_relevancy_ext.testing.offline import HashEmbeddings, PretendJudge
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -232,3 +232,30 @@ class FakeTime:
         self.slept.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
+
+
+class CountingEmbeddings(HashEmbeddings):
+    """HashEmbeddings that record how many texts each request carried; texts marked BROKEN
+    fail the request."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.requests: list[int] = []
+
+    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
+        self.requests.append(len(texts))
+        if any("BROKEN" in text for text in texts):
+            raise RuntimeError("embeddings down")
+        return [self.embed_text(text) for text in texts]
+
+    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
+        return (await self.aembed_texts([text]))[0]
+
+    def check_requests(self, rows: int, strictness: int, shared: bool) -> None:
+        """Every question and probe embedded once; shared: fewer requests than two a row,
+        else a request of the question and one of the probes for each row."""
+        assert sum(self.requests) == (1 + strictness) * rows
+        if shared:
+            assert len(self.requests) < 2 * rows
+        else:
+            assert sorted(self.requests) == [1] * rows + [strictness] * rows

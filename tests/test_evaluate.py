@@ -10,6 +10,7 @@ import sys
 from typing import Any
 
 import pytest
+from common import CountingEmbeddings
 from ragas import EvaluationDataset, aevaluate, evaluate
 from ragas.callbacks import ChainType
 from ragas.dataset_schema import SingleTurnSample
@@ -502,24 +503,6 @@ def test_max_workers_zero_bounds_nothing(monkeypatch: pytest.MonkeyPatch) -> Non
     assert math.isfinite(score)
 
 
-class CountingEmbeddings(HashEmbeddings):
-    """HashEmbeddings that record how many texts each request carried; texts marked BROKEN
-    fail the request."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[int] = []
-
-    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
-        self.requests.append(len(texts))
-        if any("BROKEN" in text for text in texts):
-            raise RuntimeError("embeddings down")
-        return [self.embed_text(text) for text in texts]
-
-    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
-        return (await self.aembed_texts([text]))[0]
-
-
 def _evaluate(metric: ResponseRelevancy, rows: list[dict[str, str]], **kwargs: Any) -> Any:
     kwargs.setdefault("llm", PretendJudge())
     kwargs.setdefault("embeddings", HashEmbeddings())
@@ -555,11 +538,7 @@ def test_batch_embeddings_shares_requests_across_rows_or_sends_two_per_row(share
     embeddings = CountingEmbeddings()
     metric = ResponseRelevancy(strictness=3, batch_embeddings=shared)
     _evaluate(metric, ROWS, embeddings=embeddings)
-    assert sum(embeddings.requests) == (1 + 3) * len(ROWS)
-    if shared:
-        assert len(embeddings.requests) < 2 * len(ROWS)
-    else:
-        assert sorted(embeddings.requests) == [1] * len(ROWS) + [3] * len(ROWS)
+    embeddings.check_requests(len(ROWS), 3, shared)
 
 
 def test_evaluate_hands_its_run_config_to_the_metrics_legacy_embeddings() -> None:

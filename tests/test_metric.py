@@ -8,6 +8,7 @@ import math
 from typing import Any
 
 import pytest
+from common import CountingEmbeddings
 from ragas.embeddings.base import BaseRagasEmbedding
 from ragas.metrics.collections import AnswerRelevancy as StockAnswerRelevancy
 from ragas.metrics.result import MetricResult
@@ -504,31 +505,12 @@ def test_stop_set_by_the_caller_drops_samples_not_started() -> None:
     assert 1 <= len(done) < len(ROWS)
 
 
-class CountingEmbeddings(HashEmbeddings):
-    """HashEmbeddings that record how many texts each request carried."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.requests: list[int] = []
-
-    async def aembed_texts(self, texts: list[str], **kwargs: Any) -> list[list[float]]:
-        self.requests.append(len(texts))
-        return [self.embed_text(text) for text in texts]
-
-    async def aembed_text(self, text: str, **kwargs: Any) -> list[float]:
-        return (await self.aembed_texts([text]))[0]
-
-
 def test_batch_embeddings_shares_requests_or_sends_two_per_sample() -> None:
     for shared in (True, False):
         embeddings = CountingEmbeddings()
         metric = AnswerRelevancy(llm=PretendJudge(), embeddings=embeddings, batch_embeddings=shared)
         metric.batch_score(ROWS)
-        assert sum(embeddings.requests) == (1 + 3) * len(ROWS)
-        if shared:
-            assert len(embeddings.requests) < 2 * len(ROWS)
-        else:
-            assert sorted(embeddings.requests) == [1] * len(ROWS) + [3] * len(ROWS)
+        embeddings.check_requests(len(ROWS), 3, shared)
 
 
 def test_rows_that_are_not_mappings_are_named_and_kept() -> None:

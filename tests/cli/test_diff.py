@@ -54,6 +54,14 @@ def run_rows(shift: float = 0.0, n: int = 40) -> list[tuple[str, list[float], di
     return rows
 
 
+def dropped_runs(tmp_path: Path) -> tuple[Path, Path]:
+    """Run A and a run B whose every score is 0.05-0.07 lower: a significant drop."""
+    lower = [
+        (q, [x - 0.05 - 0.01 * (i % 3) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
+    ]
+    return write(tmp_path / "a.jsonl", run_rows()), write(tmp_path / "b.jsonl", lower)
+
+
 def diff_json(a: Path, b: Path, *more: str):
     result = invoke("diff", a, b, "--json", *more)
     return result, json.loads(result.stdout) if result.stdout.strip() else None
@@ -92,11 +100,7 @@ def test_partly_overlapping_files_count_the_rows_only_in_one(tmp_path):
 
 
 def test_a_significant_drop_exits_1_and_a_margin_above_it_exits_0(tmp_path):
-    a = write(tmp_path / "a.jsonl", run_rows())
-    lower = [
-        (q, [x - 0.05 - 0.01 * (i % 3) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
-    ]
-    b = write(tmp_path / "b.jsonl", lower)
+    a, b = dropped_runs(tmp_path)
     result, out = diff_json(a, b)
     assert result.exit_code == 1
     drop = statistics.fmean(0.05 + 0.01 * (i % 3) for i in range(40))
@@ -464,11 +468,7 @@ def test_a_damaged_report_is_one_line_naming_file_and_row(tmp_path, field, value
 
 
 def test_the_verdict_lines_say_what_paired_each_test_its_side_and_what_exits_1(tmp_path):
-    a = write(tmp_path / "a.jsonl", run_rows())
-    lower = [
-        (q, [x - 0.05 - 0.01 * (i % 3) for x in c], e) for i, (q, c, e) in enumerate(run_rows())
-    ]
-    b = write(tmp_path / "b.jsonl", lower)
+    a, b = dropped_runs(tmp_path)
     _, out = diff_json(a, b)
     text = invoke("diff", a, b, "--top", "0").stdout
     lines = [line.strip() for line in text.splitlines()]
