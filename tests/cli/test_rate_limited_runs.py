@@ -51,7 +51,7 @@ def test_the_readmes_rate_limit_advice_as_written_loses_no_row_at_a_per_second_p
     rows = scored_rows(tmp_path / "report.jsonl")
     assert result.exit_code == 0, result.output
     assert len(rows) == 36 and all(row["cause"] is None for row in rows)
-    assert refused <= 0.02 * judged
+    assert refused <= 0.1 * judged, (refused, judged)  # idle: none; see the two-runs test
 
 
 def test_an_account_out_of_quota_stops_score_as_a_refused_key_does(tmp_path: Path) -> None:
@@ -91,4 +91,7 @@ def test_two_score_runs_on_one_cache_keep_to_their_keys_limit_together(tmp_path:
         refused, judged = server.rate_limited("chat"), server.count("chat")
     assert codes == [0, 0], [run.stderr() for run in runs]
     assert all(len(scored_rows(tmp_path / f"{n}.jsonl")) == 72 for n in range(2))
-    assert refused <= 0.05 * judged
+    # Sharing holds the key's limit: two runs each at the whole limit would see about half
+    # refused. The few allowed are requests bunched by a machine that kept a process off the
+    # CPU for a second (a loaded CI runner: 5 of 86); idle, 0 of 73-75 in three runs.
+    assert refused <= 0.1 * judged, (refused, judged)
