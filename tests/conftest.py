@@ -12,9 +12,10 @@ os.environ.setdefault("RAGAS_DO_NOT_TRACK", "true")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # pytest prints each failure's whole message in its short summary when CI or BUILD_NUMBER is
-# set; the plugin's tests read nested runs' output, so those runs print the same anywhere.
-for _ci_marker in ("CI", "BUILD_NUMBER"):
-    os.environ.pop(_ci_marker, None)
+# set, and pytest-xdist's workers set COLUMNS=80; the tests read nested runs' and the command
+# line's output, so it is printed the same anywhere (piped, at the command line's own width).
+for _variable in ("CI", "BUILD_NUMBER", "COLUMNS", "LINES"):
+    os.environ.pop(_variable, None)
 
 # pytester's in-process runs forget modules first imported inside them, and numpy's compiled
 # parts cannot load twice in one process; scipy.special (error bars) brings them in here.
