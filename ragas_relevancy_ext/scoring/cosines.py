@@ -22,13 +22,12 @@ def probe_cosines(
     matrix = np.concatenate((question, probes))
     with np.errstate(all="ignore"):  # whatever the caller's numpy settings: NaN is told after
         dots = (matrix @ matrix.T).tolist()
-    squares = [row[i] for i, row in enumerate(dots)]
-    if not (all(map(math.isfinite, squares)) and min(squares) >= _SMALLEST_SQUARES):
-        with np.errstate(all="ignore"):
+        if not all(
+            math.isfinite(row[i]) and row[i] >= _SMALLEST_SQUARES for i, row in enumerate(dots)
+        ):
             units = unit_rows(matrix)
             dots = (units @ units.T).tolist()
-        squares = [row[i] for i, row in enumerate(dots)]
-    norms = [math.sqrt(square) for square in squares]
+    norms = [math.sqrt(row[i]) for i, row in enumerate(dots)]
     cosines = [  # stock's order: dot / (norm of the probe * norm of the question)
         _clip(row[0] / (norm * norms[0])) for row, norm in zip(dots[1:], norms[1:], strict=True)
     ]

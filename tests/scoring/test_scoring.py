@@ -267,3 +267,24 @@ def test_unit_rows_of_tiny_entries_are_no_error_under_numpy_settings_that_raise(
     assert rows[0].tolist() == [1.0, 0.0]
     assert rows[1] == pytest.approx([math.sqrt(0.5)] * 2)
     assert np.isnan(rows[2]).all()
+
+
+@pytest.mark.parametrize("width", [3, 64, 1536])
+def test_cosines_are_each_probes_dot_over_the_product_of_norms_to_the_bit(width):
+    """The dot products of the question and probes, each divided by the probe's norm times the
+    question's, clipped to [-1, 1]: as numpy gives them from the same matrix, bit for bit; the
+    similarity is the mean over the probe pairs."""
+    rng = np.random.default_rng(width)
+    for probes in range(1, 7):
+        matrix = rng.normal(size=(probes + 1, width))
+        matrix[1] = -matrix[0] if probes > 2 else matrix[1]  # a cosine of exactly -1 in play
+        dots = matrix @ matrix.T
+        norms = np.sqrt(np.diagonal(dots))
+        expected = np.clip(dots / np.outer(norms, norms), -1.0, 1.0)
+        cosines, similarity = probe_cosines(matrix[0], matrix[1:])
+        assert cosines.dtype == np.float64 and cosines.tolist() == expected[1:, 0].tolist()
+        pairs = expected[1:, 1:][np.triu_indices(probes, 1)]
+        if probes == 1:
+            assert similarity is None
+        else:
+            assert similarity == pytest.approx(float(pairs.mean()), abs=1e-15)
