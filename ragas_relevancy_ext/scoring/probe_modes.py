@@ -44,13 +44,19 @@ MAX_EXTRA_CALLS = 2
 Prompt: TypeAlias = "PydanticPrompt[Any, Any] | BasePrompt"
 PromptSpec: TypeAlias = "str | Prompt"
 
-# Apostrophes are dropped, any other punctuation becomes a space: one str.translate.
+# Apostrophes are dropped, any other punctuation becomes a space: one str.translate, or for
+# ASCII text the same table as bytes (a fifth of the cost: str.translate looks up each character).
 _FOLD = str.maketrans({**dict.fromkeys(string.punctuation + "¿¡“”", " "), **dict.fromkeys("'‘’")})
+_ASCII_PUNCTUATION = string.punctuation.replace("'", "").encode()
+_FOLD_ASCII = bytes.maketrans(_ASCII_PUNCTUATION, b" " * len(_ASCII_PUNCTUATION))
 
 
 def normalise_question(question: str) -> str:
     """Fold case, punctuation and white space, so near-identical probes compare equal."""
-    return " ".join(question.casefold().translate(_FOLD).split())
+    folded = question.casefold()
+    if folded.isascii():
+        return " ".join(folded.encode().translate(_FOLD_ASCII, b"'").decode().split())
+    return " ".join(folded.translate(_FOLD).split())
 
 
 @dataclass

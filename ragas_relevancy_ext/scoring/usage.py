@@ -206,13 +206,17 @@ def judge_usage_from_result(result: Any) -> Usage:
 def apportion(amount: int, weights: Sequence[int]) -> list[int]:
     """``amount`` split in proportion to ``weights`` as whole numbers that sum to ``amount``
     (largest remainders, ties to the earlier weight; all-zero weights split evenly)."""
+    if not amount:
+        return [0] * len(weights)
     if not any(weights):
         weights = [1] * len(weights)
     whole = sum(weights)
     shares = [amount * w // whole for w in weights]
-    order = sorted(range(len(weights)), key=lambda i: (-(amount * weights[i] % whole), i))
-    for i in order[: amount - sum(shares)]:
-        shares[i] += 1
+    short = amount - sum(shares)
+    if short:  # a stable sort on the negated remainders: ties keep the earlier weight first
+        behind = [-(amount * w % whole) for w in weights]
+        for i in sorted(range(len(weights)), key=behind.__getitem__)[:short]:
+            shares[i] += 1
     return shares
 
 
