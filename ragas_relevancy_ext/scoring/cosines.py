@@ -89,26 +89,6 @@ def all_noncommittal(noncommittal: Sequence[int]) -> bool:
     return len(noncommittal) > 0 and all(noncommittal)
 
 
-def mean_pairwise_cosine(vectors: np.ndarray) -> float | None:
-    """Mean cosine over all pairs of probe vectors (``probe_similarity``); None under two."""
-    matrix = np.asarray(vectors, dtype=float)
-    if matrix.ndim != 2 or matrix.shape[0] < 2:
-        return None
-    return _mean_pairwise(unit_rows(matrix))
-
-
-def _mean_pairwise(unit: np.ndarray) -> float | None:
-    """Mean cosine over all pairs of unit rows (at least two); None if not finite."""
-    return _mean_off_diagonal(np.clip(unit @ unit.T, -1.0, 1.0))
-
-
-def _mean_off_diagonal(sims: np.ndarray) -> float | None:
-    """Mean of a square matrix's entries off the diagonal (the pairs); None if not finite."""
-    n = len(sims)
-    value = float((sims.sum() - sims.trace()) / (n * (n - 1)))
-    return value if math.isfinite(value) else None
-
-
 def score_stderr(cosines: Sequence[float], score: float | None, all_noncommittal: bool) -> float:
     """The standard error of one sample's score: its cosines' sd (ddof=1) over sqrt(n); NaN
     when the score is NaN, under two probes, with a cosine not finite, or when every probe is

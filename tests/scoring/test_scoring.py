@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 from ragas_relevancy_ext.scoring.cosines import (
     all_noncommittal,
     cosine_similarities,
-    mean_pairwise_cosine,
     non_finite,
     probe_cosines,
     relevancy_score,
@@ -87,17 +86,19 @@ def test_one_probe_has_no_similarity_and_warns_nothing():
     user's log."""
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert mean_pairwise_cosine(np.array([[1.0, 0.0]])) is None
         cosines, similarity = probe_cosines(QUESTION, GENERATED[:1])
     assert similarity is None
     assert cosines.tolist() == pytest.approx([1.0])
 
 
-def test_mean_pairwise_cosine():
-    assert mean_pairwise_cosine(np.array([[1.0, 0.0]])) is None
-    assert mean_pairwise_cosine(np.array([[1.0, 0.0], [2.0, 0.0]])) == pytest.approx(1.0)
-    assert mean_pairwise_cosine(np.array([[1.0, 0.0], [0.0, 1.0]])) == pytest.approx(0.0)
-    three = mean_pairwise_cosine(GENERATED)
+def test_probe_similarity_is_the_mean_cosine_over_probe_pairs():
+    def similarity(probes: list[list[float]] | np.ndarray) -> float | None:
+        return probe_cosines(np.array([1.0, 1.0, 1.0])[: len(probes[0])], np.asarray(probes))[1]
+
+    assert similarity([[1.0, 0.0]]) is None
+    assert similarity([[1.0, 0.0], [2.0, 0.0]]) == pytest.approx(1.0)
+    assert similarity([[1.0, 0.0], [0.0, 1.0]]) == pytest.approx(0.0)
+    three = similarity(GENERATED)
     pairs = [
         float(GENERATED[i] @ GENERATED[j])
         / (np.linalg.norm(GENERATED[i]) * np.linalg.norm(GENERATED[j]))
@@ -132,7 +133,8 @@ def test_a_cosine_rounded_past_one_is_kept_at_one():
     cosines, similarity = probe_cosines(vector, np.stack([vector, vector]))
     assert cosines.max() <= 1.0 and similarity is not None and similarity <= 1.0
     assert relevancy_score(cosines, [0, 0]) <= 1.0
-    assert mean_pairwise_cosine(np.stack([vector, vector])) <= 1.0
+    _, pair = probe_cosines(vector, np.stack([vector, vector, vector]))
+    assert pair is not None and pair <= 1.0
 
 
 @pytest.mark.parametrize("probe_prompt", ["stock", "diverse"])
@@ -164,8 +166,8 @@ def test_a_probe_equal_or_opposite_to_the_question_stays_inside_one():
         assert cosines[0] == pytest.approx(1.0) and cosines[1] == pytest.approx(-1.0)
         assert similarity is not None and -1.0 <= similarity <= 1.0
         same, opposite = (
-            mean_pairwise_cosine(np.stack([v, v, v])),
-            mean_pairwise_cosine(np.stack([v, -v])),
+            probe_cosines(v, np.stack([v, v, v]))[1],
+            probe_cosines(v, np.stack([v, -v]))[1],
         )
         assert same is not None and same <= 1.0 and same == pytest.approx(1.0)
         assert opposite is not None and opposite >= -1.0 and opposite == pytest.approx(-1.0)
@@ -249,7 +251,7 @@ def test_probes_whose_pairs_have_no_cosine_have_no_similarity():
     cosines, similarity = probe_cosines(np.ones(3), np.array([[0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]))
     assert math.isnan(cosines[0]) and cosines[1] == pytest.approx(math.sqrt(1 / 3))
     assert similarity is None
-    assert mean_pairwise_cosine(np.array([[0.0, 0.0], [1.0, 0.0]])) is None
+    assert probe_cosines(np.ones(2), np.array([[0.0, 0.0], [1.0, 0.0]]))[1] is None
 
 
 @pytest.mark.parametrize(
